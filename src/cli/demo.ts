@@ -1,0 +1,185 @@
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { RealtimeClient, type ServerEvent } from "../client/index.ts";
+import { pcm16FromBytes, pcm16ToBytes, readWavFile, resamplePcm16, writeWavFile } from "../infra/audio/index.ts";
+
+/** Options of `duplex demo`. Times in ms. */
+export interface DemoOptions {
+  readonly url: string;
+  /** A mono PCM16 WAV file (8, 16, 24 or 48 kHz; other rates are resampled to 16 kHz). */
+  readonly input: string;
+  /** Folder for response-N.wav files. */
+  readonly out: string;
+  /** Skip real-time pacing of the input and of the simulated playback. */
+  readonly fast?: boolean;
+  /** Silence appended after the file, as a microphone would go on sending. Default 1500 ms. */
+  readonly tailMs?: number;
+  /** Length of each append. Default 100 ms. */
+  readonly chunkMs?: number;
+  /** Give up waiting for responses after this long past the end of the input. Default 30 000 ms. */
+  readonly timeoutMs?: number;
+  readonly headers?: Record<string, string>;
+}
+
+/** The line `duplex demo` prints. Latency in ms; `audio_ms` per response in ms of 24 kHz audio. */
+export interface DemoSummary {
+  readonly session_id: string;
+  readonly responses: number;
+  readonly first_audio_latency_ms: number | null;
+  readonly audio_ms: number[];
+  readonly events: Record<string, number>;
+  readonly files: string[];
+}
+
+interface ResponseAudio {
+  readonly id: string;
+  readonly chunks: Int16Array[];
+  rate: number;
+  receivedMs: number;
+  firstDeltaAt: number;
+  ackedMs: number;
+  done: boolean;
+}
+
+const SUPPORTED_RATES = [8000, 16000, 24000, 48000];
+
+/**
+ * The demo flow (issue: walking skeleton): opens a session with the project's client, streams the WAV as
+ * `chunkMs` appends at real-time pace, lets the model decide when to answer, "plays" each response by sending
+ * `playback.ack` at real-time pace, closes with `session.close`, and writes each response's audio.
+ * @throws the client's connection error, or WaitTimeoutError when the session does not open.
+ */
+export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
+  const chunkMs = options.chunkMs ?? 100;
+  const fast = options.fast ?? false;
+  const wav = await readWavFile(options.input);
+  const rate = SUPPORTED_RATES.includes(wav.sampleRate) ? wav.sampleRate : 16000;
+  const samples = rate === wav.sampleRate ? wav.samples : resamplePcm16(wav.samples, wav.sampleRate, rate);
+
+  const client = await RealtimeClient.connect(options.url, { headers: options.headers ?? {} });
+  const responses = new Map<string, ResponseAudio>();
+  client.onEvent((event: ServerEvent, at: number) => {
+    if (event.type !== "response.output_audio.delta") return;
+    const id = String(event.response_id);
+    const pcm = pcm16FromBytes(Uint8Array.from(Buffer.from(String(event.delta), "base64")));
+    const eventRate = Number(event.sample_rate_hz ?? 24000);
+    const r = responses.get(id) ?? {
+      id,
+      chunks: [],
+      rate: eventRate,
+      receivedMs: 0,
+      firstDeltaAt: at,
+      ackedMs: 0,
+      done: false,
+    };
+    r.chunks.push(pcm);
+    r.receivedMs += (pcm.length / eventRate) * 1000;
+    responses.set(id, r);
+  });
+  client.onEvent((event) => {
+    if (event.type === "response.done") {
+      const r = responses.get(String(event.response_id));
+      if (r !== undefined) r.done = true;
+    }
+  });
+
+  const ack = (): void => {
+    const now = performance.now();
+    for (const r of responses.values()) {
+      const played = Math.floor(fast ? r.receivedMs : Math.min(r.receivedMs, now - r.firstDeltaAt));
+      if (played > r.ackedMs) {
+        r.ackedMs = played;
+        client.send({ type: "playback.ack", response_id: r.id, played_ms: played });
+      }
+    }
+  };
+  const acker = setInterval(ack, 200);
+
+  client.send({
+    type: "session.update",
+    session: {
+      instructions: "Echo what you hear.",
+      playback_commit_policy: "ack_only",
+      input_audio_format: "pcm16",
+      input_sample_rate_hz: rate,
+    },
+  });
+  const created = await client.waitFor("session.created", { since: 0 });
+  await client.waitFor("session.updated", { since: 0 });
+  const sessionId = String((created.session as { id: string }).id);
+
+  const chunkSamples = Math.round((rate * chunkMs) / 1000);
+  const tailSamples = Math.round((rate * (options.tailMs ?? 1500)) / 1000);
+  const all = new Int16Array(samples.length + tailSamples);
+  all.set(samples);
+  const sentAt: number[] = [];
+  const start = performance.now();
+  for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkSamples) {
+    sentAt.push(performance.now());
+    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + chunkSamples)), { sample_rate_hz: rate });
+    if (!fast) {
+      const due = start + (i + 1) * chunkMs - performance.now();
+      if (due > 0) await sleep(due);
+    } else if (i % 20 === 19) {
+      await sleep(1);
+    }
+  }
+
+  // Wait until the model is quiet: no response in progress, everything played, and a pause in the event stream.
+  const deadline = performance.now() + (options.timeoutMs ?? 30_000);
+  const quietMs = fast ? 600 : 1500;
+  while (performance.now() < deadline) {
+    ack();
+    const last = client.received.at(-1)?.at ?? 0;
+    const open = [...responses.values()].some((r) => !r.done || r.ackedMs < Math.floor(r.receivedMs));
+    const speaking =
+      client.types().lastIndexOf("input_audio_buffer.speech_started") >
+      client.types().lastIndexOf("input_audio_buffer.speech_stopped");
+    if (!open && !speaking && performance.now() - last > quietMs) break;
+    await sleep(100);
+  }
+  clearInterval(acker);
+  ack();
+  client.send({ type: "session.close" });
+  await client.waitFor("session.closed", { since: 0, timeoutMs: 5000 }).catch(() => undefined);
+  await client.close();
+
+  await mkdir(options.out, { recursive: true });
+  const files: string[] = [];
+  const ordered = [...responses.values()];
+  for (const [i, r] of ordered.entries()) {
+    const total = r.chunks.reduce((n, c) => n + c.length, 0);
+    const pcm = new Int16Array(total);
+    let offset = 0;
+    for (const c of r.chunks) {
+      pcm.set(c, offset);
+      offset += c.length;
+    }
+    const file = join(options.out, `response-${i + 1}.wav`);
+    await writeWavFile(file, pcm, r.rate);
+    files.push(file);
+  }
+
+  const stopped = client.received.find((r) => r.event.type === "input_audio_buffer.speech_stopped");
+  const firstDelta = client.received.find(
+    (r) => r.event.type === "response.output_audio.delta" && (stopped === undefined || r.at >= stopped.at),
+  );
+  let latency: number | null = null;
+  if (stopped !== undefined && firstDelta !== undefined) {
+    const silenceMs = 500;
+    const speechEndMs = Math.max(0, Number(stopped.event.audio_end_ms) - silenceMs);
+    const sent = sentAt[Math.min(sentAt.length - 1, Math.floor(speechEndMs / chunkMs))] ?? start;
+    latency = Math.round(firstDelta.at - sent);
+  }
+  const events: Record<string, number> = {};
+  for (const type of client.types()) events[type] = (events[type] ?? 0) + 1;
+  return {
+    session_id: sessionId,
+    responses: ordered.length,
+    first_audio_latency_ms: latency,
+    audio_ms: ordered.map((r) => Math.round(r.receivedMs)),
+    events,
+    files,
+  };
+};

@@ -1,0 +1,181 @@
+import { resolve } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { evolve, INPUT_TYPES, initialState } from "../domain/index.ts";
+import { replayEntries, STREAM_PREFIX, streamOf } from "../engine/index.ts";
+import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
+import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
+import { startServer } from "../server/index.ts";
+import { runDemo } from "./demo.ts";
+
+/**
+ * `duplex serve | demo | replay | export | sessions` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a failed check
+ * (replay divergence, a demo without audio), 2 a usage or configuration error.
+ */
+const program = new Command("duplex").description(
+  "An event-sourced server for full-duplex speech models (OpenAI Realtime API).",
+);
+
+const port = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("expected a port number 0..65535");
+  return n;
+};
+
+const openStore = (dataDir: string) => createSqliteEventStore({ path: sqlitePathIn(resolve(dataDir)) });
+
+program
+  .command("serve")
+  .description("run the realtime server (embedded sqlite store, echo runner) on 127.0.0.1:8099")
+  .option("--config <file>", "deployment configuration (YAML), e.g. deploy/embedded.yaml")
+  .option("--data <dir>", "folder of the embedded event store (overrides event_store.path)", undefined)
+  .option("--host <host>", "listen address (overrides listen.host)")
+  .option("--port <port>", "listen port (overrides listen.port)", port)
+  .action(async (opts: { config?: string; data?: string; host?: string; port?: number }) => {
+    const config = await loadConfig(opts.config);
+    const effective = {
+      ...config,
+      event_store:
+        opts.data === undefined
+          ? config.event_store
+          : { kind: "sqlite" as const, path: sqlitePathIn(resolve(opts.data)) },
+      listen: { host: opts.host ?? config.listen.host, port: opts.port ?? config.listen.port },
+    };
+    const server = await startServer(effective);
+    const stop = async () => {
+      await server.close();
+      process.exit(0);
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+
+program
+  .command("demo")
+  .description("hold a conversation: stream a WAV at real-time pace, play the answers, write them as WAV files")
+  .option("--url <url>", "realtime endpoint", "ws://127.0.0.1:8099/v1/realtime")
+  .requiredOption("--input <wav>", "mono PCM16 WAV to speak, e.g. ../shared/audio/jfk_16k.wav")
+  .option("--out <dir>", "folder for response-N.wav", "./out")
+  .option("--fast", "send and play as fast as possible instead of in real time", false)
+  .action(async (opts: { url: string; input: string; out: string; fast: boolean }) => {
+    const summary = await runDemo({ url: opts.url, input: opts.input, out: opts.out, fast: opts.fast });
+    const { files: _files, ...line } = summary;
+    process.stdout.write(`${JSON.stringify(line)}\n`);
+    const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
+    process.exitCode = withAudio > 0 ? 0 : 1;
+  });
+
+program
+  .command("replay [file]")
+  .description("replay a recorded session offline and check it byte for byte (a session FILE, or --data/--session)")
+  .option("--data <dir>", "folder of the embedded event store", "./data")
+  .option("--session <id>", "session id to replay from the store")
+  .option("--json", "print the summary as JSON", false)
+  .action(async (file: string | undefined, opts: { data: string; session?: string; json: boolean }) => {
+    let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
+    if (file !== undefined) {
+      entries = (await readSessionFile(file)).entries;
+    } else {
+      if (opts.session === undefined) throw new InvalidArgumentError("give a session FILE or --session ID");
+      const store = openStore(opts.data);
+      entries = await store.read(streamOf(opts.session));
+      await store.close();
+      if (entries.length === 0) {
+        process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
+        process.exitCode = 2;
+        return;
+      }
+    }
+    const result = replayEntries(entries);
+    const summary = {
+      ok: result.ok,
+      session_id: result.sessionId,
+      inputs: result.inputs,
+      decisions: result.decisions,
+      wire_events: result.wireEvents,
+      divergence: result.divergence,
+    };
+    if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+    else if (result.ok) {
+      process.stdout.write(
+        `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n`,
+      );
+    } else {
+      const d = result.divergence;
+      process.stdout.write(
+        `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n`,
+      );
+    }
+    process.exitCode = result.ok ? 0 : 1;
+  });
+
+program
+  .command("export")
+  .description("write a recorded session as one self-contained, versioned file (one log entry a line)")
+  .option("--data <dir>", "folder of the embedded event store", "./data")
+  .requiredOption("--session <id>", "session id")
+  .requiredOption("--out <file>", "file to write")
+  .action(async (opts: { data: string; session: string; out: string }) => {
+    const store = openStore(opts.data);
+    const stream = streamOf(opts.session);
+    const entries = await store.read(stream);
+    await store.close();
+    if (entries.length === 0) {
+      process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    await writeSessionFile(opts.out, stream, entries);
+    process.stdout.write(`wrote ${entries.length} entries of ${opts.session} to ${opts.out}\n`);
+  });
+
+program
+  .command("sessions")
+  .description("list recorded sessions: id, opened at, duration, state, event counts")
+  .option("--data <dir>", "folder of the embedded event store", "./data")
+  .option("--json", "one JSON object a line", false)
+  .action(async (opts: { data: string; json: boolean }) => {
+    const store = openStore(opts.data);
+    const streams = await store.listStreams(STREAM_PREFIX);
+    const rows = [];
+    for (const info of streams) {
+      const entries = await store.read(info.stream);
+      let state = initialState;
+      let inputs = 0;
+      for (const e of entries) {
+        if ((INPUT_TYPES as readonly string[]).includes(e.type)) inputs += 1;
+        else state = evolve(state, { type: e.type, data: e.data } as Parameters<typeof evolve>[1]);
+      }
+      rows.push({
+        session_id: info.stream.slice(STREAM_PREFIX.length),
+        opened_at: new Date(info.firstAt).toISOString(),
+        duration_s: Math.round((info.lastAt - info.firstAt) / 100) / 10,
+        state: state.phase,
+        inputs,
+        decisions: entries.length - inputs,
+        responses: state.responseCount,
+      });
+    }
+    await store.close();
+    if (opts.json) for (const row of rows) process.stdout.write(`${JSON.stringify(row)}\n`);
+    else {
+      process.stdout.write(
+        "session_id                              opened_at                 duration_s  state   inputs  decisions  responses\n",
+      );
+      for (const r of rows) {
+        process.stdout.write(
+          `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(8)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}\n`,
+        );
+      }
+      if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);
+    }
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof ConfigError || error instanceof InvalidArgumentError) {
+    process.stderr.write(`duplex: ${error.message}\n`);
+    process.exit(2);
+  }
+  throw error;
+}

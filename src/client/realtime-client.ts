@@ -1,0 +1,130 @@
+import { WebSocket } from "ws";
+
+/** A server event as received: its JSON object. */
+export type ServerEvent = { readonly type: string } & Readonly<Record<string, unknown>>;
+
+/** Thrown by `waitFor` when no matching event arrived in time; `received` names the last types seen. */
+export class WaitTimeoutError extends Error {
+  readonly code = "wait_timeout";
+  constructor(what: string, timeoutMs: number, received: readonly string[]) {
+    super(`no ${what} within ${timeoutMs} ms; last received: ${received.slice(-8).join(", ") || "(nothing)"}`);
+    this.name = "WaitTimeoutError";
+  }
+}
+
+/**
+ * The project's own client of /v1/realtime (DESIGN.md, src/client): used by the demo, the tests and users. Keeps
+ * every received event in order (`received`), lets callers wait for one, and stamps `event_id`s on what it sends.
+ */
+export class RealtimeClient {
+  /** Every server event received, in order, with the local receive time (ms, `performance.now()` clock). */
+  readonly received: { readonly event: ServerEvent; readonly at: number }[] = [];
+  private readonly waiters = new Set<{ match: (e: ServerEvent) => boolean; resolve: (e: ServerEvent) => void }>();
+  private readonly listeners = new Set<(event: ServerEvent, at: number) => void>();
+  private counter = 0;
+  /** Resolves with the close code when the socket closes. */
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  private constructor(private readonly socket: WebSocket) {
+    this.closed = new Promise((resolve) =>
+      socket.once("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
+    socket.on("message", (data) => {
+      const event = JSON.parse(data.toString()) as ServerEvent;
+      const at = performance.now();
+      this.received.push({ event, at });
+      for (const listener of this.listeners) listener(event, at);
+      for (const waiter of [...this.waiters]) {
+        if (waiter.match(event)) {
+          this.waiters.delete(waiter);
+          waiter.resolve(event);
+        }
+      }
+    });
+  }
+
+  /**
+   * Connects to `url` (ws: or wss:). `headers` such as `Authorization: Bearer KEY` go on the upgrade request.
+   * @throws the socket's error when the connection fails.
+   */
+  static connect(url: string, options: { headers?: Record<string, string> } = {}): Promise<RealtimeClient> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(url, { headers: options.headers ?? {} });
+      socket.once("open", () => resolve(new RealtimeClient(socket)));
+      socket.once("error", reject);
+    });
+  }
+
+  /** Calls `listener` for each event received from now on. Returns a function that removes it. */
+  onEvent(listener: (event: ServerEvent, at: number) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Sends a client event, adding an `event_id` when it has none. Returns the `event_id`. */
+  send(event: { type: string } & Record<string, unknown>): string {
+    this.counter += 1;
+    const eventId = typeof event.event_id === "string" ? event.event_id : `evt_client_${this.counter}`;
+    this.socket.send(JSON.stringify({ ...event, event_id: eventId }));
+    return eventId;
+  }
+
+  /** Sends a raw text frame as it is (for tests of bad input). */
+  sendRaw(text: string): void {
+    this.socket.send(text);
+  }
+
+  /** Sends `input_audio_buffer.append` of PCM16 little-endian bytes. */
+  appendAudio(pcm16: Uint8Array, extra: Record<string, unknown> = {}): string {
+    return this.send({ type: "input_audio_buffer.append", audio: Buffer.from(pcm16).toString("base64"), ...extra });
+  }
+
+  /**
+   * Resolves with the first event received from now on (or already received after index `since`) that has type
+   * `type` (or matches the predicate).
+   * @throws WaitTimeoutError after `timeoutMs` (default 10 000 ms).
+   */
+  waitFor(
+    type: string | ((event: ServerEvent) => boolean),
+    options: { timeoutMs?: number; since?: number } = {},
+  ): Promise<ServerEvent> {
+    const match = typeof type === "string" ? (e: ServerEvent) => e.type === type : type;
+    if (options.since !== undefined) {
+      const found = this.received.slice(options.since).find((r) => match(r.event));
+      if (found !== undefined) return Promise.resolve(found.event);
+    }
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        match,
+        resolve: (e: ServerEvent) => {
+          clearTimeout(timer);
+          resolve(e);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(waiter);
+        reject(
+          new WaitTimeoutError(
+            typeof type === "string" ? type : "matching event",
+            timeoutMs,
+            this.received.map((r) => r.event.type),
+          ),
+        );
+      }, timeoutMs);
+      this.waiters.add(waiter);
+    });
+  }
+
+  /** Types of every event received so far, in order. */
+  types(): string[] {
+    return this.received.map((r) => r.event.type);
+  }
+
+  /** Closes the socket and waits for it to close. */
+  async close(): Promise<void> {
+    if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING)
+      this.socket.close();
+    await this.closed;
+  }
+}

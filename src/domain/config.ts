@@ -1,0 +1,168 @@
+import { type Rejection, reject } from "./errors.ts";
+
+/**
+ * The effective configuration of a session, in our own spelling. The codec reads both the beta and the GA
+ * spellings of the OpenAI session object into a `SessionPatch`, and renders this back in both
+ * (reference/realtime-duplex-api.md, "Tier 1" and "Tier 2"; BEHAVIOUR.md, "Turn-taking").
+ */
+export interface SessionConfig {
+  readonly model: string;
+  readonly instructions: string;
+  readonly voice: string | null;
+  readonly outputModalities: readonly Modality[];
+  /** Client input audio: format and rate (Hz). The engine converts it to the runner's input rate. */
+  readonly inputAudio: AudioFormat;
+  /** Output audio the server sends: format and rate (Hz). */
+  readonly outputAudio: AudioFormat;
+  readonly turnDetection: ServerVadConfig | null;
+  readonly overlapPolicy: OverlapPolicy;
+  readonly playbackCommitPolicy: PlaybackCommitPolicy;
+  readonly temperature: number | null;
+  /** `extra_body.auto_response`: the model-native lane, where the model decides when to answer. */
+  readonly autoResponse: boolean;
+  readonly idleTimeoutS: number | null;
+}
+
+export type Modality = "audio" | "text";
+export type OverlapPolicy = "listen_only" | "barge_in_on_speech";
+export type PlaybackCommitPolicy = "ack_only" | "commit_all_on_done";
+
+/** Supported audio encodings; `rate` is in Hz. */
+export interface AudioFormat {
+  readonly format: "pcm16";
+  readonly rate: number;
+}
+
+/** `turn_detection: {type: "server_vad", ...}`; times in ms, threshold a probability in 0..1. */
+export interface ServerVadConfig {
+  readonly type: "server_vad";
+  readonly threshold: number;
+  readonly prefixPaddingMs: number;
+  readonly silenceDurationMs: number;
+  readonly minSpeechDurationMs: number;
+  readonly createResponse: boolean;
+  readonly interruptResponse: boolean;
+}
+
+/** What the client may change with `session.update`; absent keys keep their value. */
+export interface SessionPatch {
+  readonly model?: string;
+  readonly instructions?: string;
+  readonly voice?: string | null;
+  readonly outputModalities?: readonly Modality[];
+  readonly inputAudio?: AudioFormat;
+  readonly outputAudio?: AudioFormat;
+  /** `null` disables turn detection; `type` other than server_vad is kept so the decider can refuse it. */
+  readonly turnDetection?: (Partial<Omit<ServerVadConfig, "type">> & { readonly type: string }) | null;
+  readonly overlapPolicy?: OverlapPolicy;
+  readonly playbackCommitPolicy?: PlaybackCommitPolicy;
+  readonly temperature?: number | null;
+  readonly autoResponse?: boolean;
+  readonly idleTimeoutS?: number | null;
+}
+
+/**
+ * What the model stage can do, announced in `session.created` (reference/realtime-duplex-api.md,
+ * "Capability negotiation by model"). Rates in Hz, `chunkPeriodMs` in ms.
+ */
+export interface Capabilities {
+  readonly implementationLevel: "model_native_duplex" | "turn_based";
+  readonly chunkPeriodMs: number;
+  readonly supportsBargeIn: boolean;
+  readonly supportsSessionResume: boolean;
+  readonly supportsAudioTruncate: boolean;
+  readonly supportsToolCalls: boolean;
+  readonly supportsVideo: boolean;
+  readonly inputSampleRateHz: number;
+  readonly outputSampleRateHz: number;
+}
+
+/** Server VAD defaults of BEHAVIOUR.md, "Turn-taking". */
+export const SERVER_VAD_DEFAULTS: ServerVadConfig = {
+  type: "server_vad",
+  threshold: 0.5,
+  prefixPaddingMs: 300,
+  silenceDurationMs: 500,
+  minSpeechDurationMs: 96,
+  createResponse: true,
+  interruptResponse: true,
+};
+
+/** The configuration a session starts with, before the client's first `session.update` is applied. */
+export const defaultSessionConfig = (model: string, capabilities: Capabilities): SessionConfig => ({
+  model,
+  instructions: "",
+  voice: null,
+  outputModalities: ["audio", "text"],
+  inputAudio: { format: "pcm16", rate: capabilities.inputSampleRateHz },
+  outputAudio: { format: "pcm16", rate: capabilities.outputSampleRateHz },
+  turnDetection: null,
+  overlapPolicy: "listen_only",
+  playbackCommitPolicy: "ack_only",
+  temperature: null,
+  autoResponse: capabilities.implementationLevel === "model_native_duplex",
+  idleTimeoutS: 300,
+});
+
+/** Input sample rates (Hz) a client may declare for pcm16. */
+export const SUPPORTED_INPUT_RATES: readonly number[] = [8000, 16000, 24000, 48000];
+
+/**
+ * Applies a patch to a configuration. Returns the new configuration, or the rejection that leaves the session
+ * on its previous configuration (BEHAVIOUR.md scenario 17: `semantic_vad` -> `unsupported_turn_detection`).
+ */
+export const applySessionPatch = (
+  config: SessionConfig,
+  patch: SessionPatch,
+  capabilities: Capabilities,
+): SessionConfig | Rejection => {
+  let turnDetection = config.turnDetection;
+  let overlapPolicy = patch.overlapPolicy ?? config.overlapPolicy;
+  if (patch.turnDetection === null) {
+    turnDetection = null;
+  } else if (patch.turnDetection !== undefined) {
+    const td = patch.turnDetection;
+    if (td.type !== "server_vad") {
+      return reject(
+        "unsupported_turn_detection",
+        `turn_detection.type "${td.type}" is not supported; use "server_vad" or null`,
+        "session.turn_detection.type",
+      );
+    }
+    const base = config.turnDetection ?? SERVER_VAD_DEFAULTS;
+    turnDetection = { ...base, ...td, type: "server_vad" };
+    if (turnDetection.interruptResponse && !capabilities.supportsBargeIn && patch.overlapPolicy === undefined) {
+      overlapPolicy = "listen_only";
+    } else if (turnDetection.interruptResponse && patch.overlapPolicy === undefined) {
+      overlapPolicy = "barge_in_on_speech";
+    }
+  }
+  if (patch.inputAudio !== undefined && !SUPPORTED_INPUT_RATES.includes(patch.inputAudio.rate)) {
+    return reject(
+      "unsupported_audio_format",
+      `input sample rate ${patch.inputAudio.rate} Hz is not supported; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`,
+      "session.input_audio_format",
+    );
+  }
+  if (patch.outputAudio !== undefined && patch.outputAudio.rate !== capabilities.outputSampleRateHz) {
+    return reject(
+      "unsupported_audio_format",
+      `output sample rate ${patch.outputAudio.rate} Hz is not supported; the model speaks at ${capabilities.outputSampleRateHz} Hz`,
+      "session.output_audio_format",
+    );
+  }
+  return {
+    model: patch.model ?? config.model,
+    instructions: patch.instructions ?? config.instructions,
+    voice: patch.voice === undefined ? config.voice : patch.voice,
+    outputModalities: patch.outputModalities ?? config.outputModalities,
+    inputAudio: patch.inputAudio ?? config.inputAudio,
+    outputAudio: patch.outputAudio ?? config.outputAudio,
+    turnDetection,
+    overlapPolicy,
+    playbackCommitPolicy: patch.playbackCommitPolicy ?? config.playbackCommitPolicy,
+    temperature: patch.temperature === undefined ? config.temperature : patch.temperature,
+    autoResponse: patch.autoResponse ?? config.autoResponse,
+    idleTimeoutS: patch.idleTimeoutS === undefined ? config.idleTimeoutS : patch.idleTimeoutS,
+  };
+};

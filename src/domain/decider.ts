@@ -1,0 +1,147 @@
+import { decisionBuilder } from "./builder.ts";
+import type { Command } from "./commands.ts";
+import { applySessionPatch, defaultSessionConfig } from "./config.ts";
+import { type Rejection, reject } from "./errors.ts";
+import type { DomainEvent, Input } from "./events.ts";
+import { settleEstimatedItems } from "./history.ts";
+import { appendAudio, commitInput } from "./input-flow.ts";
+import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
+import { applyStageOutput, cancelResponse, startResponse } from "./response-flow.ts";
+import { evolve, initialState, type SessionState } from "./state.ts";
+
+/**
+ * The session decider (DESIGN.md, "How data flows"; emmett's `Decider`): a plain object of pure functions.
+ * `decide(state, input)` reads no clock, no randomness and no I/O: time is `input.at`, ids come from the session
+ * id and the counters in `state`. A rejected command decides one `RequestRejected` and changes nothing else.
+ */
+export interface Decider<S, I, E> {
+  readonly initialState: S;
+  decide(state: S, input: I): E[];
+  evolve(state: S, event: E): S;
+}
+
+const rejected = (command: Command, rejection: Rejection): DomainEvent => ({
+  type: "RequestRejected",
+  data: {
+    code: rejection.code,
+    message: rejection.message,
+    param: rejection.param ?? null,
+    clientEventId: command.eventId,
+    commandType: command.type === "invalid" ? command.eventType : command.type,
+  },
+});
+
+const decideCommand = (state: SessionState, command: Command, at: number): DomainEvent[] => {
+  if (command.type === "invalid") {
+    return [rejected(command, reject(command.code, command.message, command.param ?? undefined))];
+  }
+  if (state.phase !== "open") {
+    return [rejected(command, reject("session_closed", `the session is ${state.phase}; ${command.type} is refused`))];
+  }
+  const b = decisionBuilder(state);
+  const refuse = (rejection: Rejection | null): DomainEvent[] =>
+    rejection === null ? [...b.events] : [rejected(command, rejection)];
+  switch (command.type) {
+    case "session.update": {
+      const config = applySessionPatch(state.config, command.patch, state.capabilities);
+      return "code" in config ? refuse(config) : [{ type: "SessionConfigured", data: { config } }];
+    }
+    case "input_audio_buffer.append":
+      appendAudio(b, at, command);
+      return [...b.events];
+    case "input_audio_buffer.commit":
+      if (state.input.bufferedBytes === 0) {
+        return refuse(
+          reject("input_audio_buffer_empty", "input_audio_buffer.commit needs buffered audio; the buffer is empty"),
+        );
+      }
+      commitInput(b, at, command.createResponse, "client");
+      return [...b.events];
+    case "input_audio_buffer.clear":
+      return [{ type: "InputCleared", data: { clockMs: state.input.clockMs } }];
+    case "response.create":
+      if (state.response !== null) {
+        return refuse(reject("response_already_active", `response ${state.response.id} is still active`));
+      }
+      startResponse(b, at, "client", command.metadata);
+      return [...b.events];
+    case "response.cancel":
+      if (state.response === null) {
+        return refuse(reject("response_not_active", "response.cancel: no response is active"));
+      }
+      if (command.responseId !== null && command.responseId !== state.response.id) {
+        return refuse(
+          reject(
+            "response_not_active",
+            `response ${command.responseId} is not the active one (${state.response.id})`,
+            "response_id",
+          ),
+        );
+      }
+      cancelResponse(b, at, "client_cancelled");
+      return [...b.events];
+    case "playback.ack":
+      return refuse(acknowledgePlayback(b, at, command));
+    case "conversation.item.truncate":
+      return refuse(truncateItem(b, at, command));
+    case "session.heartbeat":
+      return [{ type: "HeartbeatAcknowledged", data: {} }];
+    case "session.close":
+      cancelResponse(b, at, "session_closed");
+      b.push(...settleEstimatedItems(b.state, at));
+      b.push({ type: "SessionClosed", data: { reason: "session_close" } });
+      return [...b.events];
+    default: {
+      const unhandled: never = command;
+      throw new Error(`decide: unhandled command ${JSON.stringify(unhandled)}`);
+    }
+  }
+};
+
+/** Decides what an input means for the session. Pure. */
+export const decide = (state: SessionState, input: Input): DomainEvent[] => {
+  switch (input.type) {
+    case "SessionOpened": {
+      if (state.phase !== "new") return [];
+      const config = defaultSessionConfig(input.data.model, input.data.capabilities);
+      return [
+        {
+          type: "SessionCreated",
+          data: {
+            sessionId: input.data.sessionId,
+            config,
+            capabilities: input.data.capabilities,
+            attachmentGeneration: 1,
+            resumeTokenSha256: input.data.resumeTokenSha256,
+          },
+        },
+      ];
+    }
+    case "CommandReceived":
+      return decideCommand(state, input.data.command, input.at);
+    case "StageOutputReceived": {
+      const b = decisionBuilder(state);
+      applyStageOutput(b, input.at, input.data.output);
+      return [...b.events];
+    }
+    case "TimerFired": {
+      if (state.phase !== "open") return [];
+      const b = decisionBuilder(state);
+      cancelResponse(b, input.at, "session_closed");
+      b.push({
+        type: "SessionClosed",
+        data: { reason: input.data.timer === "idle_ttl" ? "idle_ttl_expired" : "disconnect_grace_expired" },
+      });
+      return [...b.events];
+    }
+    case "AttachmentChanged":
+      return [];
+    default: {
+      const unhandled: never = input;
+      throw new Error(`decide: unhandled input ${JSON.stringify(unhandled)}`);
+    }
+  }
+};
+
+/** The session decider as one object (STYLE.md, "The decider is a plain object"). */
+export const sessionDecider: Decider<SessionState, Input, DomainEvent> = { initialState, decide, evolve };

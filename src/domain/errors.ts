@@ -1,0 +1,77 @@
+/**
+ * The one table of error codes (BEHAVIOUR.md, "Errors"; reference/realtime-duplex-api.md, "Errors").
+ * Each code has its OpenAI `error.type` class, a default message, and whether it ends the session or the socket.
+ * An unknown code is a compile error: every error the project sends is an `ErrorCode` of this table.
+ */
+export type ErrorClass = "invalid_request_error" | "server_error" | "rate_limit_error";
+
+/** One row of the table. `closesSocket`: the socket is closed after the error (WebSocket close code given). */
+export interface ErrorSpec {
+  readonly type: ErrorClass;
+  readonly message: string;
+  readonly closeCode?: number;
+}
+
+const invalid = (message: string): ErrorSpec => ({ type: "invalid_request_error", message });
+const server = (message: string, closeCode?: number): ErrorSpec =>
+  closeCode === undefined ? { type: "server_error", message } : { type: "server_error", message, closeCode };
+
+export const ERROR_CODES = {
+  bad_event: invalid("The event does not match its schema."),
+  bad_audio: invalid("The audio does not match the declared format."),
+  config_timeout: { type: "invalid_request_error", message: "No session.update arrived in time.", closeCode: 1008 },
+  invalid_json: invalid("The frame is not a JSON object."),
+  event_too_large: invalid("The frame is larger than the maximum frame size."),
+  unknown_event: invalid("The event type is not known."),
+  session_closed: invalid("The session is closed."),
+  unknown_session: invalid("The session is not known to this server."),
+  response_already_active: invalid("A response is already active."),
+  response_not_active: invalid("No response is active."),
+  response_create_without_input: invalid("response.create needs input to respond to."),
+  input_audio_buffer_empty: invalid("input_audio_buffer.commit requires a non-empty input audio buffer."),
+  item_not_found: invalid("No item has that id."),
+  missing_item_id: invalid("The event needs an item_id."),
+  playback_item_mismatch: invalid("The response_id and item_id name different responses."),
+  playback_item_not_found: invalid("No assistant item matches the playback acknowledgement."),
+  playback_ack_too_late: invalid("The item's history slot was settled before this acknowledgement."),
+  unsupported_audio_format: invalid("The audio format is not supported."),
+  unsupported_turn_detection: invalid("The turn_detection type is not supported."),
+  barge_in_unsupported: invalid("The model does not support barge-in."),
+  invalid_event_ack: invalid("The acknowledged server_event_seq is beyond the last event sent."),
+  invalid_session_resume: invalid("session.resume is malformed."),
+  invalid_resume_token: invalid("The resume token is not valid for this session."),
+  session_resume_expired: invalid("The session is unknown or expired."),
+  unsupported_session_resume: invalid("The model does not support session resume."),
+  internal_error: server("Internal server error.", 1011),
+  runtime_append_failed: server("The session log could not be appended to.", 1011),
+  runtime_data_plane_stream_failed: server("The model stage failed."),
+  server_vad_unavailable: server("Server VAD is not available."),
+  commit_aborted: server("The commit was aborted."),
+  resource_exhausted: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },
+  input_backpressure: { type: "rate_limit_error", message: "Too much input is pending for this session." },
+  output_backpressure: { type: "rate_limit_error", message: "The client does not read output fast enough." },
+  duplex_session_busy: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },
+  unauthorized: { type: "invalid_request_error", message: "Missing or invalid API key.", closeCode: 1008 },
+} as const satisfies Record<string, ErrorSpec>;
+
+/** Every error code the project can send. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** True when `code` is a code of the table. */
+export const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(ERROR_CODES, code);
+
+/**
+ * A rejection with its code, message and the offending parameter, as the decider and the codec produce it.
+ * `param` is the dotted path of the field at fault (`session.turn_detection.type`), when one is.
+ */
+export interface Rejection {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly param?: string;
+}
+
+/** Builds a rejection; `message` defaults to the table's. */
+export const reject = (code: ErrorCode, message?: string, param?: string): Rejection =>
+  param === undefined
+    ? { code, message: message ?? ERROR_CODES[code].message }
+    : { code, message: message ?? ERROR_CODES[code].message, param };

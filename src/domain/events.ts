@@ -1,0 +1,179 @@
+import type { Command } from "./commands.ts";
+import type { Capabilities, SessionConfig } from "./config.ts";
+import type { EndpointerState } from "./endpointing.ts";
+import type { ErrorCode } from "./errors.ts";
+import type { ItemId, ResponseId, SessionId } from "./ids.ts";
+import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
+import type { StageOutput } from "./stage.ts";
+
+/** A message: a discriminated union member `{ type, data }` (STYLE.md, "Messages are discriminated unions"). */
+export interface Message<T extends string, D> {
+  readonly type: T;
+  readonly data: D;
+}
+
+/**
+ * Inputs: what reached the session's mailbox, recorded before anything is decided (DESIGN.md, "The session
+ * stream"). `at` is the engine's clock (ms since the Unix epoch) when the input arrived.
+ */
+export type Input = (
+  | Message<
+      "SessionOpened",
+      {
+        readonly sessionId: SessionId;
+        readonly model: string;
+        readonly capabilities: Capabilities;
+        /** SHA-256 (hex) of the resume token; the token itself never enters the log. */
+        readonly resumeTokenSha256: string | null;
+      }
+    >
+  | Message<"CommandReceived", { readonly command: Command }>
+  | Message<"StageOutputReceived", { readonly output: StageOutput }>
+  | Message<"TimerFired", { readonly timer: "idle_ttl" | "disconnect_grace" }>
+  | Message<"AttachmentChanged", { readonly change: "attached" | "detached"; readonly generation: number }>
+) & { readonly at: number };
+
+export type InputType = Input["type"];
+export const INPUT_TYPES: readonly InputType[] = [
+  "SessionOpened",
+  "CommandReceived",
+  "StageOutputReceived",
+  "TimerFired",
+  "AttachmentChanged",
+];
+
+/** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
+export type EndReason = "barge_in" | "turn_detected" | "client_cancelled" | "session_closed" | "model_failure";
+
+/** An assistant or user item as history holds it. `text` is what the listener heard (assistant) or said (user). */
+export interface HistoryItem {
+  readonly id: ItemId;
+  readonly role: "user" | "assistant";
+  readonly text: string;
+  /** Audio length of the item, ms. */
+  readonly audioMs: number;
+  readonly status: "in_progress" | "completed" | "incomplete";
+}
+
+/**
+ * Decisions: what `decide` made of an input. The wire projection renders server events from these alone, so each
+ * carries what its server events show.
+ */
+export type DomainEvent =
+  | Message<
+      "SessionCreated",
+      {
+        readonly sessionId: SessionId;
+        readonly config: SessionConfig;
+        readonly capabilities: Capabilities;
+        readonly attachmentGeneration: number;
+        readonly resumeTokenSha256: string | null;
+      }
+    >
+  | Message<"SessionConfigured", { readonly config: SessionConfig }>
+  | Message<
+      "RequestRejected",
+      {
+        readonly code: ErrorCode;
+        readonly message: string;
+        readonly param: string | null;
+        readonly clientEventId: string | null;
+        readonly commandType: string | null;
+      }
+    >
+  | Message<
+      "AudioBuffered",
+      {
+        /** ms and bytes of PCM16 at the runner input rate added to the buffer. */
+        readonly durationMs: number;
+        readonly bytes: number;
+        /** The input clock after this append, ms. */
+        readonly clockMs: number;
+        /** VAD frames consumed in total after this append. */
+        readonly vadFrames: number;
+        readonly endpointer: EndpointerState;
+      }
+    >
+  | Message<"SpeechStarted", { readonly itemId: ItemId; readonly audioStartMs: number }>
+  | Message<"SpeechStopped", { readonly itemId: ItemId; readonly audioEndMs: number }>
+  | Message<"InputCleared", { readonly clockMs: number }>
+  | Message<
+      "InputCommitted",
+      {
+        readonly itemId: ItemId;
+        readonly previousItemId: ItemId | null;
+        readonly audioMs: number;
+        readonly clockMs: number;
+        readonly historyLength: number;
+      }
+    >
+  | Message<
+      "ResponseStarted",
+      {
+        readonly responseId: ResponseId;
+        readonly itemId: ItemId;
+        readonly previousItemId: ItemId | null;
+        readonly turnId: number;
+        readonly metadata: Readonly<Record<string, unknown>> | null;
+        readonly source: "model" | "client" | "turn_detection";
+      }
+    >
+  | Message<"ResponseSpoke", { readonly responseId: ResponseId; readonly itemId: ItemId }>
+  | Message<
+      "AudioDelivered",
+      {
+        readonly responseId: ResponseId;
+        readonly itemId: ItemId;
+        /** PCM16 mono at the output rate (bytes). */
+        readonly audio: Uint8Array;
+        readonly sampleRateHz: number;
+        readonly transcript: string;
+        readonly durationMs: number;
+        /** The cumulative mark after this delta. */
+        readonly mark: AudioTextMark;
+        readonly playback: PlaybackLedger;
+        /** Engine clock (ms) of the response's first audio delta: the start of the playback estimate. */
+        readonly firstDeltaAt: number;
+      }
+    >
+  | Message<
+      "ResponseEnded",
+      {
+        readonly responseId: ResponseId;
+        readonly itemId: ItemId;
+        readonly status: "completed" | "cancelled" | "failed";
+        readonly reason: EndReason | null;
+        readonly transcript: string;
+        readonly spoke: boolean;
+        readonly audioSent: boolean;
+        readonly metadata: Readonly<Record<string, unknown>> | null;
+        readonly playback: PlaybackLedger;
+        readonly error: { readonly code: ErrorCode; readonly message: string } | null;
+      }
+    >
+  | Message<"ModelListened", { readonly reason: string }>
+  | Message<"EpochAdvanced", { readonly epoch: number; readonly reason: EndReason | "input_cancelled" }>
+  | Message<
+      "PlaybackAcknowledged",
+      {
+        readonly responseId: ResponseId;
+        readonly itemId: ItemId;
+        readonly playedMs: number;
+        readonly committedMs: number;
+        readonly truncate: boolean;
+        readonly playback: PlaybackLedger;
+        readonly historyCommitted: boolean;
+      }
+    >
+  | Message<"ItemTruncated", { readonly itemId: ItemId; readonly contentIndex: number; readonly audioEndMs: number }>
+  | Message<"HistoryCommitted", { readonly item: HistoryItem; readonly committedMs: number | null }>
+  | Message<"HeartbeatAcknowledged", Record<string, never>>
+  | Message<"SessionClosed", { readonly reason: CloseReason }>;
+
+/**
+ * Why a session ended: the client closed it, or its lease ran out (rendered as `session.expired`), or its runner
+ * cannot resume and the socket dropped (`disconnect`).
+ */
+export type CloseReason = "session_close" | "idle_ttl_expired" | "disconnect_grace_expired" | "disconnect";
+
+export type DomainEventType = DomainEvent["type"];

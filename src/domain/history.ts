@@ -1,0 +1,63 @@
+import type { DomainEvent, HistoryItem } from "./events.ts";
+import { estimatePlayedMs, textPrefixFor } from "./playback.ts";
+import type { AssistantAudio, SessionState } from "./state.ts";
+
+/**
+ * The position (ms) history keeps of an assistant item (BEHAVIOUR.md, "Playback truth"):
+ * `commit_all_on_done` and completed -> everything generated; a client that acknowledges playback -> its
+ * `committed_ms`; otherwise (ours) the estimate `min(sent_ms, time since the first delta)`. Always capped by the
+ * smallest truncation.
+ */
+export const committedPositionMs = (
+  state: SessionState,
+  audio: AssistantAudio,
+  at: number,
+  completed: boolean,
+): number => {
+  const cap = (ms: number): number => Math.min(ms, audio.truncatedAtMs ?? Number.POSITIVE_INFINITY);
+  if (completed && state.config.playbackCommitPolicy === "commit_all_on_done") return cap(audio.ledger.generatedMs);
+  if (state.playbackMode === "acknowledged") return cap(audio.ledger.committedMs);
+  return estimatePlayedMs(audio.ledger.sentMs, audio.firstDeltaAt, at, audio.truncatedAtMs);
+};
+
+/**
+ * The `HistoryCommitted` event that brings the item's history entry to what was heard by `at`, or nothing when it
+ * is already there. An empty prefix keeps the slot with empty text (the history view drops it).
+ */
+export const settleItem = (
+  state: SessionState,
+  audio: AssistantAudio,
+  at: number,
+  completed: boolean,
+): DomainEvent[] => {
+  const committedMs = committedPositionMs(state, audio, at, completed);
+  const text = textPrefixFor(audio.transcript, audio.marks, audio.ledger.generatedMs, committedMs);
+  const item: HistoryItem = {
+    id: audio.itemId,
+    role: "assistant",
+    text,
+    audioMs: Math.min(committedMs, audio.ledger.generatedMs),
+    status: committedMs >= audio.ledger.generatedMs ? "completed" : "incomplete",
+  };
+  const current = state.history.find((h) => h.id === audio.itemId);
+  if (
+    current !== undefined &&
+    current.text === item.text &&
+    current.status === item.status &&
+    current.audioMs === item.audioMs
+  ) {
+    return [];
+  }
+  return [{ type: "HistoryCommitted", data: { item, committedMs } }];
+};
+
+/**
+ * Re-settles every ended, unsealed assistant item of a session that estimates playback: what the listener has
+ * heard grows with time, so history catches up at each turn boundary (commit, response start, close).
+ */
+export const settleEstimatedItems = (state: SessionState, at: number): DomainEvent[] =>
+  state.playbackMode !== "estimated"
+    ? []
+    : Object.values(state.audio)
+        .filter((a) => a.ended && !a.sealed)
+        .flatMap((a) => settleItem(state, a, at, a.completed));

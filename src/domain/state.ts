@@ -1,0 +1,310 @@
+import type { Capabilities, SessionConfig } from "./config.ts";
+import { type EndpointerState, initialEndpointer } from "./endpointing.ts";
+import type { DomainEvent, HistoryItem } from "./events.ts";
+import type { ItemId, ResponseId, SessionId } from "./ids.ts";
+import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
+
+/** Turn states of BEHAVIOUR.md, "Identity". */
+export type TurnState =
+  | "idle"
+  | "user_speaking"
+  | "user_committed"
+  | "assistant_generating"
+  | "assistant_playing"
+  | "barge_in";
+
+/** The active response. `phase`: created (precreated or started), streaming (spoke / audio sent). */
+export interface ActiveResponse {
+  readonly id: ResponseId;
+  readonly itemId: ItemId;
+  readonly turnId: number;
+  readonly phase: "created" | "streaming";
+  readonly metadata: Readonly<Record<string, unknown>> | null;
+  readonly spoke: boolean;
+}
+
+/** What the session knows of one assistant item's audio, for playback truth and history. */
+export interface AssistantAudio {
+  readonly responseId: ResponseId;
+  readonly itemId: ItemId;
+  readonly ledger: PlaybackLedger;
+  readonly transcript: string;
+  readonly marks: readonly AudioTextMark[];
+  /** Engine clock (ms) of the first audio delta, for the playback estimate. */
+  readonly firstDeltaAt: number | null;
+  /** The smallest truncation so far, ms of the item's audio, or null. */
+  readonly truncatedAtMs: number | null;
+  readonly ended: boolean;
+  /** True when the response ended with status completed. */
+  readonly completed: boolean;
+  /** True once a `playback.ack` named this item: its history slot stays open to later acks. */
+  readonly acked: boolean;
+  /** True once a later user commit settled the item's history without an ack reserving it. */
+  readonly sealed: boolean;
+}
+
+export interface InputBuffer {
+  /** ms and bytes of un-committed audio. */
+  readonly bufferedMs: number;
+  readonly bufferedBytes: number;
+  /** The session's input clock: ms of audio appended since the session opened (never reset). */
+  readonly clockMs: number;
+  readonly vadFrames: number;
+  readonly endpointer: EndpointerState;
+  /** The user item the current speech will be committed as, once speech started. */
+  readonly speechItemId: ItemId | null;
+}
+
+/** The whole state of a session, folded from its domain events by `evolve`. */
+export interface SessionState {
+  readonly phase: "new" | "open" | "closed";
+  readonly sessionId: SessionId;
+  readonly config: SessionConfig;
+  readonly capabilities: Capabilities;
+  readonly epoch: number;
+  readonly turnId: number;
+  readonly turnState: TurnState;
+  readonly responseCount: number;
+  readonly userItemCount: number;
+  readonly input: InputBuffer;
+  /** The last item the client was told about (for `previous_item_id`). */
+  readonly lastItemId: ItemId | null;
+  readonly response: ActiveResponse | null;
+  readonly audio: Readonly<Record<string, AssistantAudio>>;
+  readonly history: readonly HistoryItem[];
+  /** `estimated` until the client's first `playback.ack` (BEHAVIOUR.md, "Playback truth", ours). */
+  readonly playbackMode: "estimated" | "acknowledged";
+}
+
+const NO_CAPABILITIES: Capabilities = {
+  implementationLevel: "turn_based",
+  chunkPeriodMs: 0,
+  supportsBargeIn: false,
+  supportsSessionResume: false,
+  supportsAudioTruncate: false,
+  supportsToolCalls: false,
+  supportsVideo: false,
+  inputSampleRateHz: 16000,
+  outputSampleRateHz: 24000,
+};
+
+/** Before `SessionOpened`: no id, no config of its own. */
+export const initialState: SessionState = {
+  phase: "new",
+  sessionId: "" as SessionId,
+  config: {
+    model: "",
+    instructions: "",
+    voice: null,
+    outputModalities: ["audio", "text"],
+    inputAudio: { format: "pcm16", rate: 16000 },
+    outputAudio: { format: "pcm16", rate: 24000 },
+    turnDetection: null,
+    overlapPolicy: "listen_only",
+    playbackCommitPolicy: "ack_only",
+    temperature: null,
+    autoResponse: false,
+    idleTimeoutS: null,
+  },
+  capabilities: NO_CAPABILITIES,
+  epoch: 0,
+  turnId: 0,
+  turnState: "idle",
+  responseCount: 0,
+  userItemCount: 0,
+  input: {
+    bufferedMs: 0,
+    bufferedBytes: 0,
+    clockMs: 0,
+    vadFrames: 0,
+    endpointer: initialEndpointer,
+    speechItemId: null,
+  },
+  lastItemId: null,
+  response: null,
+  audio: {},
+  history: [],
+  playbackMode: "estimated",
+};
+
+const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
+  history.some((h) => h.id === item.id) ? history.map((h) => (h.id === item.id ? item : h)) : [...history, item];
+
+const updateAudio = (
+  state: SessionState,
+  itemId: ItemId,
+  change: (audio: AssistantAudio) => AssistantAudio,
+): SessionState => {
+  const current = state.audio[itemId];
+  return current === undefined ? state : { ...state, audio: { ...state.audio, [itemId]: change(current) } };
+};
+
+/** Folds one domain event into the state. Pure; every case of the union is handled. */
+export const evolve = (state: SessionState, event: DomainEvent): SessionState => {
+  switch (event.type) {
+    case "SessionCreated":
+      return {
+        ...state,
+        phase: "open",
+        sessionId: event.data.sessionId,
+        config: event.data.config,
+        capabilities: event.data.capabilities,
+      };
+    case "SessionConfigured":
+      return { ...state, config: event.data.config };
+    case "RequestRejected":
+    case "HeartbeatAcknowledged":
+    case "ModelListened":
+      return state;
+    case "AudioBuffered":
+      return {
+        ...state,
+        input: {
+          ...state.input,
+          bufferedMs: state.input.bufferedMs + event.data.durationMs,
+          bufferedBytes: state.input.bufferedBytes + event.data.bytes,
+          clockMs: event.data.clockMs,
+          vadFrames: event.data.vadFrames,
+          endpointer: event.data.endpointer,
+        },
+      };
+    case "SpeechStarted":
+      return {
+        ...state,
+        userItemCount: state.input.speechItemId === event.data.itemId ? state.userItemCount : state.userItemCount + 1,
+        input: { ...state.input, speechItemId: event.data.itemId },
+        turnState: state.response === null ? "user_speaking" : state.turnState,
+      };
+    case "SpeechStopped":
+      return { ...state, turnState: state.response === null ? "idle" : state.turnState };
+    case "InputCleared":
+      return {
+        ...state,
+        input: {
+          ...state.input,
+          bufferedMs: 0,
+          bufferedBytes: 0,
+          speechItemId: null,
+          endpointer: {
+            ...state.input.endpointer,
+            phase: "silence",
+            runStartMs: null,
+            silenceStartMs: null,
+            floorMs: event.data.clockMs,
+          },
+        },
+        turnState: state.response === null ? "idle" : state.turnState,
+      };
+    case "InputCommitted": {
+      const sealed = Object.fromEntries(
+        Object.entries(state.audio).map(([id, a]) => [id, a.ended && !a.acked ? { ...a, sealed: true } : a]),
+      );
+      return {
+        ...state,
+        userItemCount: state.input.speechItemId === event.data.itemId ? state.userItemCount : state.userItemCount + 1,
+        input: {
+          ...state.input,
+          bufferedMs: 0,
+          bufferedBytes: 0,
+          speechItemId: null,
+          endpointer: { phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: event.data.clockMs },
+        },
+        lastItemId: event.data.itemId,
+        audio: sealed,
+        history: [
+          ...state.history,
+          { id: event.data.itemId, role: "user", text: "", audioMs: event.data.audioMs, status: "completed" },
+        ],
+        turnState: state.response === null ? "user_committed" : state.turnState,
+      };
+    }
+    case "ResponseStarted":
+      return {
+        ...state,
+        responseCount: state.responseCount + 1,
+        turnId: event.data.turnId,
+        lastItemId: event.data.itemId,
+        response: {
+          id: event.data.responseId,
+          itemId: event.data.itemId,
+          turnId: event.data.turnId,
+          phase: "created",
+          metadata: event.data.metadata,
+          spoke: false,
+        },
+        audio: {
+          ...state.audio,
+          [event.data.itemId]: {
+            responseId: event.data.responseId,
+            itemId: event.data.itemId,
+            ledger: { generatedMs: 0, sentMs: 0, playedMs: 0, committedMs: 0 },
+            transcript: "",
+            marks: [],
+            firstDeltaAt: null,
+            truncatedAtMs: null,
+            ended: false,
+            completed: false,
+            acked: false,
+            sealed: false,
+          },
+        },
+        history: [
+          ...state.history,
+          { id: event.data.itemId, role: "assistant", text: "", audioMs: 0, status: "in_progress" },
+        ],
+        turnState: "assistant_generating",
+      };
+    case "ResponseSpoke":
+      return state.response === null
+        ? state
+        : { ...state, response: { ...state.response, spoke: true, phase: "streaming" } };
+    case "AudioDelivered": {
+      const withAudio = updateAudio(state, event.data.itemId, (a) => ({
+        ...a,
+        ledger: event.data.playback,
+        transcript: a.transcript + event.data.transcript,
+        marks: [...a.marks, event.data.mark],
+        firstDeltaAt: a.firstDeltaAt ?? event.data.firstDeltaAt,
+      }));
+      return { ...withAudio, turnState: "assistant_playing" };
+    }
+    case "ResponseEnded": {
+      const ended = updateAudio(state, event.data.itemId, (a) => ({
+        ...a,
+        ended: true,
+        completed: event.data.status === "completed",
+        ledger: event.data.playback,
+      }));
+      const speaking = state.input.endpointer.phase === "speech";
+      return { ...ended, response: null, turnState: speaking ? "user_speaking" : "idle" };
+    }
+    case "EpochAdvanced":
+      return { ...state, epoch: event.data.epoch, turnState: "barge_in" };
+    case "PlaybackAcknowledged":
+      return {
+        ...updateAudio(state, event.data.itemId, (a) => ({
+          ...a,
+          ledger: event.data.playback,
+          acked: true,
+          truncatedAtMs: event.data.truncate
+            ? Math.min(a.truncatedAtMs ?? Number.POSITIVE_INFINITY, event.data.committedMs)
+            : a.truncatedAtMs,
+        })),
+        playbackMode: "acknowledged",
+      };
+    case "ItemTruncated":
+      return updateAudio(state, event.data.itemId, (a) => ({
+        ...a,
+        truncatedAtMs: Math.min(a.truncatedAtMs ?? Number.POSITIVE_INFINITY, event.data.audioEndMs),
+        ledger: { ...a.ledger, committedMs: Math.min(a.ledger.committedMs, event.data.audioEndMs) },
+      }));
+    case "HistoryCommitted":
+      return { ...state, history: upsertHistory(state.history, event.data.item) };
+    case "SessionClosed":
+      return { ...state, phase: "closed", response: null };
+    default: {
+      const unhandled: never = event;
+      throw new Error(`evolve: unhandled event ${JSON.stringify(unhandled)}`);
+    }
+  }
+};

@@ -1,0 +1,76 @@
+import { createHash } from "node:crypto";
+import { type DomainEvent, INPUT_TYPES, type Input, type InputType, type SessionState } from "../domain/index.ts";
+import type { EventEnvelope, WireEvent } from "../projections/index.ts";
+import type { NewEntry, RecordedEntry } from "./ports/index.ts";
+
+/**
+ * How a session's inputs and decisions are laid out in its stream `session-<id>` (DESIGN.md, "The session
+ * stream"): each input is followed by the decisions `decide` made of it. A decision's metadata also records a
+ * digest of each server event it rendered (`wire`), so a replay can prove the wire bytes equal, not only the
+ * domain events.
+ */
+export const streamOf = (sessionId: string): string => `session-${sessionId}`;
+export const STREAM_PREFIX = "session-";
+
+/** The record of one server event inside a decision's metadata. `sha256` is hex of the event's JSON text. */
+export interface WireDigest {
+  readonly seq: number | null;
+  readonly type: string;
+  readonly sha256: string;
+}
+
+export const digestOf = (event: WireEvent): WireDigest => ({
+  seq: event.seq,
+  type: event.type,
+  sha256: createHash("sha256").update(event.json).digest("hex"),
+});
+
+export const inputEntry = (input: Input, state: SessionState): NewEntry => {
+  const { type, at, data } = input;
+  return { type, data, metadata: { at, epoch: state.epoch, turnId: state.turnId } };
+};
+
+export const decisionEntry = (envelope: EventEnvelope, wire: readonly WireEvent[]): NewEntry => ({
+  type: envelope.event.type,
+  data: envelope.event.data,
+  metadata: { ...envelope.metadata, wire: wire.map(digestOf) },
+});
+
+/** One input of a recorded session with the decisions recorded after it. */
+export interface RecordedStep {
+  readonly input: Input;
+  readonly revision: number;
+  readonly decisions: readonly { readonly envelope: EventEnvelope; readonly wire: readonly WireDigest[] }[];
+}
+
+const isInputType = (type: string): type is InputType => (INPUT_TYPES as readonly string[]).includes(type);
+
+/**
+ * Groups a session's entries into steps. Throws when the stream does not start with an input or holds an entry
+ * type that is neither an input nor a decision.
+ */
+export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
+  const steps: { input: Input; revision: number; decisions: RecordedStep["decisions"][number][] }[] = [];
+  for (const entry of entries) {
+    if (isInputType(entry.type)) {
+      steps.push({
+        input: { type: entry.type, data: entry.data, at: entry.metadata.at } as Input,
+        revision: entry.revision,
+        decisions: [],
+      });
+      continue;
+    }
+    const step = steps.at(-1);
+    if (step === undefined)
+      throw new Error(`stream ${entry.stream} starts with a decision (${entry.type}) at revision ${entry.revision}`);
+    const { wire, ...metadata } = entry.metadata as typeof entry.metadata & { wire?: WireDigest[] };
+    step.decisions.push({
+      envelope: {
+        event: { type: entry.type, data: entry.data } as DomainEvent,
+        metadata: { at: metadata.at, epoch: metadata.epoch, turnId: metadata.turnId },
+      },
+      wire: wire ?? [],
+    });
+  }
+  return steps;
+};

@@ -1,0 +1,84 @@
+import type { Observable } from "rxjs";
+
+/**
+ * Metadata of every log entry. `at` is the engine's clock when the input arrived (ms since the Unix epoch);
+ * `epoch` and `turnId` are the session's fence after the entry. Adapters store extra keys untouched.
+ * See DESIGN.md, "The session stream".
+ */
+export interface EntryMetadata {
+  readonly at: number;
+  readonly epoch: number;
+  readonly turnId: number;
+  readonly [key: string]: unknown;
+}
+
+/**
+ * One entry to append. `data` is any JSON-compatible value in which `Uint8Array` values may appear at any depth;
+ * adapters store those as binary (never base64 inside the log) and give them back as `Uint8Array`.
+ */
+export interface NewEntry {
+  readonly type: string;
+  readonly data: unknown;
+  readonly metadata: EntryMetadata;
+}
+
+/** An entry as read back: its stream, its revision in the stream (0-based) and its global position (1-based). */
+export interface RecordedEntry extends NewEntry {
+  readonly stream: string;
+  readonly revision: number;
+  readonly position: number;
+}
+
+/**
+ * What the caller believes the stream's last revision is: a revision number (0-based), `"no_stream"` (the stream
+ * must not exist yet) or `"any"` (no check).
+ */
+export type ExpectedRevision = number | "no_stream" | "any";
+
+/** A summary of one stream, for listings. Times are ms since the Unix epoch, from the entries' `metadata.at`. */
+export interface StreamInfo {
+  readonly stream: string;
+  readonly revision: number;
+  readonly count: number;
+  readonly firstAt: number;
+  readonly lastAt: number;
+}
+
+/**
+ * Thrown by `append` when the stream's actual revision differs from the expected one (optimistic concurrency).
+ * Adapters translate their driver's error into this one (STYLE.md, "Adapters translate driver errors").
+ */
+export class WrongExpectedRevisionError extends Error {
+  readonly code = "wrong_expected_revision";
+  constructor(
+    readonly stream: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: number | "no_stream",
+    options?: { cause?: unknown },
+  ) {
+    super(`stream ${stream}: expected revision ${String(expected)}, found ${String(actual)}`, options);
+    this.name = "WrongExpectedRevisionError";
+  }
+}
+
+/**
+ * The EventStore port (DESIGN.md, "Ports"). One writer per stream; appends are atomic (all entries or none) and
+ * one call is one transaction, which is how the engine group-commits a mailbox drain.
+ */
+export interface EventStore {
+  /**
+   * Appends `entries` to `stream` atomically. Returns the revision of the last entry appended.
+   * @throws WrongExpectedRevisionError when `expectedRevision` does not match.
+   */
+  append(stream: string, entries: readonly NewEntry[], expectedRevision: ExpectedRevision): Promise<number>;
+  /** Reads `stream` from revision `from` (inclusive, default 0) in order. An unknown stream reads as empty. */
+  read(stream: string, from?: number): Promise<RecordedEntry[]>;
+  /**
+   * Entries of `stream` (or of every stream for `"$all"`) from revision / position `from` (inclusive), first
+   * those already stored, then each new one as it is appended. Completes when the store closes.
+   */
+  subscribe(stream: string | "$all", from?: number): Observable<RecordedEntry>;
+  /** Every stream whose name starts with `prefix`, in order of creation. */
+  listStreams(prefix: string): Promise<StreamInfo[]>;
+  close(): Promise<void>;
+}

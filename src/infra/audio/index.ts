@@ -1,0 +1,6 @@
+/**
+ * Audio utilities: WAV files, PCM16 bytes and levels, sample-rate conversion (whole buffers and live streams).
+ */
+export { durationMs, pcm16FromBytes, pcm16ToBytes, rms } from "./pcm.ts";
+export { createResampler, resamplePcm16, type StreamResampler } from "./resample.ts";
+export { encodeWav, readWav, readWavFile, type WavAudio, writeWavFile } from "./wav.ts";

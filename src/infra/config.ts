@@ -1,0 +1,93 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parse } from "yaml";
+import { z } from "zod";
+
+/**
+ * The deployment configuration (DESIGN.md, "Configuration"), read from `deploy/*.yaml` and validated at start.
+ * An unknown key is an error; every key has a default, so no file at all runs the embedded single node on
+ * 127.0.0.1:8099 with the sqlite store under ./data and the echo runner.
+ */
+const durationS = z.number().positive();
+
+export const configSchema = z
+  .object({
+    session_mode: z.enum(["duplex", "turn"]).default("duplex"),
+    duplex_session: z
+      .object({
+        max_sessions: z.number().int().positive().default(4),
+        idle_ttl_s: durationS.nullable().default(300),
+        disconnect_grace_s: durationS.default(30),
+        max_pending_input_bytes_per_session: z
+          .number()
+          .int()
+          .positive()
+          .default(16 * 1024 * 1024),
+        max_pending_turns_per_session: z.number().int().positive().default(4),
+      })
+      .strict()
+      .prefault({}),
+    event_store: z
+      // EventStoreDB (DESIGN.md) is not written yet: only the embedded sqlite store can be configured.
+      .discriminatedUnion("kind", [
+        z.object({ kind: z.literal("sqlite"), path: z.string().default("./data/duplex.sqlite") }).strict(),
+      ])
+      .default({ kind: "sqlite", path: "./data/duplex.sqlite" }),
+    runner: z
+      .discriminatedUnion("kind", [
+        z
+          .object({
+            kind: z.literal("echo"),
+            chunk_period_ms: z.number().int().positive().default(200),
+            speed_factor: z.number().positive().default(4),
+          })
+          .strict(),
+      ])
+      .default({ kind: "echo", chunk_period_ms: 200, speed_factor: 4 }),
+    auth: z
+      .object({ api_keys: z.array(z.string().min(1)).default([]) })
+      .strict()
+      .prefault({}),
+    listen: z
+      .object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8099) })
+      .strict()
+      .prefault({}),
+    log_level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  })
+  .strict();
+
+export type DeployConfig = z.infer<typeof configSchema>;
+
+/** Thrown when a configuration file cannot be read or does not validate; `message` names every bad key. */
+export class ConfigError extends Error {
+  readonly code = "config_invalid";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ConfigError";
+  }
+}
+
+/** Validates a parsed configuration object. @throws ConfigError */
+export const parseConfig = (value: unknown, source = "configuration"): DeployConfig => {
+  const parsed = configSchema.safeParse(value ?? {});
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    throw new ConfigError(`${source} is invalid: ${problems}`);
+  }
+  return parsed.data;
+};
+
+/** Reads and validates a YAML file; no path gives the defaults. @throws ConfigError */
+export const loadConfig = async (path?: string): Promise<DeployConfig> => {
+  if (path === undefined) return parseConfig({});
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`cannot read ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  return parseConfig(parse(text), path);
+};
+
+/** The sqlite file inside a `--data DIR`. */
+export const sqlitePathIn = (dataDir: string): string => join(dataDir, "duplex.sqlite");

@@ -1,0 +1,111 @@
+/**
+ * An entry's `data` as stored: JSON text in which every `Uint8Array` became a reference `{"$bin":[offset,length]}`
+ * (offset and length in bytes) into `blob`, the concatenation of all of them in the order met.
+ * `blob` is `null` when `data` holds no `Uint8Array` at all (and may be empty when it holds only empty ones).
+ */
+export interface EncodedData {
+  readonly json: string;
+  readonly blob: Uint8Array | null;
+}
+
+/** The key of a binary reference. User keys starting with `$` are escaped with one more `$`, so none can clash. */
+const BIN_KEY = "$bin";
+
+/**
+ * Encodes a JSON-compatible value in which `Uint8Array` (and so `Buffer`) values may appear at any depth.
+ *
+ * Algorithm: walk the value depth first; replace each `Uint8Array` by `{"$bin":[offset,length]}` and collect its
+ * bytes; prefix every object key that starts with `$` with one more `$` (`"$bin"` -> `"$$bin"`, `"$$x"` ->
+ * `"$$$x"`), so the only unescaped `$` key in the output is a binary reference; call `toJSON` where a value has it
+ * (a `Date` becomes its ISO string), as `JSON.stringify` does. Everything else follows `JSON.stringify`: `undefined`
+ * and functions are dropped from objects and become `null` in arrays (a top-level `undefined` becomes `null`),
+ * `-0` becomes `0`, `NaN` and infinities become `null`.
+ *
+ * @throws TypeError when `data` holds another binary view (`Int16Array`, `DataView`, ...) or an `ArrayBuffer`: the
+ *   store keeps bytes as `Uint8Array` only, and guessing an encoding would corrupt audio silently.
+ * @throws TypeError from `JSON.stringify` for a `bigint` or a cycle.
+ */
+export function encodeData(data: unknown): EncodedData {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const walk = (value: unknown): unknown => {
+    if (value instanceof Uint8Array) {
+      const ref = { [BIN_KEY]: [size, value.byteLength] };
+      chunks.push(value);
+      size += value.byteLength;
+      return ref;
+    }
+    if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+      throw new TypeError(`entry data: expected binary values as Uint8Array, got ${value.constructor.name}`);
+    }
+    if (typeof value !== "object" || value === null) return value;
+    if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
+      return walk((value as { toJSON: () => unknown }).toJSON());
+    }
+    if (Array.isArray(value)) return value.map(walk);
+    return Object.fromEntries(Object.entries(value).map(([key, inner]) => [escapeKey(key), walk(inner)]));
+  };
+  const json = JSON.stringify(walk(data)) ?? "null";
+  if (chunks.length === 0) return { json, blob: null };
+  const blob = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    blob.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return { json, blob };
+}
+
+/**
+ * Decodes what `encodeData` produced. Every binary reference becomes a fresh plain `Uint8Array` (a copy, never a
+ * `Buffer` nor a view sharing `blob`'s memory), and escaped keys lose their extra `$`. A `null` blob reads as empty.
+ *
+ * @throws SyntaxError when `json` is not JSON.
+ * @throws RangeError when a binary reference is malformed or points outside `blob`.
+ */
+export function decodeData(encoded: EncodedData): unknown {
+  const blob = encoded.blob ?? new Uint8Array(0);
+  const walk = (value: unknown): unknown => {
+    if (typeof value !== "object" || value === null) return value;
+    if (Array.isArray(value)) return value.map(walk);
+    const ref = binaryRef(value);
+    if (ref !== undefined) {
+      const [offset, length] = ref;
+      if (offset + length > blob.byteLength) {
+        throw new RangeError(
+          `entry data: binary reference [${offset}, ${length}] runs past the blob of ${blob.byteLength} bytes`,
+        );
+      }
+      return new Uint8Array(blob.subarray(offset, offset + length));
+    }
+    return Object.fromEntries(Object.entries(value).map(([key, inner]) => [unescapeKey(key), walk(inner)]));
+  };
+  return walk(JSON.parse(encoded.json));
+}
+
+function escapeKey(key: string): string {
+  return key.startsWith("$") ? `$${key}` : key;
+}
+
+function unescapeKey(key: string): string {
+  return key.startsWith("$") ? key.slice(1) : key;
+}
+
+/**
+ * `[offset, length]` when `value` is a binary reference, `undefined` when it is a plain object. Only a reference has
+ * an unescaped `$bin` key, so any other shape with that key is corrupt.
+ * @throws RangeError when `value` has a `$bin` key but is not `{"$bin":[offset,length]}` with non-negative integers.
+ */
+function binaryRef(value: object): readonly [number, number] | undefined {
+  if (!Object.hasOwn(value, BIN_KEY)) return undefined;
+  const ref = (value as Record<string, unknown>)[BIN_KEY];
+  if (Object.keys(value).length === 1 && Array.isArray(ref) && ref.length === 2) {
+    const [offset, length] = ref as unknown[];
+    if (isByteCount(offset) && isByteCount(length)) return [offset, length];
+  }
+  throw new RangeError(`entry data: expected {"$bin":[offset,length]}, got ${JSON.stringify(value)}`);
+}
+
+function isByteCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}

@@ -1,0 +1,7 @@
+/**
+ * EventStore adapters (DESIGN.md, "Ports": EventStore): the embedded sqlite store and the codec that keeps binary
+ * entry data out of the JSON.
+ */
+export { decodeData, type EncodedData, encodeData } from "./codec.ts";
+export * from "./session-file.ts";
+export { createSqliteEventStore, EventStoreClosedError, type SqliteEventStoreOptions } from "./sqlite.ts";

@@ -1,0 +1,202 @@
+import type { Capabilities, RunnerUnit, SessionConfig, StageOutput } from "../../domain/index.ts";
+import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
+import { pcm16FromBytes, pcm16ToBytes } from "../audio/pcm.ts";
+import { resamplePcm16 } from "../audio/resample.ts";
+
+/** Options of the echo runner. Rates in Hz, times in ms. */
+export interface EchoRunnerOptions {
+  /** Length of each spoken chunk (one model unit), ms. Default 200. */
+  readonly chunkPeriodMs?: number;
+  /**
+   * How much faster than real time the chunks are produced (a real model generates ahead of playback).
+   * Default 4; `Infinity` emits a whole response at once.
+   */
+  readonly speedFactor?: number;
+  /** The longest utterance echoed, ms; longer speech keeps its last part. Default 15000. */
+  readonly maxUtteranceMs?: number;
+}
+
+const INPUT_RATE = 16000;
+const OUTPUT_RATE = 24000;
+
+/**
+ * The `echo` runner (DESIGN.md, "Ports": ModelRunner): a real duplex behaviour on real audio. It keeps the audio it
+ * is given; when the session's server VAD (Silero, run by the engine) reports that the user's speech stopped, it
+ * speaks that utterance back, resampled to 24 kHz, in `chunkPeriodMs` units, with a transcript that says what it
+ * is doing. In the turn lane it speaks when asked (`respond`). An abort (barge-in, cancel) stops it at once.
+ */
+export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner => {
+  const chunkPeriodMs = options.chunkPeriodMs ?? 200;
+  const speedFactor = options.speedFactor ?? 4;
+  const maxUtteranceMs = options.maxUtteranceMs ?? 15000;
+  const capabilities: Capabilities = {
+    implementationLevel: "model_native_duplex",
+    chunkPeriodMs,
+    supportsBargeIn: true,
+    supportsSessionResume: true,
+    supportsAudioTruncate: true,
+    supportsToolCalls: false,
+    supportsVideo: false,
+    inputSampleRateHz: INPUT_RATE,
+    outputSampleRateHz: OUTPUT_RATE,
+  };
+  const open = new Set<RunnerSession>();
+
+  const openSession = (_session: { config: SessionConfig }, emit: (output: StageOutput) => void): RunnerSession => {
+    let config = _session.config;
+    /** Input samples kept since the last reset, starting at `keptFromMs` on the input clock. */
+    let kept: Int16Array[] = [];
+    let keptFromMs = 0;
+    let keptSamples = 0;
+    let speechFromMs: number | null = null;
+    let lastUtterance: Int16Array | null = null;
+    let epoch = 0;
+    let timer: NodeJS.Timeout | null = null;
+    let closed = false;
+
+    const flat = (): Int16Array => {
+      const all = new Int16Array(keptSamples);
+      let offset = 0;
+      for (const chunk of kept) {
+        all.set(chunk, offset);
+        offset += chunk.length;
+      }
+      kept = [all];
+      return all;
+    };
+    const cut = (fromMs: number, toMs: number): Int16Array => {
+      const all = flat();
+      const start = Math.max(0, Math.round(((fromMs - keptFromMs) * INPUT_RATE) / 1000));
+      const end = Math.min(all.length, Math.round(((toMs - keptFromMs) * INPUT_RATE) / 1000));
+      const maxSamples = Math.round((maxUtteranceMs * INPUT_RATE) / 1000);
+      return all.slice(Math.max(start, end - maxSamples), end);
+    };
+    const forget = (untilMs: number): void => {
+      const all = flat();
+      const drop = Math.max(0, Math.min(all.length, Math.round(((untilMs - keptFromMs) * INPUT_RATE) / 1000)));
+      kept = [all.slice(drop)];
+      keptSamples = all.length - drop;
+      keptFromMs += (drop * 1000) / INPUT_RATE;
+    };
+
+    /** Utterances waiting for the current response to finish: one response each, in order. */
+    let queued: { utterance: Int16Array; epoch: number }[] = [];
+    let speaking = false;
+
+    const speak = (utterance: Int16Array, unitEpoch: number): void => {
+      if (speaking) {
+        queued.push({ utterance, epoch: unitEpoch });
+        return;
+      }
+      speaking = true;
+      const out = resamplePcm16(utterance, INPUT_RATE, OUTPUT_RATE);
+      const seconds = utterance.length / INPUT_RATE;
+      const text = `I heard ${seconds.toFixed(1)} seconds of speech, and this is how it sounded.`;
+      const chunkSamples = Math.round((chunkPeriodMs * OUTPUT_RATE) / 1000);
+      const chunks = Math.max(1, Math.ceil(out.length / chunkSamples));
+      let index = 0;
+      let textSent = 0;
+      emit({ kind: "speak", epoch: unitEpoch });
+      const step = (): void => {
+        timer = null;
+        if (closed || unitEpoch !== epoch) {
+          speaking = false;
+          return;
+        }
+        const audio = out.subarray(index * chunkSamples, (index + 1) * chunkSamples);
+        const textEnd = Math.round((text.length * (index + 1)) / chunks);
+        emit({
+          kind: "audio",
+          epoch: unitEpoch,
+          audio: pcm16ToBytes(audio),
+          transcript: text.slice(textSent, textEnd),
+        });
+        textSent = textEnd;
+        index += 1;
+        if (index >= chunks) {
+          emit({ kind: "end_of_turn", epoch: unitEpoch });
+          speaking = false;
+          const next = queued.shift();
+          if (next !== undefined && next.epoch === epoch) speak(next.utterance, next.epoch);
+          return;
+        }
+        timer = setTimeout(step, Number.isFinite(speedFactor) ? chunkPeriodMs / speedFactor : 0);
+      };
+      step();
+    };
+
+    const session: RunnerSession = {
+      submit(unit: RunnerUnit) {
+        if (closed || unit.epoch < epoch) return;
+        epoch = unit.epoch;
+        switch (unit.kind) {
+          case "append": {
+            const samples = pcm16FromBytes(unit.audio);
+            if (keptSamples === 0) keptFromMs = unit.startMs;
+            kept.push(samples);
+            keptSamples += samples.length;
+            if (unit.vad.speechStartedAtMs !== null) speechFromMs = unit.vad.speechStartedAtMs;
+            const stoppedAt = unit.vad.speechStoppedAtMs;
+            if (stoppedAt !== null && speechFromMs !== null) {
+              lastUtterance = cut(speechFromMs, stoppedAt);
+              speechFromMs = null;
+              forget(stoppedAt);
+              const native = config.autoResponse && config.turnDetection === null;
+              if (native && lastUtterance.length > 0) speak(lastUtterance, unit.epoch);
+            } else if (speechFromMs === null) {
+              // Keep one second of lead-in for the prefix padding of the next utterance.
+              forget(unit.startMs + samples.length / (INPUT_RATE / 1000) - 1000);
+            }
+            return;
+          }
+          case "commit":
+            if (speechFromMs !== null) {
+              const end = keptFromMs + (keptSamples * 1000) / INPUT_RATE;
+              lastUtterance = cut(speechFromMs, end);
+              speechFromMs = null;
+              forget(end);
+            }
+            return;
+          case "respond":
+            speak(lastUtterance ?? new Int16Array(Math.round(INPUT_RATE / 2)), unit.epoch);
+            return;
+          case "clear":
+            kept = [];
+            keptSamples = 0;
+            speechFromMs = null;
+            return;
+          default: {
+            const unhandled: never = unit;
+            throw new Error(`echo runner: unhandled unit ${JSON.stringify(unhandled)}`);
+          }
+        }
+      },
+      abort(newEpoch) {
+        epoch = Math.max(epoch, newEpoch);
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        speaking = false;
+        queued = [];
+      },
+      configure(next) {
+        config = next;
+      },
+      async close() {
+        closed = true;
+        if (timer !== null) clearTimeout(timer);
+        open.delete(session);
+      },
+    };
+    open.add(session);
+    return session;
+  };
+
+  return {
+    name: "echo",
+    capabilities,
+    open: openSession,
+    async close() {
+      await Promise.all([...open].map((s) => s.close()));
+    },
+  };
+};

@@ -1,0 +1,4 @@
+/** RxJS projections of a session's domain event stream: session view, playback ledger, history, wire events. */
+export * from "./envelope.ts";
+export * from "./session-view.ts";
+export * from "./wire.ts";

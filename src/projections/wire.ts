@@ -1,0 +1,79 @@
+import { concatMap, from, type OperatorFunction, scan } from "rxjs";
+import { serverEventIdFor } from "../domain/index.ts";
+import { type RenderContext, renderServerEvents } from "../protocol/index.ts";
+import type { EventEnvelope } from "./envelope.ts";
+
+/**
+ * One server event as sent: its `server_event_seq` (null for `session.created`, which precedes the sequence),
+ * its type and its exact JSON text.
+ */
+export interface WireEvent {
+  readonly seq: number | null;
+  readonly type: string;
+  readonly json: string;
+}
+
+/** The wire projection's state: the render context and the last `server_event_seq` given out. */
+export interface WireState {
+  readonly ctx: RenderContext | null;
+  readonly seq: number;
+  /** The server events the last envelope rendered. */
+  readonly emitted: readonly WireEvent[];
+}
+
+export const initialWireState: WireState = { ctx: null, seq: 0, emitted: [] };
+
+/**
+ * Renders one envelope to server events and stamps each with `event_id` (derived from the seq), its
+ * `server_event_seq` (from 1, after `session.created`) and the session's `epoch` (BEHAVIOUR.md, "Resume";
+ * DESIGN.md rule 4). Pure: a replay of the same envelopes renders the same bytes.
+ */
+export const reduceWire = (state: WireState, envelope: EventEnvelope): WireState => {
+  const { event, metadata } = envelope;
+  const ctx: RenderContext | null =
+    event.type === "SessionCreated"
+      ? {
+          sessionId: event.data.sessionId,
+          capabilities: event.data.capabilities,
+          epoch: metadata.epoch,
+          turnId: metadata.turnId,
+        }
+      : state.ctx === null
+        ? null
+        : { ...state.ctx, epoch: metadata.epoch, turnId: metadata.turnId };
+  if (ctx === null) return { ...state, emitted: [] };
+  let seq = state.seq;
+  const emitted = renderServerEvents(ctx, event).map((body): WireEvent => {
+    if (body.type === "session.created") {
+      return {
+        seq: null,
+        type: body.type,
+        json: JSON.stringify({ event_id: serverEventIdFor(ctx.sessionId, 0), ...body, epoch: ctx.epoch }),
+      };
+    }
+    seq += 1;
+    return {
+      seq,
+      type: body.type,
+      json: JSON.stringify({
+        event_id: serverEventIdFor(ctx.sessionId, seq),
+        ...body,
+        server_event_seq: seq,
+        epoch: ctx.epoch,
+      }),
+    };
+  });
+  return { ctx, seq, emitted };
+};
+
+/**
+ * The wire projection as an RxJS operator: domain event envelopes in, server events out, in order
+ * (STYLE.md, "Streams": a named operator built with `pipe()` around a pure reducer).
+ */
+export const wireProjection =
+  (initial: WireState = initialWireState): OperatorFunction<EventEnvelope, WireEvent> =>
+  (source) =>
+    source.pipe(
+      scan(reduceWire, initial),
+      concatMap((state) => from(state.emitted)),
+    );

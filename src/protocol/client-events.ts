@@ -1,0 +1,125 @@
+import { z } from "zod";
+
+/**
+ * Schemas of the client events this server decodes (reference/realtime-duplex-api.md, "Client to server"), both
+ * beta and GA spellings of the session object. Unknown keys are ignored: OpenAI clients send more than we read.
+ */
+
+const eventId = z.string().max(512).optional();
+const ms = z.number().finite().nonnegative();
+
+const turnDetection = z
+  .object({
+    type: z.string(),
+    threshold: z.number().min(0).max(1).optional(),
+    prefix_padding_ms: ms.optional(),
+    silence_duration_ms: ms.optional(),
+    min_speech_duration_ms: ms.optional(),
+    create_response: z.boolean().optional(),
+    interrupt_response: z.boolean().optional(),
+  })
+  .nullable();
+
+const gaFormat = z.object({ type: z.string(), rate: z.number().int().positive().optional() });
+
+export const sessionSchema = z.object({
+  model: z.string().optional(),
+  session_id: z.string().optional(),
+  instructions: z.string().optional(),
+  voice: z.string().nullable().optional(),
+  modalities: z.array(z.enum(["audio", "text"])).optional(),
+  output_modalities: z.array(z.enum(["audio", "text"])).optional(),
+  input_audio_format: z.union([z.string(), gaFormat]).optional(),
+  output_audio_format: z.union([z.string(), gaFormat]).optional(),
+  input_sample_rate_hz: z.number().int().positive().optional(),
+  turn_detection: turnDetection.optional(),
+  audio: z
+    .object({
+      input: z.object({ format: gaFormat.optional(), turn_detection: turnDetection.optional() }).optional(),
+      output: z.object({ format: gaFormat.optional(), voice: z.string().nullable().optional() }).optional(),
+    })
+    .optional(),
+  overlap_policy: z.enum(["listen_only", "barge_in_on_speech"]).optional(),
+  playback_commit_policy: z.enum(["ack_only", "commit_all_on_done"]).optional(),
+  temperature: z.number().finite().nullable().optional(),
+  idle_timeout_s: z.number().positive().nullable().optional(),
+  extra_body: z.object({ auto_response: z.boolean().optional() }).optional(),
+});
+
+export const clientEventSchemas = {
+  "session.update": z.object({ event_id: eventId, session: sessionSchema.optional() }),
+  "input_audio_buffer.append": z.object({
+    event_id: eventId,
+    audio: z.string(),
+    format: z.union([z.string(), gaFormat]).optional(),
+    input_audio_format: z.union([z.string(), gaFormat]).optional(),
+    sample_rate_hz: z.number().optional(),
+    is_speech: z.boolean().optional(),
+  }),
+  "input_audio_buffer.commit": z.object({
+    event_id: eventId,
+    final: z.boolean().optional(),
+    response_create: z.boolean().optional(),
+    create_response: z.boolean().optional(),
+  }),
+  "input_audio_buffer.clear": z.object({ event_id: eventId }),
+  "response.create": z.object({
+    event_id: eventId,
+    response: z
+      .object({
+        metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+        instructions: z.string().optional(),
+      })
+      .optional(),
+  }),
+  "response.cancel": z.object({ event_id: eventId, response_id: z.string().optional() }),
+  "playback.ack": z.object({
+    event_id: eventId,
+    response_id: z.string().optional(),
+    item_id: z.string().optional(),
+    played_ms: ms,
+    committed_ms: ms.optional(),
+    truncate: z.boolean().optional(),
+  }),
+  "conversation.item.truncate": z.object({
+    event_id: eventId,
+    item_id: z.string().min(1),
+    content_index: z.number().int().nonnegative().optional(),
+    audio_end_ms: ms,
+  }),
+  "session.heartbeat": z.object({ event_id: eventId }),
+  "session.close": z.object({ event_id: eventId }),
+} as const;
+
+export type ClientEventType = keyof typeof clientEventSchemas;
+
+/** Aliases that share the payload of their canonical event (reference, "Event catalogue"). */
+export const CLIENT_EVENT_ALIASES: Readonly<Record<string, ClientEventType>> = {
+  push_chunk: "input_audio_buffer.append",
+  "input.audio.append": "input_audio_buffer.append",
+  "input.commit": "input_audio_buffer.commit",
+  "audio.playback_ack": "playback.ack",
+  close_session: "session.close",
+  close: "session.close",
+  session_close: "session.close",
+};
+
+/**
+ * Client events of the reference catalogue that this server does not implement yet: they are refused with
+ * `unknown_event` and a message that says so, instead of being mistaken for typos.
+ */
+export const NOT_YET_IMPLEMENTED: readonly string[] = [
+  "session.event_ack",
+  "session.resume",
+  "input.cancel",
+  "input.text.append",
+  "input_text.append",
+  "push_text",
+  "conversation.item.create",
+  "conversation.item.retrieve",
+  "conversation.item.delete",
+  "output_audio_buffer.clear",
+  "barge_in",
+  "turn.signal",
+  "signal_turn",
+];

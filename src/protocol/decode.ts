@@ -1,0 +1,266 @@
+import type { z } from "zod";
+import {
+  type AudioFormat,
+  type Command,
+  type ErrorCode,
+  type ItemId,
+  type ResponseId,
+  type SessionPatch,
+  SUPPORTED_INPUT_RATES,
+} from "../domain/index.ts";
+import {
+  CLIENT_EVENT_ALIASES,
+  type ClientEventType,
+  clientEventSchemas,
+  NOT_YET_IMPLEMENTED,
+  type sessionSchema,
+} from "./client-events.ts";
+
+/** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
+export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
+
+/**
+ * An audio append as decoded from the wire, before the engine converts it to the runner's input rate and runs
+ * VAD on it. `pcm16` is little-endian mono at `sampleRateHz` (bytes, an even count).
+ */
+export interface DecodedAppend {
+  readonly type: "input_audio_buffer.append";
+  readonly eventId: string | null;
+  readonly pcm16: Uint8Array;
+  readonly sampleRateHz: number;
+  readonly isSpeech: boolean | null;
+}
+
+/** What a client frame decodes to: a command (an `invalid` one when it was refused), or an audio append. */
+export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend;
+
+/** What decoding needs to know of the session: the declared input rate (Hz). */
+export interface DecodeContext {
+  readonly inputRateHz: number;
+}
+
+const invalid = (
+  code: ErrorCode,
+  message: string,
+  eventId: string | null,
+  eventType: string | null,
+  param: string | null = null,
+): DecodedFrame => ({ type: "invalid", eventId, code, message, param, eventType });
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Reads an audio format in either spelling: beta strings (`pcm16`) or GA objects (`{type: "audio/pcm", rate}`).
+ * Returns the format (rate defaults to `defaultRate`) or the code of the refusal.
+ */
+export const readAudioFormat = (
+  value: string | { type: string; rate?: number | undefined },
+  defaultRate: number,
+): AudioFormat | { code: ErrorCode; message: string } => {
+  const name = typeof value === "string" ? value : value.type;
+  const rate = typeof value === "string" ? defaultRate : (value.rate ?? defaultRate);
+  if (name === "pcm16" || name === "pcm" || name === "audio/pcm") return { format: "pcm16", rate };
+  return {
+    code: "unsupported_audio_format",
+    message: `audio format "${name}" is not supported; use "pcm16" (beta) or {"type": "audio/pcm", "rate": ...} (GA)`,
+  };
+};
+
+const firstIssue = (error: z.ZodError): { param: string; message: string } => {
+  const issue = error.issues[0];
+  const param = issue === undefined ? "" : issue.path.map(String).join(".");
+  return { param, message: issue === undefined ? "invalid event" : `${param || "event"}: ${issue.message}` };
+};
+
+/** Translates the session object of `session.update` (both spellings) into a patch. */
+export const sessionPatchOf = (
+  session: z.infer<typeof sessionSchema>,
+  currentInputRateHz: number,
+): SessionPatch | { code: ErrorCode; message: string; param: string } => {
+  const patch: { -readonly [K in keyof SessionPatch]: SessionPatch[K] } = {};
+  if (session.model !== undefined) patch.model = session.model;
+  if (session.instructions !== undefined) patch.instructions = session.instructions;
+  const voice = session.voice ?? session.audio?.output?.voice;
+  if (voice !== undefined) patch.voice = voice;
+  const modalities = session.output_modalities ?? session.modalities;
+  if (modalities !== undefined) patch.outputModalities = modalities;
+  const rate = session.input_sample_rate_hz ?? currentInputRateHz;
+  const input = session.audio?.input?.format ?? session.input_audio_format;
+  if (input !== undefined || session.input_sample_rate_hz !== undefined) {
+    const format = readAudioFormat(input ?? "pcm16", rate);
+    if ("code" in format) return { ...format, param: "session.input_audio_format" };
+    patch.inputAudio = format;
+  }
+  const output = session.audio?.output?.format ?? session.output_audio_format;
+  if (output !== undefined) {
+    const format = readAudioFormat(output, 24000);
+    if ("code" in format) return { ...format, param: "session.output_audio_format" };
+    patch.outputAudio = format;
+  }
+  const td =
+    session.audio?.input?.turn_detection !== undefined ? session.audio.input.turn_detection : session.turn_detection;
+  if (td === null) patch.turnDetection = null;
+  else if (td !== undefined) {
+    patch.turnDetection = {
+      type: td.type,
+      ...(td.threshold === undefined ? {} : { threshold: td.threshold }),
+      ...(td.prefix_padding_ms === undefined ? {} : { prefixPaddingMs: td.prefix_padding_ms }),
+      ...(td.silence_duration_ms === undefined ? {} : { silenceDurationMs: td.silence_duration_ms }),
+      ...(td.min_speech_duration_ms === undefined ? {} : { minSpeechDurationMs: td.min_speech_duration_ms }),
+      ...(td.create_response === undefined ? {} : { createResponse: td.create_response }),
+      ...(td.interrupt_response === undefined ? {} : { interruptResponse: td.interrupt_response }),
+    };
+  }
+  if (session.overlap_policy !== undefined) patch.overlapPolicy = session.overlap_policy;
+  if (session.playback_commit_policy !== undefined) patch.playbackCommitPolicy = session.playback_commit_policy;
+  if (session.temperature !== undefined) patch.temperature = session.temperature;
+  if (session.idle_timeout_s !== undefined) patch.idleTimeoutS = session.idle_timeout_s;
+  if (session.extra_body?.auto_response !== undefined) patch.autoResponse = session.extra_body.auto_response;
+  return patch;
+};
+
+const decodeAppend = (
+  event: z.infer<(typeof clientEventSchemas)["input_audio_buffer.append"]>,
+  eventId: string | null,
+  ctx: DecodeContext,
+): DecodedFrame => {
+  const type = "input_audio_buffer.append";
+  const declared = event.format ?? event.input_audio_format;
+  const format =
+    declared === undefined
+      ? { format: "pcm16" as const, rate: ctx.inputRateHz }
+      : readAudioFormat(declared, ctx.inputRateHz);
+  if ("code" in format) return invalid(format.code, format.message, eventId, type, "format");
+  const rate = event.sample_rate_hz ?? format.rate;
+  if (!SUPPORTED_INPUT_RATES.includes(rate)) {
+    return invalid(
+      "bad_event",
+      `sample_rate_hz must be one of ${SUPPORTED_INPUT_RATES.join(", ")} Hz; got ${rate}`,
+      eventId,
+      type,
+      "sample_rate_hz",
+    );
+  }
+  if (event.audio.length % 4 !== 0 || !BASE64.test(event.audio)) {
+    return invalid("bad_audio", "audio must be standard base64 (padded, A-Z a-z 0-9 + /)", eventId, type, "audio");
+  }
+  const bytes = Uint8Array.from(Buffer.from(event.audio, "base64"));
+  if (bytes.byteLength % 2 !== 0) {
+    return invalid(
+      "bad_audio",
+      `pcm16 audio must be a whole number of 2-byte samples; got ${bytes.byteLength} bytes`,
+      eventId,
+      type,
+      "audio",
+    );
+  }
+  return { type, eventId, pcm16: bytes, sampleRateHz: rate, isSpeech: event.is_speech ?? null };
+};
+
+const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null, ctx: DecodeContext): DecodedFrame => {
+  const parsed = clientEventSchemas[type].safeParse(raw);
+  if (!parsed.success) {
+    const { param, message } = firstIssue(parsed.error);
+    return invalid("bad_event", `${type}: ${message}`, eventId, type, param || null);
+  }
+  switch (type) {
+    case "session.update": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)["session.update"]>;
+      const patch = sessionPatchOf(event.session ?? {}, ctx.inputRateHz);
+      if ("code" in patch) return invalid(patch.code, patch.message, eventId, type, patch.param);
+      return { type, eventId, patch };
+    }
+    case "input_audio_buffer.append":
+      return decodeAppend(parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>, eventId, ctx);
+    case "input_audio_buffer.commit": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, createResponse: event.response_create ?? event.create_response ?? null };
+    }
+    case "input_audio_buffer.clear":
+    case "session.heartbeat":
+    case "session.close":
+      return { type, eventId };
+    case "response.create": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return {
+        type,
+        eventId,
+        metadata: event.response?.metadata ?? null,
+        instructions: event.response?.instructions ?? null,
+      };
+    }
+    case "response.cancel": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, responseId: (event.response_id ?? null) as ResponseId | null };
+    }
+    case "playback.ack": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return {
+        type,
+        eventId,
+        responseId: (event.response_id ?? null) as ResponseId | null,
+        itemId: (event.item_id ?? null) as ItemId | null,
+        playedMs: event.played_ms,
+        committedMs: event.committed_ms ?? null,
+        truncate: event.truncate ?? false,
+      };
+    }
+    case "conversation.item.truncate": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return {
+        type,
+        eventId,
+        itemId: event.item_id as ItemId,
+        contentIndex: event.content_index ?? 0,
+        audioEndMs: event.audio_end_ms,
+      };
+    }
+    default: {
+      const unhandled: never = type;
+      throw new Error(`decodeKnown: unhandled type ${String(unhandled)}`);
+    }
+  }
+};
+
+/**
+ * Decodes one client frame (a WebSocket text frame of `byteLength` bytes). Never throws: a frame that cannot be
+ * decoded becomes an `invalid` command with its code (`event_too_large`, `invalid_json`, `bad_event`,
+ * `unknown_event`, `bad_audio`, `unsupported_audio_format`), echoing the frame's `event_id` when it had one
+ * (BEHAVIOUR.md scenario 2).
+ */
+export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeContext): DecodedFrame => {
+  if (byteLength > MAX_FRAME_BYTES) {
+    return invalid(
+      "event_too_large",
+      `frame of ${byteLength} bytes exceeds the maximum of ${MAX_FRAME_BYTES} bytes`,
+      null,
+      null,
+    );
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    return invalid("invalid_json", `frame is not valid JSON: ${(error as Error).message}`, null, null);
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    return invalid("invalid_json", "frame must be a JSON object", null, null);
+  }
+  const record = raw as Record<string, unknown>;
+  const eventId = typeof record.event_id === "string" ? record.event_id : null;
+  if (typeof record.type !== "string") {
+    return invalid("bad_event", "event has no string `type`", eventId, null, "type");
+  }
+  const type = CLIENT_EVENT_ALIASES[record.type] ?? record.type;
+  if (Object.hasOwn(clientEventSchemas, type)) return decodeKnown(type as ClientEventType, raw, eventId, ctx);
+  if (NOT_YET_IMPLEMENTED.includes(type)) {
+    return invalid(
+      "unknown_event",
+      `${type} is part of the duplex contract but this server does not implement it yet`,
+      eventId,
+      type,
+      "type",
+    );
+  }
+  return invalid("unknown_event", `unknown event type "${record.type}"`, eventId, record.type, "type");
+};

@@ -1,0 +1,6 @@
+/** The pure wire codec: client frames to commands, domain events to server events, the error envelopes. */
+export * from "./client-events.ts";
+export * from "./decode.ts";
+export * from "./handshake.ts";
+export * from "./server-events.ts";
+export * from "./session-object.ts";

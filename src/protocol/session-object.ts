@@ -1,0 +1,87 @@
+import type { Capabilities, SessionConfig } from "../domain/index.ts";
+
+/** The `realtime.session` object with both the beta and the GA spellings (reference, "Tier 2": session.created). */
+export interface SessionObjectContext {
+  readonly sessionId: string;
+  readonly config: SessionConfig;
+  readonly capabilities: Capabilities;
+  readonly epoch: number;
+  readonly turnId: number;
+}
+
+const turnDetectionJson = (config: SessionConfig): Record<string, unknown> | null =>
+  config.turnDetection === null
+    ? null
+    : {
+        type: "server_vad",
+        threshold: config.turnDetection.threshold,
+        prefix_padding_ms: config.turnDetection.prefixPaddingMs,
+        silence_duration_ms: config.turnDetection.silenceDurationMs,
+        create_response: config.turnDetection.createResponse,
+        interrupt_response: config.turnDetection.interruptResponse,
+      };
+
+/** Renders the capabilities object of `session.created` (reference, "Capability negotiation by model"). */
+export const capabilitiesJson = (c: Capabilities): Record<string, unknown> => ({
+  implementation_level: c.implementationLevel,
+  supports_input_append: true,
+  supports_barge_in: c.supportsBargeIn,
+  supports_session_resume: c.supportsSessionResume,
+  supports_session_lease: true,
+  supports_multi_session: true,
+  supports_audio_truncate: c.supportsAudioTruncate,
+  supports_tool_calls: c.supportsToolCalls,
+  chunk_period_ms: c.chunkPeriodMs,
+  input_modes: ["append_audio_chunk"],
+  signal_sources: ["model_native", "client_event", "server_policy"],
+  input_sample_rate_hz: c.inputSampleRateHz,
+  output_sample_rate_hz: c.outputSampleRateHz,
+  target_barge_in_latency_ms: null,
+});
+
+/** Renders the session object. Pure; the same context always renders the same JSON. */
+export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown> => {
+  const { config } = ctx;
+  const turnDetection = turnDetectionJson(config);
+  return {
+    object: "realtime.session",
+    type: "realtime",
+    id: ctx.sessionId,
+    model: config.model,
+    state: "open",
+    epoch: ctx.epoch,
+    turn_id: ctx.turnId,
+    modalities: config.outputModalities,
+    output_modalities: config.outputModalities,
+    instructions: config.instructions,
+    voice: config.voice,
+    input_audio_format: config.inputAudio.format,
+    output_audio_format: config.outputAudio.format,
+    input_sample_rate_hz: config.inputAudio.rate,
+    audio: {
+      input: {
+        format: { type: "audio/pcm", rate: config.inputAudio.rate },
+        sample_rate_hz: config.inputAudio.rate,
+        turn_detection: turnDetection,
+        transcription: null,
+        noise_reduction: null,
+      },
+      output: { format: { type: "audio/pcm", rate: config.outputAudio.rate }, voice: config.voice, speed: 1 },
+    },
+    turn_detection: turnDetection,
+    input_audio_transcription: null,
+    tools: [],
+    tool_choice: "auto",
+    temperature: config.temperature,
+    max_response_output_tokens: "inf",
+    max_output_tokens: "inf",
+    tracing: null,
+    idle_timeout_s: config.idleTimeoutS,
+    overlap_policy: config.overlapPolicy,
+    overlap_short_ack_ms: 700,
+    overlap_silence_rms: 0.003,
+    playback_commit_policy: config.playbackCommitPolicy,
+    extra_body: { auto_response: config.autoResponse },
+    capabilities: capabilitiesJson(ctx.capabilities),
+  };
+};

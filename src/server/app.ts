@@ -1,0 +1,73 @@
+import Fastify from "fastify";
+import type { Logger } from "pino";
+import { WebSocketServer } from "ws";
+import type { Engine } from "../engine/index.ts";
+import { handshakeError } from "../protocol/index.ts";
+import { serveRealtimeSocket } from "./realtime-socket.ts";
+
+/** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
+export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
+
+/** Frames up to this size reach the codec, which refuses those over 15 MiB with `event_too_large`. */
+const WS_MAX_PAYLOAD = 64 * 1024 * 1024;
+
+export interface AppOptions {
+  readonly engine: Engine;
+  readonly log: Logger;
+  readonly model: string;
+  readonly apiKeys?: readonly string[];
+  readonly firstMessageTimeoutMs?: number;
+}
+
+/**
+ * Builds the fastify app: `GET /health`, `GET /v1/models`, and the WebSocket upgrade on the realtime paths
+ * (through `ws` with `noServer`, so the handshake stays ours). Listening is the caller's.
+ */
+export const buildApp = (options: AppOptions) => {
+  const app = Fastify({ loggerInstance: options.log });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: WS_MAX_PAYLOAD,
+    handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false),
+  });
+
+  app.get("/health", async () => ({ status: "ok", sessions: options.engine.sessions().length }));
+  app.get("/v1/models", async () => ({
+    object: "list",
+    data: [
+      { id: options.model, object: "model", owned_by: "duplex-server", capabilities: options.engine.capabilities },
+    ],
+  }));
+
+  app.server.on("upgrade", (request, socket, head) => {
+    const url = new URL(request.url ?? "/", "http://localhost");
+    if (!REALTIME_PATHS.includes(url.pathname)) {
+      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      const keys = options.apiKeys ?? [];
+      if (keys.length > 0) {
+        const bearer = request.headers.authorization?.replace(/^Bearer\s+/i, "");
+        const header = request.headers["api-key"];
+        const offered = (request.headers["sec-websocket-protocol"] ?? "")
+          .split(",")
+          .map((p) => p.trim())
+          .find((p) => p.startsWith("openai-insecure-api-key."))
+          ?.slice("openai-insecure-api-key.".length);
+        const key = bearer ?? (typeof header === "string" ? header : undefined) ?? offered;
+        if (key === undefined || !keys.includes(key)) {
+          ws.send(handshakeError("unauthorized", "missing or invalid API key"));
+          ws.close(1008, "unauthorized");
+          return;
+        }
+      }
+      serveRealtimeSocket(ws, options.engine, options.log, { firstMessageTimeoutMs: options.firstMessageTimeoutMs });
+    });
+  });
+  app.addHook("onClose", async () => {
+    for (const client of wss.clients) client.terminate();
+    wss.close();
+  });
+  return app;
+};

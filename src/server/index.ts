@@ -1,0 +1,4 @@
+/** The fastify server: the realtime WebSocket endpoint, health and models routes, and the embedded node's wiring. */
+export * from "./app.ts";
+export * from "./realtime-socket.ts";
+export * from "./start.ts";

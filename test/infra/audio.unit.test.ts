@@ -1,0 +1,344 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createResampler,
+  durationMs,
+  encodeWav,
+  pcm16FromBytes,
+  pcm16ToBytes,
+  readWav,
+  readWavFile,
+  resamplePcm16,
+  rms,
+  writeWavFile,
+} from "../../src/infra/audio/index.ts";
+
+const audio = (name: string) => new URL(`../../../shared/audio/${name}`, import.meta.url);
+
+/** A tone of `hz` at `sampleRate`, `amplitude` in PCM16 units. */
+function sine(hz: number, sampleRate: number, samples: number, amplitude = 10000): Int16Array {
+  return Int16Array.from({ length: samples }, (_, i) =>
+    Math.round(amplitude * Math.sin((2 * Math.PI * hz * i) / sampleRate)),
+  );
+}
+
+/** Sign changes between `from` and `to` (exclusive); a tone of f Hz has 2f per second. */
+function zeroCrossings(samples: Int16Array, from = 0, to = samples.length): number {
+  let count = 0;
+  for (let i = from + 1; i < to; i++) {
+    if ((samples[i - 1] ?? 0) < 0 !== (samples[i] ?? 0) < 0) {
+      count++;
+    }
+  }
+  return count;
+}
+
+/** A RIFF/WAVE file from raw chunks, each `[id, body]`. */
+function riff(chunks: [string, Uint8Array][]): Uint8Array {
+  const parts: number[] = [...ascii("WAVE")];
+  for (const [id, body] of chunks) {
+    parts.push(...ascii(id), ...u32(body.length), ...body);
+    if (body.length % 2 === 1) {
+      parts.push(0);
+    }
+  }
+  return Uint8Array.from([...ascii("RIFF"), ...u32(parts.length), ...parts]);
+}
+
+function fmt(tag: number, channels: number, sampleRate: number, bits: number, extra: number[] = []): Uint8Array {
+  const blockAlign = (channels * bits) / 8;
+  return Uint8Array.from([
+    ...u16(tag),
+    ...u16(channels),
+    ...u32(sampleRate),
+    ...u32(sampleRate * blockAlign),
+    ...u16(blockAlign),
+    ...u16(bits),
+    ...extra,
+  ]);
+}
+
+function ascii(text: string): number[] {
+  return [...text].map((c) => c.charCodeAt(0));
+}
+function u16(value: number): number[] {
+  return [value & 0xff, (value >> 8) & 0xff];
+}
+function u32(value: number): number[] {
+  return [value & 0xff, (value >> 8) & 0xff, (value >> 16) & 0xff, (value >>> 24) & 0xff];
+}
+
+describe("wav", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "wav-test-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("encodes mono PCM16 with a 44-byte header and reads it back unchanged", () => {
+    const samples = Int16Array.from([0, 1, -1, 32767, -32768, 1234, -4321]);
+    const bytes = encodeWav(samples, 24000);
+    expect(bytes.length).toBe(44 + samples.length * 2);
+    expect(String.fromCharCode(...bytes.subarray(0, 4))).toBe("RIFF");
+    expect(String.fromCharCode(...bytes.subarray(36, 40))).toBe("data");
+    const decoded = readWav(bytes);
+    expect(decoded.sampleRate).toBe(24000);
+    expect(decoded.channels).toBe(1);
+    expect([...decoded.samples]).toEqual([...samples]);
+  });
+
+  it("writes a file and reads it back unchanged", async () => {
+    const path = join(dir, "tone.wav");
+    const samples = sine(440, 16000, 1600);
+    await writeWavFile(path, samples, 16000);
+    const decoded = await readWavFile(path);
+    expect(decoded.sampleRate).toBe(16000);
+    expect([...decoded.samples]).toEqual([...samples]);
+  });
+
+  it("skips LIST and other chunks (odd sizes padded) before and after data", () => {
+    const data = Uint8Array.from([...u16(5), ...u16(0xfffb), ...u16(300)]);
+    const bytes = riff([
+      ["LIST", Uint8Array.from(ascii("INFOISFT\x03\x00\x00\x00ab\x00"))],
+      ["fmt ", fmt(1, 1, 8000, 16)],
+      ["fact", Uint8Array.from([1, 2, 3])],
+      ["data", data],
+      ["LIST", Uint8Array.from(ascii("junk"))],
+    ]);
+    const decoded = readWav(bytes);
+    expect(decoded.sampleRate).toBe(8000);
+    expect([...decoded.samples]).toEqual([5, -5, 300]);
+  });
+
+  it("reads stereo as interleaved samples and WAVE_FORMAT_EXTENSIBLE with the PCM sub-format", () => {
+    const extensible = fmt(0xfffe, 2, 48000, 16, [...u16(22), ...u16(16), ...u32(3), ...u16(1), ...Array(14).fill(0)]);
+    const decoded = readWav(
+      riff([
+        ["fmt ", extensible],
+        ["data", Uint8Array.from([...u16(1), ...u16(2), ...u16(3), ...u16(4)])],
+      ]),
+    );
+    expect(decoded.channels).toBe(2);
+    expect(decoded.sampleRate).toBe(48000);
+    expect([...decoded.samples]).toEqual([1, 2, 3, 4]);
+  });
+
+  it("reads a data chunk that claims more bytes than there are up to the last whole sample", () => {
+    const bytes = encodeWav(Int16Array.from([7, 8, 9]), 16000);
+    new DataView(bytes.buffer).setUint32(40, 0xffffffff, true);
+    expect([...readWav(bytes.subarray(0, bytes.length - 1)).samples]).toEqual([7, 8]);
+  });
+
+  it("returns samples that do not share memory with the input bytes", () => {
+    const bytes = encodeWav(Int16Array.from([1, 2]), 16000);
+    const decoded = readWav(bytes);
+    bytes.fill(0);
+    expect([...decoded.samples]).toEqual([1, 2]);
+  });
+
+  it("rejects bytes that are not PCM16 RIFF/WAVE, naming what it expected and found", () => {
+    expect(() => readWav(Uint8Array.from([1, 2, 3]))).toThrow(/expected at least a 12-byte RIFF header, got 3 bytes/);
+    expect(() => readWav(Uint8Array.from([...ascii("OggS"), 0, 0, 0, 0, ...ascii("WAVE")]))).toThrow(
+      /expected "RIFF" \.\.\. "WAVE".*found "OggS"/,
+    );
+    expect(() =>
+      readWav(
+        riff([
+          ["fmt ", fmt(1, 1, 16000, 8)],
+          ["data", new Uint8Array(4)],
+        ]),
+      ),
+    ).toThrow(/expected PCM16 .*found format tag 1 with 8 bits per sample/);
+    expect(() =>
+      readWav(
+        riff([
+          ["fmt ", fmt(3, 1, 16000, 32)],
+          ["data", new Uint8Array(8)],
+        ]),
+      ),
+    ).toThrow(/found format tag 3 with 32 bits per sample/);
+    expect(() =>
+      readWav(
+        riff([
+          ["data", new Uint8Array(4)],
+          ["fmt ", fmt(1, 1, 16000, 16)],
+        ]),
+      ),
+    ).toThrow(/expected a "fmt " chunk before the "data" chunk/);
+    expect(() => readWav(riff([["fmt ", fmt(1, 1, 16000, 16)]]))).toThrow(/expected a "data" chunk, found none/);
+  });
+
+  it("prefixes the path to a decoding error when reading a file", async () => {
+    const path = join(dir, "not.wav");
+    await writeFile(path, "hello, not a wav file");
+    await expect(readWavFile(path)).rejects.toThrow(`${path}: WAV: expected "RIFF"`);
+  });
+
+  it("refuses a sample rate that is not a positive integer", () => {
+    expect(() => encodeWav(new Int16Array(1), 0)).toThrow(/positive integer sample rate in Hz, got 0/);
+    expect(() => encodeWav(new Int16Array(1), 16000.5)).toThrow(/got 16000.5/);
+  });
+
+  it("reads jfk_16k.wav as 11 s of 16 kHz mono speech", async () => {
+    const jfk = await readWavFile(audio("jfk_16k.wav"));
+    expect(jfk.sampleRate).toBe(16000);
+    expect(jfk.channels).toBe(1);
+    expect(jfk.samples.length).toBe(176000);
+    expect(durationMs(jfk.samples.length, jfk.sampleRate)).toBe(11000);
+    expect(rms(jfk.samples)).toBeGreaterThan(0.01);
+  });
+});
+
+describe("pcm", () => {
+  it("reads little-endian samples, from an unaligned offset too", () => {
+    const bytes = Uint8Array.from([0xaa, 0x01, 0x00, 0xff, 0x7f, 0x00, 0x80, 0xfe, 0xff]);
+    expect([...pcm16FromBytes(bytes.subarray(1))]).toEqual([1, 32767, -32768, -2]);
+    expect([...pcm16FromBytes(bytes.subarray(1, 5))]).toEqual([1, 32767]);
+  });
+
+  it("throws on an odd number of bytes", () => {
+    expect(() => pcm16FromBytes(new Uint8Array(3))).toThrow(/even length .*got 3 bytes/);
+  });
+
+  it("writes little-endian bytes that read back as the same samples", () => {
+    const samples = Int16Array.from([1, -2, 32767, -32768]);
+    const bytes = pcm16ToBytes(samples);
+    expect([...bytes]).toEqual([0x01, 0x00, 0xfe, 0xff, 0xff, 0x7f, 0x00, 0x80]);
+    expect([...pcm16FromBytes(bytes)]).toEqual([...samples]);
+  });
+
+  it("measures RMS normalised to full scale", () => {
+    expect(rms(new Int16Array(0))).toBe(0);
+    expect(rms(new Int16Array(100))).toBe(0);
+    expect(rms(new Int16Array(100).fill(-32768))).toBe(1);
+    expect(rms(sine(1000, 16000, 16000, 16384))).toBeCloseTo(0.5 / Math.SQRT2, 3);
+  });
+
+  it("converts sample counts to milliseconds", () => {
+    expect(durationMs(16000, 16000)).toBe(1000);
+    expect(durationMs(480, 24000)).toBe(20);
+    expect(durationMs(1, 48000)).toBeCloseTo(0.0208333, 6);
+    expect(() => durationMs(1, 0)).toThrow(/positive number of Hz, got 0/);
+  });
+});
+
+describe("resamplePcm16", () => {
+  it("turns 11 s of jfk at 16 kHz into 1.5x the samples at 24 kHz with a similar level", async () => {
+    const jfk = await readWavFile(audio("jfk_16k.wav"));
+    const sox = await readWavFile(audio("jfk_24k.wav"));
+    const out = resamplePcm16(jfk.samples, 16000, 24000);
+    expect(out.length).toBe(264000);
+    expect(Math.abs(rms(out) / rms(jfk.samples) - 1)).toBeLessThan(0.1);
+    expect(Math.abs(rms(out) / rms(sox.samples) - 1)).toBeLessThan(0.1);
+  });
+
+  it("keeps the frequency of a 1 kHz tone from 16 kHz to 24 kHz", () => {
+    const out = resamplePcm16(sine(1000, 16000, 16000), 16000, 24000);
+    expect(out.length).toBe(24000);
+    // 1 s of 1 kHz: 2000 sign changes, counted away from the edges (0.1 s .. 0.9 s = 1600).
+    expect(zeroCrossings(out, 2400, 21600)).toBeGreaterThanOrEqual(1599);
+    expect(zeroCrossings(out, 2400, 21600)).toBeLessThanOrEqual(1601);
+    expect(rms(out.subarray(2400, 21600))).toBeCloseTo(10000 / 32768 / Math.SQRT2, 2);
+  });
+
+  it("keeps a 5 kHz tone and removes a 10 kHz one from 24 kHz to 16 kHz, leaving the input intact", () => {
+    const pass = sine(5000, 24000, 24000);
+    const before = pass.slice();
+    const passed = resamplePcm16(pass, 24000, 16000);
+    expect([...pass]).toEqual([...before]);
+    expect(passed.length).toBe(16000);
+    expect(zeroCrossings(passed, 1600, 14400)).toBeGreaterThanOrEqual(7999);
+    expect(zeroCrossings(passed, 1600, 14400)).toBeLessThanOrEqual(8001);
+    expect(rms(passed.subarray(1600, 14400)) / rms(pass)).toBeGreaterThan(0.9);
+    const stopped = resamplePcm16(sine(10000, 24000, 24000), 24000, 16000);
+    expect(rms(stopped.subarray(1600, 14400)) / rms(pass)).toBeLessThan(0.01);
+  });
+
+  it("gives floor(n * to / from) samples for a ratio that does not divide", () => {
+    expect(resamplePcm16(sine(440, 44100, 44101), 44100, 16000).length).toBe(Math.floor((44101 * 16000) / 44100));
+    expect(resamplePcm16(new Int16Array(0), 16000, 24000).length).toBe(0);
+  });
+
+  it("returns a copy when the rates are equal", () => {
+    const samples = Int16Array.from([1, 2, 3]);
+    const out = resamplePcm16(samples, 16000, 16000);
+    expect(out).not.toBe(samples);
+    expect([...out]).toEqual([1, 2, 3]);
+  });
+
+  it("refuses rates that are not positive integers", () => {
+    expect(() => resamplePcm16(new Int16Array(4), 0, 16000)).toThrow(
+      /fromHz must be a positive integer number of Hz, got 0/,
+    );
+    expect(() => resamplePcm16(new Int16Array(4), 16000, -1)).toThrow(/toHz .*got -1/);
+    expect(() => createResampler(16000, 22050.5)).toThrow(/toHz .*got 22050.5/);
+  });
+});
+
+describe("createResampler", () => {
+  /** Pushes `samples` in chunks cycling through `sizes`; returns each chunk's input length and output. */
+  function pushChunks(samples: Int16Array, fromHz: number, toHz: number, sizes: number[]) {
+    const resampler = createResampler(fromHz, toHz);
+    const chunks: { input: number; output: Int16Array }[] = [];
+    for (let offset = 0, k = 0; offset < samples.length; k++) {
+      const chunk = samples.subarray(offset, offset + (sizes[k % sizes.length] ?? 1));
+      chunks.push({ input: chunk.length, output: resampler.push(chunk) });
+      offset += chunk.length;
+    }
+    return chunks;
+  }
+  const pushAll = (samples: Int16Array, fromHz: number, toHz: number, sizes: number[]) =>
+    pushChunks(samples, fromHz, toHz, sizes).map((c) => c.output);
+  const concat = (chunks: Int16Array[]) => Int16Array.from(chunks.flatMap((c) => [...c]));
+
+  it("outputs exactly floor(total * to / from) samples over many chunks, each ~n * to / from", async () => {
+    const jfk = (await readWavFile(audio("jfk_16k.wav"))).samples;
+    for (const [fromHz, toHz] of [
+      [16000, 24000],
+      [24000, 16000],
+      [44100, 16000],
+      [16000, 48000],
+    ] as const) {
+      const chunks = pushChunks(jfk, fromHz, toHz, [1, 7, 160, 333, 1600, 0, 480]);
+      expect(chunks.reduce((sum, c) => sum + c.output.length, 0)).toBe(Math.floor((jfk.length * toHz) / fromHz));
+      for (const { input, output } of chunks) {
+        expect(output.length).toBeGreaterThanOrEqual(Math.floor((input * toHz) / fromHz));
+        expect(output.length).toBeLessThanOrEqual(Math.ceil((input * toHz) / fromHz));
+      }
+    }
+  });
+
+  it("gives the same samples whatever the chunking", async () => {
+    const jfk = (await readWavFile(audio("jfk_16k.wav"))).samples.subarray(0, 48000);
+    const whole = concat(pushAll(jfk, 16000, 24000, [jfk.length]));
+    expect(whole.length).toBe(72000);
+    expect([...concat(pushAll(jfk, 16000, 24000, [1, 2, 3, 1597]))]).toEqual([...whole]);
+    expect([...concat(pushAll(jfk, 16000, 24000, [320]))]).toEqual([...whole]);
+  });
+
+  it("keeps the frequency and level of a 1 kHz tone from 16 kHz to 24 kHz, in 20 ms chunks", () => {
+    const out = concat(pushAll(sine(1000, 16000, 16000), 16000, 24000, [320]));
+    expect(out.length).toBe(24000);
+    expect(zeroCrossings(out, 2400, 21600)).toBeGreaterThanOrEqual(1599);
+    expect(zeroCrossings(out, 2400, 21600)).toBeLessThanOrEqual(1601);
+    expect(Math.abs(rms(out.subarray(2400, 21600)) / (10000 / 32768 / Math.SQRT2) - 1)).toBeLessThan(0.05);
+  });
+
+  it("interpolates between the last sample of one chunk and the first of the next", () => {
+    const resampler = createResampler(16000, 32000);
+    // Output k sits at input position (k + 1) / 2 - 1: -0.5, 0, 0.5, 1, ...; the sample before the stream is 0.
+    expect([...resampler.push(Int16Array.from([100, 200]))]).toEqual([50, 100, 150, 200]);
+    expect([...resampler.push(Int16Array.from([400]))]).toEqual([300, 400]);
+  });
+
+  it("passes samples through unchanged when the rates are equal", () => {
+    const resampler = createResampler(24000, 24000);
+    expect([...resampler.push(Int16Array.from([1, -2, 3]))]).toEqual([1, -2, 3]);
+    expect([...resampler.push(new Int16Array(0))]).toEqual([]);
+    expect([...resampler.push(Int16Array.from([4]))]).toEqual([4]);
+  });
+});

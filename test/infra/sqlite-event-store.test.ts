@@ -1,0 +1,163 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { firstValueFrom } from "rxjs";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { type EntryMetadata, type NewEntry, WrongExpectedRevisionError } from "../../src/engine/ports/event-store.ts";
+import { createSqliteEventStore, EventStoreClosedError } from "../../src/infra/event-store/index.ts";
+import { eventStoreContract } from "../contract/event-store.contract.ts";
+
+const folders: string[] = [];
+
+/** A fresh folder under the OS temp dir, removed after the file's tests. */
+function freshFolder(): string {
+  const folder = mkdtempSync(join(tmpdir(), "sqlite-event-store-"));
+  folders.push(folder);
+  return folder;
+}
+
+afterAll(() => {
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+});
+
+function entry(type: string, data: unknown = null, at = 1_000): NewEntry {
+  const metadata: EntryMetadata = { at, epoch: 0, turnId: 0 };
+  return { type, data, metadata };
+}
+
+eventStoreContract("sqlite :memory:", async () => createSqliteEventStore({ path: ":memory:" }));
+
+eventStoreContract("sqlite file", async () => createSqliteEventStore({ path: join(freshFolder(), "events.db") }));
+
+describe("sqlite event store", () => {
+  const opened: { close(): Promise<void> | void }[] = [];
+  afterEach(async () => {
+    for (const resource of opened.splice(0)) await resource.close();
+  });
+
+  function open(path: string) {
+    const store = createSqliteEventStore({ path });
+    opened.push(store);
+    return store;
+  }
+
+  it("keeps every entry, stream and position across a close and a reopen of the same file", async () => {
+    const path = join(freshFolder(), "restart.db");
+    const first = open(path);
+    await first.append(
+      "session-a",
+      [entry("a0", { audio: Uint8Array.of(1, 2, 3) }, 10), entry("a1", null, 20)],
+      "no_stream",
+    );
+    await first.append("session-b", [entry("b0", { n: 1 }, 30)], "no_stream");
+    const before = { a: await first.read("session-a"), b: await first.read("session-b") };
+    await first.close();
+
+    const second = open(path);
+
+    expect(await second.read("session-a")).toEqual(before.a);
+    expect(await second.read("session-b")).toEqual(before.b);
+    expect(await second.listStreams("session-")).toEqual([
+      { stream: "session-a", revision: 1, count: 2, firstAt: 10, lastAt: 20 },
+      { stream: "session-b", revision: 0, count: 1, firstAt: 30, lastAt: 30 },
+    ]);
+    await expect(second.append("session-a", [entry("stale")], 0)).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    expect(await second.append("session-a", [entry("a2")], 1)).toBe(2);
+    const [a2] = await second.read("session-a", 2);
+    expect(a2?.position).toBe(4);
+  });
+
+  it("opens the file in WAL mode with synchronous NORMAL, creating missing parent folders", async () => {
+    const path = join(freshFolder(), "nested", "deeper", "wal.db");
+    const store = open(path);
+    await store.append("s", [entry("a")], "no_stream");
+
+    const raw = new Database(path, { readonly: true });
+    opened.push({ close: () => void raw.close() });
+
+    expect(raw.pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(await store.read("s")).toHaveLength(1);
+  });
+
+  it("keeps bytes out of the JSON: the data column holds references, the bin column the bytes", async () => {
+    const path = join(freshFolder(), "layout.db");
+    const store = open(path);
+    await store.append(
+      "s",
+      [entry("audio", { pcm: Uint8Array.of(0xde, 0xad), tail: Uint8Array.of(0xbe, 0xef) })],
+      "any",
+    );
+    await store.append("s", [entry("plain", { $bin: "user" })], "any");
+
+    const raw = new Database(path, { readonly: true });
+    opened.push({ close: () => void raw.close() });
+    const rows = raw.prepare("SELECT data, bin FROM entries ORDER BY position").all() as {
+      data: string;
+      bin: Buffer | null;
+    }[];
+
+    expect(rows.map((row) => row.data)).toEqual(['{"pcm":{"$bin":[0,2]},"tail":{"$bin":[2,2]}}', '{"$$bin":"user"}']);
+    expect(rows[0]?.bin?.toString("hex")).toBe("deadbeef");
+    expect(rows[1]?.bin).toBeNull();
+  });
+
+  it("numbers positions 1, 2, 3, ... with no gap left by a failed batch", async () => {
+    const store = open(":memory:");
+    await store.append("a", [entry("a0"), entry("a1")], "no_stream");
+    await expect(store.append("b", [entry("b0"), { ...entry("bad"), data: { n: 1n } }], "no_stream")).rejects.toThrow(
+      TypeError,
+    );
+    await expect(store.append("a", [entry("late")], "no_stream")).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    await store.append("b", [entry("b0")], "no_stream");
+
+    const all = [...(await store.read("a")), ...(await store.read("b"))];
+
+    expect(all.map((e) => [e.position, e.stream, e.type])).toEqual([
+      [1, "a", "a0"],
+      [2, "a", "a1"],
+      [3, "b", "b0"],
+    ]);
+  });
+
+  it("answers an empty batch with -1 for a missing stream and still checks the expected revision", async () => {
+    const store = open(":memory:");
+
+    expect(await store.append("s", [], "no_stream")).toBe(-1);
+    expect(await store.append("s", [], "any")).toBe(-1);
+    await expect(store.append("s", [], 0)).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+    expect(await store.listStreams("")).toEqual([]);
+  });
+
+  it("checks the revision against appends made by another instance on the same file", async () => {
+    const path = join(freshFolder(), "shared.db");
+    const left = open(path);
+    const right = open(path);
+
+    await left.append("s", [entry("left")], "no_stream");
+
+    const error = await right.append("s", [entry("right")], "no_stream").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WrongExpectedRevisionError);
+    expect(error).toMatchObject({ actual: 0 });
+    expect(await right.append("s", [entry("right")], 0)).toBe(1);
+    expect((await left.read("s")).map((e) => e.type)).toEqual(["left", "right"]);
+  });
+
+  it("refuses to append to $all", async () => {
+    const store = open(":memory:");
+
+    await expect(store.append("$all", [entry("a")], "any")).rejects.toThrow("cannot append to stream $all");
+    expect(await store.listStreams("")).toEqual([]);
+  });
+
+  it("rejects every use after close with EventStoreClosedError", async () => {
+    const store = open(":memory:");
+    await store.close();
+
+    await expect(store.append("s", [entry("a")], "any")).rejects.toBeInstanceOf(EventStoreClosedError);
+    await expect(store.append("s", [entry("a")], "any")).rejects.toThrow("event store is closed: cannot append");
+    await expect(store.read("s")).rejects.toBeInstanceOf(EventStoreClosedError);
+    await expect(store.listStreams("")).rejects.toBeInstanceOf(EventStoreClosedError);
+    await expect(firstValueFrom(store.subscribe("s"))).rejects.toBeInstanceOf(EventStoreClosedError);
+  });
+});
