@@ -30,6 +30,8 @@ export interface DemoSummary {
   readonly audio_ms: number[];
   readonly events: Record<string, number>;
   readonly files: string[];
+  /** Every server event received, in order (not printed). */
+  readonly trace: ServerEvent[];
 }
 
 interface ResponseAudio {
@@ -181,5 +183,6 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     audio_ms: ordered.map((r) => Math.round(r.receivedMs)),
     events,
     files,
+    trace: client.received.map((r) => r.event),
   };
 };

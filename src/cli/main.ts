@@ -58,7 +58,7 @@ program
   .option("--fast", "send and play as fast as possible instead of in real time", false)
   .action(async (opts: { url: string; input: string; out: string; fast: boolean }) => {
     const summary = await runDemo({ url: opts.url, input: opts.input, out: opts.out, fast: opts.fast });
-    const { files: _files, ...line } = summary;
+    const { files: _files, trace: _trace, ...line } = summary;
     process.stdout.write(`${JSON.stringify(line)}\n`);
     const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
     process.exitCode = withAudio > 0 ? 0 : 1;

@@ -230,10 +230,12 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
  */
 export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeContext): DecodedFrame => {
   if (byteLength > MAX_FRAME_BYTES) {
+    // Too large to parse; the event_id is still echoed when it stands near the start of the frame.
+    const sniffed = /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text.slice(0, 2048))?.[1] ?? null;
     return invalid(
       "event_too_large",
       `frame of ${byteLength} bytes exceeds the maximum of ${MAX_FRAME_BYTES} bytes`,
-      null,
+      sniffed,
       null,
     );
   }

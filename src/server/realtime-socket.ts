@@ -16,6 +16,12 @@ export const FIRST_MESSAGE_TIMEOUT_MS = 10_000;
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
 
+/** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
+const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
+  (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
+    .subarray(0, n)
+    .toString();
+
 /**
  * Serves one WebSocket at /v1/realtime (DESIGN.md, src/server): the first valid client event opens a session
  * (admission may refuse it: flat `resource_exhausted` error, then the socket closes); every frame is decoded by the
@@ -64,7 +70,7 @@ export const serveRealtimeSocket = (
           param: null,
           eventType: null,
         }
-      : decodeClientFrame(bytes > MAX_FRAME_BYTES ? "" : data.toString(), bytes, { inputRateHz });
+      : decodeClientFrame(bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString(), bytes, { inputRateHz });
     if (host === null) {
       if (frame.type === "invalid") {
         socket.send(handshakeError(frame.code, frame.message));

@@ -1,0 +1,174 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
+import { startTestServer } from "../support/server.ts";
+
+/**
+ * BEHAVIOUR.md scenarios 1, 2, 3, 4 and 16 against a real server on port 0, with the project's client.
+ */
+describe("realtime endpoint", () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let client: RealtimeClient;
+
+  beforeEach(async () => {
+    server = await startTestServer();
+    client = await RealtimeClient.connect(server.url);
+  });
+  afterEach(async () => {
+    await client.close();
+    await server.stop();
+  });
+
+  /** Opens the session and returns its id. */
+  const open = async (): Promise<string> => {
+    client.send({ type: "session.update", session: {} });
+    const created = await client.waitFor("session.created", { since: 0 });
+    await client.waitFor("session.updated", { since: 0 });
+    return String((created.session as { id: string }).id);
+  };
+
+  /** Sends a heartbeat and returns the events received between `since` and its ack, excluding the ack. */
+  const until = async (since: number): Promise<ServerEvent[]> => {
+    const id = client.send({ type: "session.heartbeat" });
+    await client.waitFor("session.heartbeat_ack", { since });
+    expect(id).toMatch(/^evt_client_/);
+    return client.received.slice(since, -1).map((r) => r.event);
+  };
+
+  it("scenario 1: session.update with a client id opens a session with a server id, generation 1 and a resume token", async () => {
+    client.send({ type: "session.update", event_id: "evt_1", session: { session_id: "mine" } });
+    const created = await client.waitFor("session.created", { since: 0 });
+    const updated = await client.waitFor("session.updated", { since: 0 });
+    const session = created.session as { id: string };
+    expect(session.id).not.toBe("mine");
+    expect(session.id).toMatch(/^sess_[0-9a-f]{32}$/);
+    expect(created.attachment_generation).toBe(1);
+    expect(created.resume_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(created).not.toHaveProperty("server_event_seq");
+    expect(updated.server_event_seq).toBe(1);
+    expect(client.types().slice(0, 2)).toEqual(["session.created", "session.updated"]);
+    // Only the token's SHA-256 is in the log.
+    const entries = await server.store.read(`session-${session.id}`);
+    expect(JSON.stringify(entries.map((e) => e.data))).not.toContain(String(created.resume_token));
+  });
+
+  it("scenario 2: bad frames get invalid_json, event_too_large, unknown_event and bad_event, echo the event_id, and change nothing", async () => {
+    const id = await open();
+    const before = server.engine.get(id)?.current;
+    const since = client.received.length;
+    client.sendRaw("not json");
+    client.sendRaw(
+      `{"event_id":"evt_big","type":"input_audio_buffer.append","audio":"${"A".repeat(16 * 1024 * 1024)}"}`,
+    );
+    client.send({ type: "nope", event_id: "evt_nope" });
+    client.send({ type: "playback.ack", event_id: "evt_ack" });
+    const events = await until(since);
+    const errors = events.filter((e) => e.type === "error").map((e) => e.error as Record<string, unknown>);
+    expect(errors.map((e) => e.code)).toEqual(["invalid_json", "event_too_large", "unknown_event", "bad_event"]);
+    expect(errors.map((e) => e.event_id)).toEqual([null, "evt_big", "evt_nope", "evt_ack"]);
+    expect(errors.every((e) => e.type === "invalid_request_error")).toBe(true);
+    expect(errors[3]?.param).toBe("played_ms");
+    expect(events.filter((e) => e.type !== "error")).toEqual([]);
+    const after = server.engine.get(id)?.current;
+    expect(after?.phase).toBe("open");
+    expect(after?.epoch).toBe(before?.epoch);
+    expect(after?.input).toEqual(before?.input);
+    expect(after?.turnState).toBe(before?.turnState);
+  });
+
+  it("scenario 4: a commit with an empty buffer is input_audio_buffer_empty, with no item and no response", async () => {
+    await open();
+    const since = client.received.length;
+    client.send({ type: "input_audio_buffer.commit", event_id: "evt_c" });
+    const events = await until(since);
+    expect(events.map((e) => e.type)).toEqual(["error"]);
+    expect(events[0]?.error).toMatchObject({ code: "input_audio_buffer_empty", event_id: "evt_c" });
+  });
+
+  it("scenario 16: odd PCM16, sample_rate_hz 3 and audio/mpeg are bad_audio, bad_event and unsupported_audio_format, and nothing is buffered", async () => {
+    const id = await open();
+    const since = client.received.length;
+    client.send({
+      type: "input_audio_buffer.append",
+      event_id: "a1",
+      audio: Buffer.from([1, 2, 3]).toString("base64"),
+    });
+    client.send({ type: "input_audio_buffer.append", event_id: "a2", audio: "AAAA", sample_rate_hz: 3 });
+    client.send({ type: "input_audio_buffer.append", event_id: "a3", audio: "AAAA", format: "audio/mpeg" });
+    client.send({ type: "input_audio_buffer.commit", event_id: "c1" });
+    const events = await until(since);
+    expect(events.map((e) => (e.error as { code: string }).code)).toEqual([
+      "bad_audio",
+      "bad_event",
+      "unsupported_audio_format",
+      "input_audio_buffer_empty",
+    ]);
+    expect(events.map((e) => (e.error as { event_id: string }).event_id)).toEqual(["a1", "a2", "a3", "c1"]);
+    expect(server.engine.get(id)?.current.input.bufferedBytes).toBe(0);
+  });
+
+  it("scenario 17: semantic_vad is unsupported_turn_detection and the session keeps its configuration", async () => {
+    const id = await open();
+    const before = server.engine.get(id)?.current.config;
+    const since = client.received.length;
+    client.send({ type: "session.update", event_id: "u1", session: { turn_detection: { type: "semantic_vad" } } });
+    const events = await until(since);
+    expect(events.map((e) => e.type)).toEqual(["error"]);
+    expect(events[0]?.error).toMatchObject({
+      code: "unsupported_turn_detection",
+      event_id: "u1",
+      param: "session.turn_detection.type",
+    });
+    expect(server.engine.get(id)?.current.config).toEqual(before);
+  });
+
+  it("session.close is answered with session.closed and the socket closes", async () => {
+    await open();
+    client.send({ type: "session.close" });
+    const closed = await client.waitFor("session.closed", { since: 0 });
+    expect(closed.reason).toBe("session_close");
+    expect((await client.closed).code).toBe(1000);
+  });
+});
+
+describe("admission", () => {
+  it("scenario 3: beyond max_sessions one resource_exhausted error, the socket closes, and a session opens once one ends", async () => {
+    const server = await startTestServer({ duplex_session: { max_sessions: 1 } });
+    try {
+      const first = await RealtimeClient.connect(server.url);
+      first.send({ type: "session.update", session: {} });
+      await first.waitFor("session.created");
+      const second = await RealtimeClient.connect(server.url);
+      second.send({ type: "session.update", session: {} });
+      const refused = await second.waitFor("error");
+      expect(refused).toEqual({
+        type: "error",
+        error: expect.stringContaining("max_sessions=1"),
+        code: "resource_exhausted",
+      });
+      expect((await second.closed).code).toBe(1013);
+      expect(second.types()).toEqual(["error"]);
+      first.send({ type: "session.close" });
+      await first.closed;
+      const third = await RealtimeClient.connect(server.url);
+      third.send({ type: "session.update", session: {} });
+      const created = await third.waitFor("session.created");
+      expect(created.type).toBe("session.created");
+      await third.close();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("a socket that sends nothing gets config_timeout in the flat handshake shape and is closed", async () => {
+    const server = await startTestServer({}, { firstMessageTimeoutMs: 200 });
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      const error = await client.waitFor("error", { timeoutMs: 5000 });
+      expect(error).toMatchObject({ type: "error", code: "config_timeout" });
+      expect(typeof error.error).toBe("string");
+      expect((await client.closed).code).toBe(1008);
+    } finally {
+      await server.stop();
+    }
+  });
+});
