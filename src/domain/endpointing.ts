@@ -47,7 +47,8 @@ export const lowerThreshold = (threshold: number): number => Math.max(threshold 
 
 /**
  * Runs the endpointer over consecutive frames. Frame `i` covers `[firstFrameStartMs + i*frameMs,
- * firstFrameStartMs + (i+1)*frameMs)`. Returns the new state and the events, in order.
+ * firstFrameStartMs + (i+1)*frameMs)`. `resetOnStop`: a stop is a commit (server VAD), which moves the floor of
+ * the next `audioStartMs` to the stop. Returns the new state and the events, in order.
  */
 export const stepEndpointer = (
   state: EndpointerState,
@@ -55,6 +56,7 @@ export const stepEndpointer = (
   probabilities: readonly number[],
   firstFrameStartMs: number,
   frameMs: number,
+  resetOnStop = false,
 ): { state: EndpointerState; events: EndpointerEvent[] } => {
   const lower = lowerThreshold(params.threshold);
   const events: EndpointerEvent[] = [];
@@ -87,7 +89,7 @@ export const stepEndpointer = (
     const silenceStart = s.silenceStartMs ?? (p < lower ? start : null);
     if (silenceStart !== null && p < lower && end - silenceStart >= params.silenceDurationMs) {
       events.push({ type: "speech_stopped", audioEndMs: end });
-      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null };
+      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: resetOnStop ? end : s.floorMs };
       return;
     }
     s = { ...s, silenceStartMs: silenceStart };

@@ -102,9 +102,13 @@ export type DomainEvent =
       {
         readonly itemId: ItemId;
         readonly previousItemId: ItemId | null;
+        /** ms of audio in the item. */
         readonly audioMs: number;
+        /** The commit point on the input clock (ms): the end of the speech for a server-VAD commit. */
         readonly clockMs: number;
         readonly historyLength: number;
+        /** Explicit commits reset the endpointer; a server-VAD commit keeps it (speech may already go on). */
+        readonly resetEndpointer: boolean;
       }
     >
   | Message<

@@ -37,7 +37,7 @@ export const settleItem = (
     role: "assistant",
     text,
     audioMs: Math.min(committedMs, audio.ledger.generatedMs),
-    status: committedMs >= audio.ledger.generatedMs ? "completed" : "incomplete",
+    status: completed && committedMs >= audio.ledger.generatedMs ? "completed" : "incomplete",
   };
   const current = state.history.find((h) => h.id === audio.itemId);
   if (
@@ -52,12 +52,13 @@ export const settleItem = (
 };
 
 /**
- * Re-settles every ended, unsealed assistant item of a session that estimates playback: what the listener has
- * heard grows with time, so history catches up at each turn boundary (commit, response start, close).
+ * Re-settles every completed, unsealed assistant item of a session that estimates playback: what the listener has
+ * heard grows with time, so history catches up at each turn boundary (commit, response start, close). A cancelled
+ * or failed item was settled for good when it ended: playback stopped there.
  */
 export const settleEstimatedItems = (state: SessionState, at: number): DomainEvent[] =>
   state.playbackMode !== "estimated"
     ? []
     : Object.values(state.audio)
-        .filter((a) => a.ended && !a.sealed)
+        .filter((a) => a.ended && a.completed && !a.sealed)
         .flatMap((a) => settleItem(state, a, at, a.completed));

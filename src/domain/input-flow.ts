@@ -26,24 +26,30 @@ const nextUserItemId = (state: SessionState): ItemId =>
 
 /**
  * Seals the buffered audio into a user item and, in the turn lane when asked, opens a response
- * (BEHAVIOUR.md scenario 5). The caller has checked that the buffer is not empty.
+ * (BEHAVIOUR.md scenario 5). The caller has checked that the buffer is not empty. `atMs` is the commit point on
+ * the input clock: the end of the speech for a server-VAD commit (audio after it stays buffered and the endpointer
+ * goes on), or null for a client commit of everything buffered (the endpointer resets).
  */
 export const commitInput = (
   b: DecisionBuilder,
   at: number,
   createResponse: boolean | null,
   source: "client" | "turn_detection",
+  atMs: number | null = null,
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
   const s = b.state;
+  const bufferStartMs = s.input.clockMs - s.input.bufferedMs;
+  const commitMs = atMs === null ? s.input.clockMs : Math.min(s.input.clockMs, Math.max(bufferStartMs, atMs));
   b.push({
     type: "InputCommitted",
     data: {
       itemId: nextUserItemId(s),
       previousItemId: s.lastItemId,
-      audioMs: s.input.bufferedMs,
-      clockMs: s.input.clockMs,
+      audioMs: commitMs - bufferStartMs,
+      clockMs: commitMs,
       historyLength: s.history.length + 1,
+      resetEndpointer: atMs === null,
     },
   });
   const wanted = createResponse ?? b.state.config.turnDetection?.createResponse ?? true;
@@ -62,12 +68,14 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   const rate = s.capabilities.inputSampleRateHz;
   const durationMs = (command.audio.byteLength / 2 / rate) * 1000;
   const params = s.config.turnDetection ?? SERVER_VAD_DEFAULTS;
+  // With server VAD a stop is a commit, which resets the floor of the next speech's prefix padding.
   const stepped = stepEndpointer(
     s.input.endpointer,
     params,
     command.vad,
     s.input.vadFrames * VAD_FRAME_MS,
     VAD_FRAME_MS,
+    s.config.turnDetection !== null,
   );
   b.push({
     type: "AudioBuffered",
@@ -94,7 +102,7 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
     } else {
       b.push({ type: "SpeechStopped", data: { itemId: nextUserItemId(b.state), audioEndMs: event.audioEndMs } });
       if (b.state.config.turnDetection !== null && b.state.input.bufferedBytes > 0) {
-        commitInput(b, at, null, "turn_detection");
+        commitInput(b, at, null, "turn_detection", event.audioEndMs);
       }
     }
   }

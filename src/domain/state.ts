@@ -199,15 +199,20 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       const sealed = Object.fromEntries(
         Object.entries(state.audio).map(([id, a]) => [id, a.ended && !a.acked ? { ...a, sealed: true } : a]),
       );
+      // Audio after the commit point (speech that went on within the same append) stays buffered.
+      const remainingMs = Math.max(0, state.input.clockMs - event.data.clockMs);
+      const bytesPerMs = state.input.bufferedMs > 0 ? state.input.bufferedBytes / state.input.bufferedMs : 0;
       return {
         ...state,
         userItemCount: state.input.speechItemId === event.data.itemId ? state.userItemCount : state.userItemCount + 1,
         input: {
           ...state.input,
-          bufferedMs: 0,
-          bufferedBytes: 0,
-          speechItemId: null,
-          endpointer: { phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: event.data.clockMs },
+          bufferedMs: remainingMs,
+          bufferedBytes: Math.round(remainingMs * bytesPerMs),
+          speechItemId: state.input.speechItemId === event.data.itemId ? null : state.input.speechItemId,
+          endpointer: event.data.resetEndpointer
+            ? { phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: event.data.clockMs }
+            : state.input.endpointer,
         },
         lastItemId: event.data.itemId,
         audio: sealed,
@@ -293,11 +298,16 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         playbackMode: "acknowledged",
       };
     case "ItemTruncated":
-      return updateAudio(state, event.data.itemId, (a) => ({
-        ...a,
-        truncatedAtMs: Math.min(a.truncatedAtMs ?? Number.POSITIVE_INFINITY, event.data.audioEndMs),
-        ledger: { ...a.ledger, committedMs: Math.min(a.ledger.committedMs, event.data.audioEndMs) },
-      }));
+      // A truncation at or beyond the end of what was generated changes nothing (BEHAVIOUR.md, "Playback truth").
+      return updateAudio(state, event.data.itemId, (a) =>
+        event.data.audioEndMs >= a.ledger.generatedMs
+          ? a
+          : {
+              ...a,
+              truncatedAtMs: Math.min(a.truncatedAtMs ?? Number.POSITIVE_INFINITY, event.data.audioEndMs),
+              ledger: { ...a.ledger, committedMs: Math.min(a.ledger.committedMs, event.data.audioEndMs) },
+            },
+      );
     case "HistoryCommitted":
       return { ...state, history: upsertHistory(state.history, event.data.item) };
     case "SessionClosed":
