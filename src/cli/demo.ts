@@ -128,7 +128,11 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
   }
 
-  // Wait until the model is quiet: no response in progress, everything played, and a pause in the event stream.
+  // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard.
+  const heard = client.received.length;
+  client.send({ type: "session.heartbeat" });
+  await client.waitFor("session.heartbeat_ack", { since: heard, timeoutMs: options.timeoutMs ?? 30_000 });
+  // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
   const deadline = performance.now() + (options.timeoutMs ?? 30_000);
   const quietMs = fast ? 600 : 1500;
   while (performance.now() < deadline) {

@@ -18,6 +18,15 @@ export type Command =
   | ItemTruncate
   | SessionHeartbeat
   | SessionClose
+  | SessionEventAck
+  | InputCancel
+  | InputTextAppend
+  | ItemCreate
+  | ItemRetrieve
+  | ItemDelete
+  | OutputAudioClear
+  | BargeIn
+  | TurnSignal
   | InvalidFrame;
 
 interface Base<T extends string> {
@@ -52,6 +61,8 @@ export interface ResponseCreate extends Base<"response.create"> {
   /** `response.metadata`, echoed in `response.created` and `response.done`. */
   readonly metadata: Readonly<Record<string, unknown>> | null;
   readonly instructions: string | null;
+  /** Per-response `modalities` / `output_modalities`, or null for the session's. */
+  readonly modalities: readonly ("audio" | "text")[] | null;
 }
 
 export interface ResponseCancel extends Base<"response.cancel"> {
@@ -76,6 +87,64 @@ export interface ItemTruncate extends Base<"conversation.item.truncate"> {
 
 export type SessionHeartbeat = Base<"session.heartbeat">;
 export type SessionClose = Base<"session.close">;
+
+/** `session.event_ack`: the client holds every server event up to `seq`. */
+export interface SessionEventAck extends Base<"session.event_ack"> {
+  readonly seq: number;
+  /** The last `server_event_seq` sent when the ack arrived, stamped by the engine before it is recorded. */
+  readonly headSeq: number;
+}
+
+/** `input.cancel`: drops pending input and advances the epoch. */
+export type InputCancel = Base<"input.cancel">;
+
+/** `input.text.append`: text for the open input item. */
+export interface InputTextAppend extends Base<"input.text.append"> {
+  readonly text: string;
+}
+
+/** One content part of an item the client creates. */
+export type ItemContent =
+  | { readonly type: "input_text" | "text" | "output_text"; readonly text: string }
+  | {
+      readonly type: "input_audio" | "output_audio" | "audio";
+      readonly transcript: string | null;
+      readonly audioMs: number;
+    };
+
+/** `conversation.item.create`: a message, or the output of a function call. */
+export interface ItemCreate extends Base<"conversation.item.create"> {
+  readonly previousItemId: ItemId | null;
+  /** The client's id for the item, or null to let the server derive one. */
+  readonly itemId: ItemId | null;
+  readonly item:
+    | {
+        readonly type: "message";
+        readonly role: "user" | "assistant" | "system";
+        readonly content: readonly ItemContent[];
+      }
+    | { readonly type: "function_call_output"; readonly callId: string; readonly output: string };
+}
+
+export interface ItemRetrieve extends Base<"conversation.item.retrieve"> {
+  readonly itemId: ItemId;
+}
+
+export interface ItemDelete extends Base<"conversation.item.delete"> {
+  readonly itemId: ItemId;
+}
+
+/** `output_audio_buffer.clear`: discard queued output audio, cancelling the active response. */
+export type OutputAudioClear = Base<"output_audio_buffer.clear">;
+
+/** `barge_in`: an explicit hard interrupt; needs `supports_barge_in`. */
+export type BargeIn = Base<"barge_in">;
+
+/** `turn.signal`: an external turn-taking signal; `event: "barge_in"` is a barge-in. */
+export interface TurnSignal extends Base<"turn.signal"> {
+  readonly event: string;
+  readonly payload: Readonly<Record<string, unknown>> | null;
+}
 
 /** A frame the codec could not decode: it is recorded so the log shows it, and rejected with its code. */
 export interface InvalidFrame extends Base<"invalid"> {

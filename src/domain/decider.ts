@@ -5,6 +5,7 @@ import { type Rejection, reject } from "./errors.ts";
 import type { DomainEvent, Input } from "./events.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { appendAudio, commitInput } from "./input-flow.ts";
+import { createItem, findItem } from "./item-flow.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import { applyStageOutput, cancelResponse, startResponse } from "./response-flow.ts";
 import { evolve, initialState, type SessionState } from "./state.ts";
@@ -50,7 +51,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       appendAudio(b, at, command);
       return [...b.events];
     case "input_audio_buffer.commit":
-      if (state.input.bufferedBytes === 0) {
+      if (state.input.bufferedBytes === 0 && state.input.text === "") {
         return refuse(
           reject("input_audio_buffer_empty", "input_audio_buffer.commit needs buffered audio; the buffer is empty"),
         );
@@ -63,7 +64,10 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       if (state.response !== null) {
         return refuse(reject("response_already_active", `response ${state.response.id} is still active`));
       }
-      startResponse(b, at, "client", command.metadata);
+      startResponse(b, at, "client", command.metadata, {
+        modalities: command.modalities,
+        instructions: command.instructions,
+      });
       return [...b.events];
     case "response.cancel":
       if (state.response === null) {
@@ -91,6 +95,73 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       b.push(...settleEstimatedItems(b.state, at));
       b.push({ type: "SessionClosed", data: { reason: "session_close" } });
       return [...b.events];
+    case "session.event_ack":
+      return command.seq > command.headSeq
+        ? refuse(
+            reject(
+              "invalid_event_ack",
+              `server_event_seq ${command.seq} is beyond the last event sent (${command.headSeq})`,
+              "server_event_seq",
+            ),
+          )
+        : [{ type: "EventsAcknowledged", data: { seq: command.seq } }];
+    case "input.cancel":
+      if (state.response !== null) cancelResponse(b, at, "client_cancelled");
+      else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "input_cancelled" } });
+      b.push({ type: "InputCleared", data: { clockMs: b.state.input.clockMs } });
+      return [...b.events];
+    case "input.text.append":
+      return [{ type: "InputTextAppended", data: { text: command.text } }];
+    case "conversation.item.create":
+      return refuse(createItem(b, command));
+    case "conversation.item.retrieve": {
+      const item = findItem(b, command.itemId);
+      return "code" in item ? refuse(item) : [{ type: "ItemRetrieved", data: { item } }];
+    }
+    case "conversation.item.delete": {
+      const item = findItem(b, command.itemId);
+      if ("code" in item) return refuse(item);
+      if (state.response?.itemId === item.id) {
+        return refuse(
+          reject("bad_event", `item ${item.id} belongs to the active response; cancel it first`, "item_id"),
+        );
+      }
+      return [{ type: "ItemDeleted", data: { itemId: item.id } }];
+    }
+    case "output_audio_buffer.clear": {
+      const active = state.response;
+      const sent = active !== null && (state.audio[active.itemId]?.ledger.sentMs ?? 0) > 0;
+      cancelResponse(b, at, "client_cancelled");
+      // A cancel that had sent audio already answers with output_audio_buffer.cleared.
+      if (!sent) b.push({ type: "OutputAudioCleared", data: { responseId: active?.id ?? null } });
+      return [...b.events];
+    }
+    case "barge_in":
+    case "turn.signal": {
+      if (command.type === "turn.signal" && command.event !== "barge_in") {
+        return [
+          {
+            type: "RuntimeControlReported",
+            data: {
+              signal: command.event,
+              supported: false,
+              detail: `turn.signal event "${command.event}" is not supported; only "barge_in" is`,
+            },
+          },
+        ];
+      }
+      if (!state.capabilities.supportsBargeIn) {
+        return refuse(
+          reject(
+            "barge_in_unsupported",
+            "this model does not support barge-in (capabilities.supports_barge_in is false)",
+          ),
+        );
+      }
+      if (state.response !== null) cancelResponse(b, at, "barge_in");
+      else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "barge_in" } });
+      return [...b.events];
+    }
     default: {
       const unhandled: never = command;
       throw new Error(`decide: unhandled command ${JSON.stringify(unhandled)}`);

@@ -43,16 +43,40 @@ export const INPUT_TYPES: readonly InputType[] = [
 ];
 
 /** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
-export type EndReason = "barge_in" | "turn_detected" | "client_cancelled" | "session_closed" | "model_failure";
+export type EndReason =
+  | "barge_in"
+  | "turn_detected"
+  | "client_cancelled"
+  | "session_closed"
+  | "model_failure"
+  | "server_restart";
 
-/** An assistant or user item as history holds it. `text` is what the listener heard (assistant) or said (user). */
+/**
+ * An item as history holds it. For a message, `text` is what the listener heard (assistant) or said (user: its
+ * transcript or typed text); function calls and their outputs carry their call fields.
+ */
 export interface HistoryItem {
   readonly id: ItemId;
-  readonly role: "user" | "assistant";
+  readonly type: "message" | "function_call" | "function_call_output";
+  readonly role: "user" | "assistant" | "system";
   readonly text: string;
-  /** Audio length of the item, ms. */
+  /** Audio length of the item, ms (0 for text and function items). */
   readonly audioMs: number;
   readonly status: "in_progress" | "completed" | "incomplete";
+  /** Whether the item's content is audio (`input_audio` / `output_audio`) rather than text. */
+  readonly audio: boolean;
+  readonly callId?: string;
+  readonly name?: string;
+  readonly arguments?: string;
+  readonly output?: string;
+}
+
+/** A function call a response made. */
+export interface FunctionCallItem {
+  readonly itemId: ItemId;
+  readonly callId: string;
+  readonly name: string;
+  readonly arguments: string;
 }
 
 /**
@@ -109,6 +133,8 @@ export type DomainEvent =
         readonly historyLength: number;
         /** Explicit commits reset the endpointer; a server-VAD commit keeps it (speech may already go on). */
         readonly resetEndpointer: boolean;
+        /** Text appended with `input.text.append` that the item also holds. */
+        readonly text: string;
       }
     >
   | Message<
@@ -120,6 +146,8 @@ export type DomainEvent =
         readonly turnId: number;
         readonly metadata: Readonly<Record<string, unknown>> | null;
         readonly source: "model" | "client" | "turn_detection";
+        readonly modalities: readonly ("audio" | "text")[];
+        readonly instructions: string | null;
       }
     >
   | Message<"ResponseSpoke", { readonly responseId: ResponseId; readonly itemId: ItemId }>
@@ -153,8 +181,44 @@ export type DomainEvent =
         readonly metadata: Readonly<Record<string, unknown>> | null;
         readonly playback: PlaybackLedger;
         readonly error: { readonly code: ErrorCode; readonly message: string } | null;
+        /** The text part of a text-modality response, or null. */
+        readonly text: string | null;
+        readonly functionCalls: readonly FunctionCallItem[];
       }
     >
+  | Message<"TextStarted", { readonly responseId: ResponseId; readonly itemId: ItemId }>
+  | Message<"TextDelivered", { readonly responseId: ResponseId; readonly itemId: ItemId; readonly delta: string }>
+  | Message<
+      "FunctionCallDelivered",
+      {
+        readonly responseId: ResponseId;
+        readonly outputIndex: number;
+        readonly previousItemId: ItemId | null;
+        readonly call: FunctionCallItem;
+      }
+    >
+  | Message<
+      "MalformedFunctionCall",
+      { readonly callId: string | null; readonly name: string | null; readonly arguments: string }
+    >
+  | Message<"InputTranscribed", { readonly itemId: ItemId; readonly transcript: string }>
+  | Message<"InputTextAppended", { readonly text: string }>
+  | Message<"ItemCreated", { readonly item: HistoryItem; readonly previousItemId: ItemId | null }>
+  | Message<"ItemRetrieved", { readonly item: HistoryItem }>
+  | Message<"ItemDeleted", { readonly itemId: ItemId }>
+  | Message<"OutputAudioCleared", { readonly responseId: ResponseId | null }>
+  | Message<
+      "OverlapDecided",
+      {
+        readonly action: "drop" | "listen" | "barge_in";
+        readonly reason: string;
+        readonly policy: string;
+        /** Speech overlapping the active response so far, ms. */
+        readonly overlapMs: number;
+      }
+    >
+  | Message<"RuntimeControlReported", { readonly signal: string; readonly supported: boolean; readonly detail: string }>
+  | Message<"EventsAcknowledged", { readonly seq: number }>
   | Message<"ModelListened", { readonly reason: string }>
   | Message<"EpochAdvanced", { readonly epoch: number; readonly reason: EndReason | "input_cancelled" }>
   | Message<

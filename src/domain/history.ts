@@ -34,6 +34,8 @@ export const settleItem = (
   const text = textPrefixFor(audio.transcript, audio.marks, audio.ledger.generatedMs, committedMs);
   const item: HistoryItem = {
     id: audio.itemId,
+    type: "message",
+    audio: true,
     role: "assistant",
     text,
     audioMs: Math.min(committedMs, audio.ledger.generatedMs),

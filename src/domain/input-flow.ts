@@ -50,6 +50,7 @@ export const commitInput = (
       clockMs: commitMs,
       historyLength: s.history.length + 1,
       resetEndpointer: atMs === null,
+      text: s.input.text,
     },
   });
   const wanted = createResponse ?? b.state.config.turnDetection?.createResponse ?? true;
@@ -87,18 +88,10 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       endpointer: stepped.state,
     },
   });
+  const overlapping = b.state.response !== null;
   for (const event of stepped.events) {
     if (event.type === "speech_started") {
       b.push({ type: "SpeechStarted", data: { itemId: nextUserItemId(b.state), audioStartMs: event.audioStartMs } });
-      const td = b.state.config.turnDetection;
-      if (
-        b.state.response &&
-        td?.interruptResponse &&
-        b.state.config.overlapPolicy === "barge_in_on_speech" &&
-        b.state.capabilities.supportsBargeIn
-      ) {
-        cancelResponse(b, at, "turn_detected");
-      }
     } else {
       b.push({ type: "SpeechStopped", data: { itemId: nextUserItemId(b.state), audioEndMs: event.audioEndMs } });
       if (b.state.config.turnDetection !== null && b.state.input.bufferedBytes > 0) {
@@ -106,4 +99,39 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       }
     }
   }
+  if (overlapping && b.state.response !== null) decideOverlap(b, at, command, durationMs);
+};
+
+/** Overlap thresholds of the reference session object: a short remark (ms) and the RMS floor of speech. */
+export const OVERLAP_SHORT_ACK_MS = 700;
+export const OVERLAP_SILENCE_RMS = 0.003;
+
+/**
+ * Decides what user audio that overlaps the active response means (BEHAVIOUR.md, "Turn-taking": overlap), and
+ * reports it as `overlap.decision`. Speech is judged by the append's `is_speech`, else its VAD probabilities
+ * (>= 0.5), else its RMS (>= 0.003). Not speech: `drop`. Speech up to 700 ms in all: a short remark, `listen`.
+ * Longer speech under `barge_in_on_speech` on a model that supports barge-in: `barge_in`, which cancels the
+ * response (reason `turn_detected` with server VAD, else `barge_in`). Otherwise `listen`.
+ */
+const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, durationMs: number): void => {
+  const response = b.state.response;
+  if (response === null) return;
+  const speech =
+    command.isSpeech ?? (command.vad.length > 0 ? Math.max(...command.vad) >= 0.5 : command.rms >= OVERLAP_SILENCE_RMS);
+  const overlapMs = response.overlapMs + (speech ? durationMs : 0);
+  const policy = b.state.config.overlapPolicy;
+  const mayBargeIn = policy === "barge_in_on_speech" && b.state.capabilities.supportsBargeIn;
+  const [action, reason] = !speech
+    ? (["drop", "overlap_not_speech"] as const)
+    : overlapMs <= OVERLAP_SHORT_ACK_MS
+      ? (["listen", "short_ack"] as const)
+      : mayBargeIn
+        ? ([
+            "barge_in",
+            b.state.config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech",
+          ] as const)
+        : (["listen", "long_overlap_speech"] as const);
+  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs } });
+  if (action === "barge_in")
+    cancelResponse(b, at, b.state.config.turnDetection !== null ? "turn_detected" : "barge_in");
 };

@@ -1,12 +1,12 @@
 import type { DecisionBuilder } from "./builder.ts";
 import type { EndReason } from "./events.ts";
 import { settleEstimatedItems, settleItem } from "./history.ts";
-import { assistantItemIdFor, responseIdFor } from "./ids.ts";
+import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
 import type { StageOutput } from "./stage.ts";
 
 /**
  * The response lifecycle (BEHAVIOUR.md, "Turn-taking"; reference/realtime-duplex-api.md, "Response lifecycle"):
- * starting a response, model output, the end of a turn and the atomic cancel.
+ * starting a response, model output (audio, text, tool calls), the end of a turn and the atomic cancel.
  */
 
 /** Opens a new response (`response.created` and the assistant item), after settling what history owes. */
@@ -15,6 +15,7 @@ export const startResponse = (
   at: number,
   source: "model" | "client" | "turn_detection",
   metadata: Readonly<Record<string, unknown>> | null,
+  overrides: { modalities?: readonly ("audio" | "text")[] | null; instructions?: string | null } = {},
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
   const responseId = responseIdFor(b.state.sessionId, b.state.responseCount + 1);
@@ -27,24 +28,24 @@ export const startResponse = (
       turnId: b.state.turnId + 1,
       metadata,
       source,
+      modalities: overrides.modalities ?? b.state.config.outputModalities,
+      instructions: overrides.instructions ?? null,
     },
   });
 };
 
-/** Ends the active response: `completed` at end of turn, `failed` on a model failure. Settles its history. */
-export const endResponse = (
+/** The `ResponseEnded` of the active response with `status`, or null when none is active. */
+const ending = (
   b: DecisionBuilder,
-  at: number,
-  status: "completed" | "failed",
+  status: "completed" | "cancelled" | "failed",
   reason: EndReason | null,
   error: { code: "runtime_data_plane_stream_failed"; message: string } | null,
-): void => {
+) => {
   const response = b.state.response;
-  if (response === null) return;
-  const audio = b.state.audio[response.itemId];
-  if (audio === undefined) return;
-  b.push({
-    type: "ResponseEnded",
+  const audio = response === null ? undefined : b.state.audio[response.itemId];
+  if (response === null || audio === undefined) return null;
+  return {
+    type: "ResponseEnded" as const,
     data: {
       responseId: response.id,
       itemId: response.itemId,
@@ -56,9 +57,24 @@ export const endResponse = (
       metadata: response.metadata,
       playback: audio.ledger,
       error,
+      text: response.text,
+      functionCalls: response.functionCalls,
     },
-  });
-  const ended = b.state.audio[response.itemId];
+  };
+};
+
+/** Ends the active response: `completed` at end of turn, `failed` on a model failure. Settles its history. */
+export const endResponse = (
+  b: DecisionBuilder,
+  at: number,
+  status: "completed" | "failed",
+  reason: EndReason | null,
+  error: { code: "runtime_data_plane_stream_failed"; message: string } | null,
+): void => {
+  const event = ending(b, status, reason, error);
+  if (event === null) return;
+  b.push(event);
+  const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, status === "completed"));
 };
 
@@ -68,37 +84,30 @@ export const endResponse = (
  * cancel are atomic"). Does nothing when no response is active.
  */
 export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void => {
-  const response = b.state.response;
-  if (response === null) return;
-  const audio = b.state.audio[response.itemId];
-  if (audio === undefined) return;
+  if (b.state.response === null) return;
   b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason } });
-  b.push({
-    type: "ResponseEnded",
-    data: {
-      responseId: response.id,
-      itemId: response.itemId,
-      status: "cancelled",
-      reason,
-      transcript: audio.transcript,
-      spoke: response.spoke,
-      audioSent: audio.ledger.sentMs > 0,
-      metadata: response.metadata,
-      playback: audio.ledger,
-      error: null,
-    },
-  });
-  const ended = b.state.audio[response.itemId];
+  const event = ending(b, "cancelled", reason, null);
+  if (event === null) return;
+  b.push(event);
+  const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
 };
 
-const ensureSpeaking = (b: DecisionBuilder, at: number): void => {
+const ensureResponse = (b: DecisionBuilder, at: number): void => {
   if (b.state.response === null) startResponse(b, at, "model", null);
+};
+
+const ensureSpeaking = (b: DecisionBuilder, at: number): void => {
+  ensureResponse(b, at);
   const response = b.state.response;
   if (response !== null && !response.spoke) {
     b.push({ type: "ResponseSpoke", data: { responseId: response.id, itemId: response.itemId } });
   }
 };
+
+/** The user item a model transcript belongs to: the last user message in history. */
+const lastUserItem = (b: DecisionBuilder): ItemId | null =>
+  b.state.history.findLast((h) => h.role === "user" && h.type === "message")?.id ?? null;
 
 /**
  * Applies one output of the model stage. Output stamped with an older epoch is dropped, terminal events included
@@ -133,6 +142,48 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
           firstDeltaAt: audio.firstDeltaAt ?? at,
         },
       });
+      return;
+    }
+    case "text": {
+      ensureResponse(b, at);
+      const response = b.state.response;
+      if (response === null) return;
+      if (response.text === null)
+        b.push({ type: "TextStarted", data: { responseId: response.id, itemId: response.itemId } });
+      b.push({ type: "TextDelivered", data: { responseId: response.id, itemId: response.itemId, delta: output.text } });
+      return;
+    }
+    case "tool_call": {
+      if (output.callId === null || output.name === null) {
+        b.push({
+          type: "MalformedFunctionCall",
+          data: { callId: output.callId, name: output.name, arguments: output.arguments },
+        });
+        return;
+      }
+      ensureResponse(b, at);
+      const response = b.state.response;
+      if (response === null) return;
+      const n = response.functionCalls.length + 1;
+      b.push({
+        type: "FunctionCallDelivered",
+        data: {
+          responseId: response.id,
+          outputIndex: n,
+          previousItemId: b.state.lastItemId,
+          call: {
+            itemId: `${response.itemId}_fc${n}` as ItemId,
+            callId: output.callId,
+            name: output.name,
+            arguments: output.arguments,
+          },
+        },
+      });
+      return;
+    }
+    case "input_transcript": {
+      const itemId = lastUserItem(b);
+      if (itemId !== null) b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
       return;
     }
     case "end_of_turn":

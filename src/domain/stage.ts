@@ -13,6 +13,27 @@ export type StageOutput =
       /** The transcript text of this chunk (may be empty). */
       readonly transcript: string;
     }
+  | {
+      readonly kind: "text";
+      readonly epoch: number;
+      /** A text delta of a text-modality response. */
+      readonly text: string;
+    }
+  | {
+      readonly kind: "tool_call";
+      readonly epoch: number;
+      /** Null when the model's call is malformed (rendered as `duplex.function_call.done`). */
+      readonly callId: string | null;
+      readonly name: string | null;
+      /** The arguments as the model wrote them (JSON text, maybe invalid). */
+      readonly arguments: string;
+    }
+  | {
+      readonly kind: "input_transcript";
+      readonly epoch: number;
+      /** What the model heard in the last committed user item. */
+      readonly transcript: string;
+    }
   | { readonly kind: "end_of_turn"; readonly epoch: number }
   | { readonly kind: "failure"; readonly epoch: number; readonly message: string };
 
@@ -33,5 +54,12 @@ export type RunnerUnit =
       };
     }
   | { readonly kind: "commit"; readonly epoch: number }
-  | { readonly kind: "respond"; readonly epoch: number; readonly instructions: string | null }
+  | {
+      readonly kind: "respond";
+      readonly epoch: number;
+      readonly instructions: string | null;
+      /** What the response should contain: audio (with its transcript) or text only. */
+      readonly modalities: readonly ("audio" | "text")[];
+    }
+  | { readonly kind: "text"; readonly epoch: number; readonly text: string }
   | { readonly kind: "clear"; readonly epoch: number };

@@ -1,6 +1,6 @@
 import type { Capabilities, SessionConfig } from "./config.ts";
 import { type EndpointerState, initialEndpointer } from "./endpointing.ts";
-import type { DomainEvent, HistoryItem } from "./events.ts";
+import type { DomainEvent, FunctionCallItem, HistoryItem } from "./events.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
 
@@ -20,7 +20,13 @@ export interface ActiveResponse {
   readonly turnId: number;
   readonly phase: "created" | "streaming";
   readonly metadata: Readonly<Record<string, unknown>> | null;
+  readonly modalities: readonly ("audio" | "text")[];
   readonly spoke: boolean;
+  /** The text part of a text-modality response, or null before its first text delta. */
+  readonly text: string | null;
+  readonly functionCalls: readonly FunctionCallItem[];
+  /** User speech that overlapped this response so far, ms (BEHAVIOUR.md, "Turn-taking": overlap). */
+  readonly overlapMs: number;
 }
 
 /** What the session knows of one assistant item's audio, for playback truth and history. */
@@ -53,6 +59,8 @@ export interface InputBuffer {
   readonly endpointer: EndpointerState;
   /** The user item the current speech will be committed as, once speech started. */
   readonly speechItemId: ItemId | null;
+  /** Text appended with `input.text.append` since the last commit. */
+  readonly text: string;
 }
 
 /** The whole state of a session, folded from its domain events by `evolve`. */
@@ -119,6 +127,7 @@ export const initialState: SessionState = {
     vadFrames: 0,
     endpointer: initialEndpointer,
     speechItemId: null,
+    text: "",
   },
   lastItemId: null,
   response: null,
@@ -129,6 +138,16 @@ export const initialState: SessionState = {
 
 const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
   history.some((h) => h.id === item.id) ? history.map((h) => (h.id === item.id ? item : h)) : [...history, item];
+
+/** Inserts `item` after `previousId` (at the end when null or unknown). */
+const insertAfter = (
+  history: readonly HistoryItem[],
+  item: HistoryItem,
+  previousId: ItemId | null,
+): readonly HistoryItem[] => {
+  const index = previousId === null ? -1 : history.findIndex((h) => h.id === previousId);
+  return index < 0 ? [...history, item] : [...history.slice(0, index + 1), item, ...history.slice(index + 1)];
+};
 
 const updateAudio = (
   state: SessionState,
@@ -185,6 +204,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           bufferedMs: 0,
           bufferedBytes: 0,
           speechItemId: null,
+          text: "",
           endpointer: {
             ...state.input.endpointer,
             phase: "silence",
@@ -210,6 +230,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           bufferedMs: remainingMs,
           bufferedBytes: Math.round(remainingMs * bytesPerMs),
           speechItemId: state.input.speechItemId === event.data.itemId ? null : state.input.speechItemId,
+          text: "",
           endpointer: event.data.resetEndpointer
             ? { phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: event.data.clockMs }
             : state.input.endpointer,
@@ -218,7 +239,15 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         audio: sealed,
         history: [
           ...state.history,
-          { id: event.data.itemId, role: "user", text: "", audioMs: event.data.audioMs, status: "completed" },
+          {
+            id: event.data.itemId,
+            type: "message",
+            role: "user",
+            text: state.input.text,
+            audioMs: event.data.audioMs,
+            status: "completed",
+            audio: event.data.audioMs > 0,
+          },
         ],
         turnState: state.response === null ? "user_committed" : state.turnState,
       };
@@ -235,7 +264,11 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           turnId: event.data.turnId,
           phase: "created",
           metadata: event.data.metadata,
+          modalities: event.data.modalities,
           spoke: false,
+          text: null,
+          functionCalls: [],
+          overlapMs: 0,
         },
         audio: {
           ...state.audio,
@@ -255,7 +288,15 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         },
         history: [
           ...state.history,
-          { id: event.data.itemId, role: "assistant", text: "", audioMs: 0, status: "in_progress" },
+          {
+            id: event.data.itemId,
+            type: "message",
+            role: "assistant",
+            text: "",
+            audioMs: 0,
+            status: "in_progress",
+            audio: event.data.modalities.includes("audio"),
+          },
         ],
         turnState: "assistant_generating",
       };
@@ -312,6 +353,68 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       return { ...state, history: upsertHistory(state.history, event.data.item) };
     case "SessionClosed":
       return { ...state, phase: "closed", response: null };
+    case "TextStarted":
+      return state.response === null
+        ? state
+        : { ...state, response: { ...state.response, text: "", phase: "streaming" } };
+    case "TextDelivered":
+      return state.response === null
+        ? state
+        : {
+            ...state,
+            response: { ...state.response, text: (state.response.text ?? "") + event.data.delta },
+            turnState: "assistant_playing",
+          };
+    case "FunctionCallDelivered": {
+      const { call } = event.data;
+      const item: HistoryItem = {
+        id: call.itemId,
+        type: "function_call",
+        role: "assistant",
+        text: "",
+        audioMs: 0,
+        status: "completed",
+        audio: false,
+        callId: call.callId,
+        name: call.name,
+        arguments: call.arguments,
+      };
+      return {
+        ...state,
+        lastItemId: call.itemId,
+        history: [...state.history, item],
+        response:
+          state.response === null
+            ? null
+            : { ...state.response, functionCalls: [...state.response.functionCalls, call] },
+      };
+    }
+    case "InputTranscribed":
+      return {
+        ...state,
+        history: state.history.map((h) => (h.id === event.data.itemId ? { ...h, text: event.data.transcript } : h)),
+      };
+    case "InputTextAppended":
+      return { ...state, input: { ...state.input, text: state.input.text + event.data.text } };
+    case "ItemCreated":
+      return {
+        ...state,
+        userItemCount: state.userItemCount + 1,
+        lastItemId: event.data.item.id,
+        history: insertAfter(state.history, event.data.item, event.data.previousItemId),
+      };
+    case "ItemDeleted":
+      return { ...state, history: state.history.filter((h) => h.id !== event.data.itemId) };
+    case "OverlapDecided":
+      return state.response === null
+        ? state
+        : { ...state, response: { ...state.response, overlapMs: event.data.overlapMs } };
+    case "MalformedFunctionCall":
+    case "ItemRetrieved":
+    case "OutputAudioCleared":
+    case "RuntimeControlReported":
+    case "EventsAcknowledged":
+      return state;
     default: {
       const unhandled: never = event;
       throw new Error(`evolve: unhandled event ${JSON.stringify(unhandled)}`);

@@ -45,15 +45,27 @@ export const effectsOf = (
         break;
       case "ResponseStarted":
         if (event.data.source !== "model") {
-          const instructions =
-            input.type === "CommandReceived" && input.data.command.type === "response.create"
-              ? input.data.command.instructions
-              : null;
-          effects.push({ kind: "submit", unit: { kind: "respond", epoch: after.epoch, instructions } });
+          effects.push({
+            kind: "submit",
+            unit: {
+              kind: "respond",
+              epoch: after.epoch,
+              instructions: event.data.instructions,
+              modalities: event.data.modalities,
+            },
+          });
         }
         break;
       case "EpochAdvanced":
         effects.push({ kind: "abort", epoch: event.data.epoch });
+        break;
+      case "InputTextAppended":
+        effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.text } });
+        break;
+      case "ItemCreated":
+        if (event.data.item.text !== "" && event.data.item.role !== "assistant") {
+          effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.item.text } });
+        }
         break;
       case "InputCleared":
         effects.push({ kind: "submit", unit: { kind: "clear", epoch: after.epoch } });

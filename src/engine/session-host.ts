@@ -88,6 +88,26 @@ export class SessionHost {
   /** Enqueues a decoded client frame; audio is converted to the runner's rate and run through VAD in order. */
   submit(frame: DecodedFrame): Promise<void> {
     const at = this.deps.now();
+    if (frame.type === "session.resume") {
+      // A resume on a socket that already holds a session: refused, the session goes on.
+      const command = {
+        type: "invalid",
+        eventId: frame.eventId,
+        code: "invalid_session_resume",
+        message: "session.resume must be the first message on a new socket",
+        param: null,
+        eventType: "session.resume",
+      } as const;
+      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }));
+    }
+    if (frame.type === "session.event_ack") {
+      // The head is stamped when the ack is decided, in mailbox order, so the log records what it was checked against.
+      return this.push(async () => ({
+        type: "CommandReceived",
+        at,
+        data: { command: { ...frame, headSeq: this.wire.seq } },
+      }));
+    }
     if (frame.type !== "input_audio_buffer.append") {
       return this.push(async () => ({ type: "CommandReceived", at, data: { command: frame } }));
     }

@@ -42,6 +42,13 @@ export const configSchema = z
             speed_factor: z.number().positive().default(4),
           })
           .strict(),
+        z
+          .object({
+            kind: z.literal("scripted"),
+            /** A script file (YAML), e.g. deploy/scripts/greeting.yaml. */
+            script: z.string().min(1),
+          })
+          .strict(),
       ])
       .default({ kind: "echo", chunk_period_ms: 200, speed_factor: 4 }),
     auth: z

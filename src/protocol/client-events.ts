@@ -55,6 +55,9 @@ export const clientEventSchemas = {
     input_audio_format: z.union([z.string(), gaFormat]).optional(),
     sample_rate_hz: z.number().optional(),
     is_speech: z.boolean().optional(),
+    duration_ms: z.number().nonnegative().optional(),
+    audio_end_ms: z.number().nonnegative().optional(),
+    video_frames: z.array(z.string()).optional(),
   }),
   "input_audio_buffer.commit": z.object({
     event_id: eventId,
@@ -69,6 +72,8 @@ export const clientEventSchemas = {
       .object({
         metadata: z.record(z.string(), z.unknown()).nullable().optional(),
         instructions: z.string().optional(),
+        modalities: z.array(z.enum(["audio", "text"])).optional(),
+        output_modalities: z.array(z.enum(["audio", "text"])).optional(),
       })
       .optional(),
   }),
@@ -89,6 +94,46 @@ export const clientEventSchemas = {
   }),
   "session.heartbeat": z.object({ event_id: eventId }),
   "session.close": z.object({ event_id: eventId }),
+  "session.event_ack": z.object({ event_id: eventId, server_event_seq: z.number().int().nonnegative() }),
+  "session.resume": z.object({
+    event_id: eventId,
+    session_id: z.string().min(1),
+    resume_token: z.string().min(1),
+    incarnation: z.number().int().nonnegative().optional(),
+    last_received_server_event_seq: z.number().int().nonnegative().optional(),
+  }),
+  "input.cancel": z.object({ event_id: eventId }),
+  "input.text.append": z.object({ event_id: eventId, text: z.string() }),
+  "conversation.item.create": z.object({
+    event_id: eventId,
+    previous_item_id: z.string().nullable().optional(),
+    item: z.object({
+      id: z.string().min(1).optional(),
+      type: z.enum(["message", "function_call_output"]),
+      role: z.enum(["user", "assistant", "system"]).optional(),
+      content: z
+        .array(
+          z.object({
+            type: z.enum(["input_text", "text", "output_text", "input_audio", "output_audio", "audio"]),
+            text: z.string().optional(),
+            audio: z.string().optional(),
+            transcript: z.string().nullable().optional(),
+          }),
+        )
+        .optional(),
+      call_id: z.string().optional(),
+      output: z.string().optional(),
+    }),
+  }),
+  "conversation.item.retrieve": z.object({ event_id: eventId, item_id: z.string().min(1) }),
+  "conversation.item.delete": z.object({ event_id: eventId, item_id: z.string().min(1) }),
+  "output_audio_buffer.clear": z.object({ event_id: eventId }),
+  barge_in: z.object({ event_id: eventId }),
+  "turn.signal": z.object({
+    event_id: eventId,
+    event: z.string().min(1),
+    payload: z.record(z.string(), z.unknown()).nullable().optional(),
+  }),
 } as const;
 
 export type ClientEventType = keyof typeof clientEventSchemas;
@@ -102,24 +147,7 @@ export const CLIENT_EVENT_ALIASES: Readonly<Record<string, ClientEventType>> = {
   close_session: "session.close",
   close: "session.close",
   session_close: "session.close",
+  "input_text.append": "input.text.append",
+  push_text: "input.text.append",
+  signal_turn: "turn.signal",
 };
-
-/**
- * Client events of the reference catalogue that this server does not implement yet: they are refused with
- * `unknown_event` and a message that says so, instead of being mistaken for typos.
- */
-export const NOT_YET_IMPLEMENTED: readonly string[] = [
-  "session.event_ack",
-  "session.resume",
-  "input.cancel",
-  "input.text.append",
-  "input_text.append",
-  "push_text",
-  "conversation.item.create",
-  "conversation.item.retrieve",
-  "conversation.item.delete",
-  "output_audio_buffer.clear",
-  "barge_in",
-  "turn.signal",
-  "signal_turn",
-];

@@ -3,18 +3,13 @@ import {
   type AudioFormat,
   type Command,
   type ErrorCode,
+  type ItemContent,
   type ItemId,
   type ResponseId,
   type SessionPatch,
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
-import {
-  CLIENT_EVENT_ALIASES,
-  type ClientEventType,
-  clientEventSchemas,
-  NOT_YET_IMPLEMENTED,
-  type sessionSchema,
-} from "./client-events.ts";
+import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas, type sessionSchema } from "./client-events.ts";
 
 /** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
@@ -31,8 +26,23 @@ export interface DecodedAppend {
   readonly isSpeech: boolean | null;
 }
 
-/** What a client frame decodes to: a command (an `invalid` one when it was refused), or an audio append. */
-export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend;
+/**
+ * `session.resume` (reference, "Session lifecycle"): re-attach a live session on a new socket. Handled by the
+ * server before any session is bound to the socket, never by a session's mailbox.
+ */
+export interface DecodedResume {
+  readonly type: "session.resume";
+  readonly eventId: string | null;
+  readonly sessionId: string;
+  readonly resumeToken: string;
+  readonly lastReceivedSeq: number;
+}
+
+/**
+ * What a client frame decodes to: a command (an `invalid` one when it was refused), an audio append, or a resume.
+ * `session.event_ack` comes with `headSeq` -1: the session host stamps the real head before recording it.
+ */
+export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend | DecodedResume;
 
 /** What decoding needs to know of the session: the declared input rate (Hz). */
 export interface DecodeContext {
@@ -157,11 +167,83 @@ const decodeAppend = (
   return { type, eventId, pcm16: bytes, sampleRateHz: rate, isSpeech: event.is_speech ?? null };
 };
 
+const decodeItemCreate = (
+  event: z.infer<(typeof clientEventSchemas)["conversation.item.create"]>,
+  eventId: string | null,
+  ctx: DecodeContext,
+): DecodedFrame => {
+  const type = "conversation.item.create" as const;
+  const base = {
+    type,
+    eventId,
+    previousItemId: (event.previous_item_id ?? null) as ItemId | null,
+    itemId: (event.item.id ?? null) as ItemId | null,
+  };
+  const { item } = event;
+  if (item.type === "function_call_output") {
+    if (item.call_id === undefined || item.output === undefined) {
+      return invalid(
+        "bad_event",
+        "a function_call_output item needs call_id and output",
+        eventId,
+        type,
+        "item.call_id",
+      );
+    }
+    return { ...base, item: { type: "function_call_output", callId: item.call_id, output: item.output } };
+  }
+  const content: ItemContent[] = [];
+  for (const [i, part] of (item.content ?? []).entries()) {
+    if (part.type === "input_text" || part.type === "text" || part.type === "output_text") {
+      if (part.text === undefined)
+        return invalid(
+          "bad_event",
+          `item.content.${i}: a ${part.type} part needs text`,
+          eventId,
+          type,
+          `item.content.${i}.text`,
+        );
+      content.push({ type: part.type, text: part.text });
+      continue;
+    }
+    let audioMs = 0;
+    if (part.audio !== undefined) {
+      if (part.audio.length % 4 !== 0 || !BASE64.test(part.audio)) {
+        return invalid(
+          "bad_audio",
+          `item.content.${i}.audio must be standard base64`,
+          eventId,
+          type,
+          `item.content.${i}.audio`,
+        );
+      }
+      const bytes =
+        Math.floor((part.audio.length * 3) / 4) - (part.audio.endsWith("==") ? 2 : part.audio.endsWith("=") ? 1 : 0);
+      if (bytes % 2 !== 0)
+        return invalid(
+          "bad_audio",
+          `item.content.${i}.audio: pcm16 needs an even byte count, got ${bytes}`,
+          eventId,
+          type,
+          `item.content.${i}.audio`,
+        );
+      audioMs = (bytes / 2 / ctx.inputRateHz) * 1000;
+    }
+    content.push({ type: part.type, transcript: part.transcript ?? null, audioMs });
+  }
+  if (content.length === 0)
+    return invalid("bad_event", "a message item needs at least one content part", eventId, type, "item.content");
+  return { ...base, item: { type: "message", role: item.role ?? "user", content } };
+};
+
 const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null, ctx: DecodeContext): DecodedFrame => {
   const parsed = clientEventSchemas[type].safeParse(raw);
   if (!parsed.success) {
     const { param, message } = firstIssue(parsed.error);
-    return invalid("bad_event", `${type}: ${message}`, eventId, type, param || null);
+    const missingItem = param === "item_id" && (raw as Record<string, unknown>).item_id === undefined;
+    return missingItem
+      ? invalid("missing_item_id", `${type} needs an item_id`, eventId, type, "item_id")
+      : invalid("bad_event", `${type}: ${message}`, eventId, type, param || null);
   }
   switch (type) {
     case "session.update": {
@@ -187,8 +269,42 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
         eventId,
         metadata: event.response?.metadata ?? null,
         instructions: event.response?.instructions ?? null,
+        modalities: event.response?.output_modalities ?? event.response?.modalities ?? null,
       };
     }
+    case "session.event_ack": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, seq: event.server_event_seq, headSeq: -1 };
+    }
+    case "session.resume": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return {
+        type,
+        eventId,
+        sessionId: event.session_id,
+        resumeToken: event.resume_token,
+        lastReceivedSeq: event.last_received_server_event_seq ?? 0,
+      };
+    }
+    case "input.cancel":
+    case "output_audio_buffer.clear":
+    case "barge_in":
+      return { type, eventId };
+    case "input.text.append": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, text: event.text };
+    }
+    case "turn.signal": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, event: event.event, payload: event.payload ?? null };
+    }
+    case "conversation.item.retrieve":
+    case "conversation.item.delete": {
+      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
+      return { type, eventId, itemId: event.item_id as ItemId };
+    }
+    case "conversation.item.create":
+      return decodeItemCreate(parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>, eventId, ctx);
     case "response.cancel": {
       const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
       return { type, eventId, responseId: (event.response_id ?? null) as ResponseId | null };
@@ -255,14 +371,5 @@ export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeC
   }
   const type = CLIENT_EVENT_ALIASES[record.type] ?? record.type;
   if (Object.hasOwn(clientEventSchemas, type)) return decodeKnown(type as ClientEventType, raw, eventId, ctx);
-  if (NOT_YET_IMPLEMENTED.includes(type)) {
-    return invalid(
-      "unknown_event",
-      `${type} is part of the duplex contract but this server does not implement it yet`,
-      eventId,
-      type,
-      "type",
-    );
-  }
   return invalid("unknown_event", `unknown event type "${record.type}"`, eventId, record.type, "type");
 };

@@ -1,4 +1,11 @@
-import { type Capabilities, type DomainEvent, ERROR_CODES, type ItemId, type SessionId } from "../domain/index.ts";
+import {
+  type Capabilities,
+  type DomainEvent,
+  ERROR_CODES,
+  type HistoryItem,
+  type ItemId,
+  type SessionId,
+} from "../domain/index.ts";
 import { sessionObject } from "./session-object.ts";
 
 /**
@@ -20,23 +27,80 @@ export interface RenderContext {
 /** Placeholder of the resume token in recorded wire events; the socket writer puts the real token there. */
 export const REDACTED_RESUME_TOKEN = "<resume_token>";
 
-const userItem = (id: ItemId): Record<string, unknown> => ({
+const userItem = (id: ItemId, audio: boolean, text: string): Record<string, unknown> => ({
   id,
   object: "realtime.item",
   type: "message",
   role: "user",
   status: "completed",
-  content: [{ type: "input_audio", transcript: null }],
+  content: [
+    ...(audio ? [{ type: "input_audio", transcript: null }] : []),
+    ...(text === "" ? [] : [{ type: "input_text", text }]),
+  ],
 });
 
-const assistantItem = (id: ItemId, status: string, transcript: string | null): Record<string, unknown> => ({
+/** An assistant message item with its audio part (transcript) and/or text part. */
+const messageItem = (
+  id: ItemId,
+  status: string,
+  transcript: string | null,
+  text: string | null,
+): Record<string, unknown> => ({
   id,
   object: "realtime.item",
   type: "message",
   role: "assistant",
   status,
-  content: transcript === null ? [] : [{ type: "output_audio", transcript }],
+  content: [
+    ...(transcript === null ? [] : [{ type: "output_audio", transcript }]),
+    ...(text === null ? [] : [{ type: "output_text", text }]),
+  ],
 });
+
+const functionCallItem = (id: ItemId, callId: string, name: string, args: string): Record<string, unknown> => ({
+  id,
+  object: "realtime.item",
+  type: "function_call",
+  status: "completed",
+  call_id: callId,
+  name,
+  arguments: args,
+});
+
+/** Any history item as a `realtime.item` (reference, "Object shapes"). */
+export const historyItemJson = (item: HistoryItem): Record<string, unknown> => {
+  switch (item.type) {
+    case "function_call":
+      return functionCallItem(item.id, item.callId ?? "", item.name ?? "", item.arguments ?? "");
+    case "function_call_output":
+      return {
+        id: item.id,
+        object: "realtime.item",
+        type: "function_call_output",
+        status: "completed",
+        call_id: item.callId,
+        output: item.output,
+      };
+    case "message": {
+      const user = item.role !== "assistant";
+      const part = item.audio
+        ? { type: user ? "input_audio" : "output_audio", transcript: item.text === "" ? null : item.text }
+        : { type: user ? "input_text" : "output_text", text: item.text };
+      return {
+        id: item.id,
+        object: "realtime.item",
+        type: "message",
+        role: item.role,
+        status: item.status,
+        content: [part],
+      };
+    }
+    default: {
+      const unhandled: never = item.type;
+      throw new Error(`historyItemJson: unhandled item type ${String(unhandled)}`);
+    }
+  }
+};
 
 /** An error event body with the envelope of BEHAVIOUR.md, "Errors". */
 export const errorBody = (
@@ -92,7 +156,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
       return [{ type: "input_audio_buffer.cleared" }];
     case "InputCommitted": {
       const { itemId, previousItemId } = event.data;
-      const item = userItem(itemId);
+      const item = userItem(itemId, event.data.audioMs > 0, event.data.text);
       return [
         { type: "conversation.item.added", previous_item_id: previousItemId, item },
         { type: "conversation.item.created", previous_item_id: previousItemId, item },
@@ -115,7 +179,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     }
     case "ResponseStarted": {
       const { responseId, itemId, previousItemId } = event.data;
-      const item = assistantItem(itemId, "in_progress", null);
+      const item = messageItem(itemId, "in_progress", null, null);
       return [
         {
           type: "response.created",
@@ -177,17 +241,25 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     }
     case "ResponseEnded": {
       const d = event.data;
-      const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0, content_index: 0 };
+      const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0 };
       const itemStatus = d.status === "completed" ? "completed" : "incomplete";
-      const item = assistantItem(d.itemId, itemStatus, d.spoke ? d.transcript : null);
+      const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, d.text);
       const out: ServerEventBody[] = [];
       if (d.status === "cancelled" && d.audioSent)
         out.push({ type: "output_audio_buffer.cleared", response_id: d.responseId });
       if (d.spoke) {
+        const audioIds = { ...ids, content_index: 0 };
         out.push(
-          { type: "response.output_audio.done", ...ids },
-          { type: "response.output_audio_transcript.done", ...ids, transcript: d.transcript },
-          { type: "response.content_part.done", ...ids, part: { type: "audio", transcript: d.transcript } },
+          { type: "response.output_audio.done", ...audioIds },
+          { type: "response.output_audio_transcript.done", ...audioIds, transcript: d.transcript },
+          { type: "response.content_part.done", ...audioIds, part: { type: "audio", transcript: d.transcript } },
+        );
+      }
+      if (d.text !== null) {
+        const textIds = { ...ids, content_index: d.spoke ? 1 : 0 };
+        out.push(
+          { type: "response.output_text.done", ...textIds, text: d.text },
+          { type: "response.content_part.done", ...textIds, part: { type: "text", text: d.text } },
         );
       }
       const statusDetails =
@@ -200,6 +272,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
                 reason: d.reason,
                 error: d.error === null ? null : { type: "server_error", code: d.error.code, message: d.error.message },
               };
+      const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
       out.push(
         { type: "response.output_item.done", response_id: d.responseId, output_index: 0, item },
         { type: "conversation.item.done", previous_item_id: null, item },
@@ -211,9 +284,9 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
             object: "realtime.response",
             status: d.status,
             status_details: statusDetails,
-            output: [item],
+            output: [item, ...calls],
             modalities: ["audio", "text"],
-            output_modalities: ["audio"],
+            output_modalities: d.text !== null && !d.spoke ? ["text"] : ["audio"],
             conversation_id: sessionId,
             usage: null,
             metadata: d.metadata ?? {
@@ -231,6 +304,114 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
       );
       return out;
     }
+    case "TextStarted":
+      return [
+        {
+          type: "response.content_part.added",
+          response_id: event.data.responseId,
+          item_id: event.data.itemId,
+          output_index: 0,
+          content_index: 0,
+          part: { type: "text", text: "" },
+        },
+      ];
+    case "TextDelivered":
+      return [
+        {
+          type: "response.output_text.delta",
+          response_id: event.data.responseId,
+          item_id: event.data.itemId,
+          output_index: 0,
+          content_index: 0,
+          delta: event.data.delta,
+        },
+      ];
+    case "FunctionCallDelivered": {
+      const { call, responseId, outputIndex, previousItemId } = event.data;
+      const item = functionCallItem(call.itemId, call.callId, call.name, call.arguments);
+      const ids = { response_id: responseId, item_id: call.itemId, output_index: outputIndex, call_id: call.callId };
+      return [
+        {
+          type: "response.output_item.added",
+          response_id: responseId,
+          output_index: outputIndex,
+          item: { ...item, status: "in_progress", arguments: "" },
+        },
+        { type: "conversation.item.added", previous_item_id: previousItemId, item },
+        { type: "conversation.item.created", previous_item_id: previousItemId, item },
+        { type: "response.function_call_arguments.delta", ...ids, delta: call.arguments },
+        { type: "response.function_call_arguments.done", ...ids, name: call.name, arguments: call.arguments },
+        { type: "response.output_item.done", response_id: responseId, output_index: outputIndex, item },
+        { type: "conversation.item.done", previous_item_id: previousItemId, item },
+      ];
+    }
+    case "MalformedFunctionCall":
+      return [
+        {
+          type: "duplex.function_call.done",
+          event: {
+            type: "function_call.done",
+            session_id: sessionId,
+            epoch: ctx.epoch,
+            call_id: event.data.callId,
+            name: event.data.name,
+            arguments: event.data.arguments,
+          },
+        },
+      ];
+    case "InputTranscribed":
+      return [
+        {
+          type: "conversation.item.input_audio_transcription.completed",
+          item_id: event.data.itemId,
+          content_index: 0,
+          transcript: event.data.transcript,
+        },
+      ];
+    case "ItemCreated": {
+      const item = historyItemJson(event.data.item);
+      const previous = event.data.previousItemId;
+      return [
+        { type: "conversation.item.added", previous_item_id: previous, item },
+        { type: "conversation.item.created", previous_item_id: previous, item },
+        { type: "conversation.item.done", previous_item_id: previous, item },
+      ];
+    }
+    case "ItemRetrieved":
+      return [{ type: "conversation.item.retrieved", item: historyItemJson(event.data.item) }];
+    case "ItemDeleted":
+      return [
+        {
+          type: "conversation.item.deleted",
+          item_id: event.data.itemId,
+          event: { type: "conversation.item.deleted", session_id: sessionId, item_id: event.data.itemId },
+        },
+      ];
+    case "OutputAudioCleared":
+      return [{ type: "output_audio_buffer.cleared", response_id: event.data.responseId }];
+    case "OverlapDecided":
+      return [
+        {
+          type: "overlap.decision",
+          session_id: sessionId,
+          policy: event.data.policy,
+          action: event.data.action,
+          reason: event.data.reason,
+          overlap_ms: Math.round(event.data.overlapMs),
+          buffer_audio: true,
+        },
+      ];
+    case "RuntimeControlReported":
+      return [
+        {
+          type: "runtime.control",
+          session_id: sessionId,
+          result: { signal: event.data.signal, supported: event.data.supported, detail: event.data.detail },
+        },
+      ];
+    case "InputTextAppended":
+    case "EventsAcknowledged":
+      return [];
     case "ModelListened":
       return [
         {

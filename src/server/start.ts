@@ -4,6 +4,8 @@ import { createResampler } from "../infra/audio/index.ts";
 import type { DeployConfig } from "../infra/config.ts";
 import { createSqliteEventStore } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
+import { loadScript } from "../infra/runners/script.ts";
+import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp } from "./app.ts";
 
@@ -28,16 +30,16 @@ export const startServer = async (
   const log = pino({ level: config.log_level, base: { service: "duplex" } });
   const store = createSqliteEventStore({ path: config.event_store.path });
   const vad = await createSileroVad();
-  const runner = createEchoRunner({
-    chunkPeriodMs: config.runner.chunk_period_ms,
-    speedFactor: config.runner.speed_factor,
-  });
+  const runner =
+    config.runner.kind === "echo"
+      ? createEchoRunner({ chunkPeriodMs: config.runner.chunk_period_ms, speedFactor: config.runner.speed_factor })
+      : createScriptedRunner(await loadScript(config.runner.script));
   const engine = createEngine({
     store,
     runner,
     vad,
     createResampler,
-    model: "duplex-echo",
+    model: runner.name,
     log,
     limits: {
       maxSessions: config.duplex_session.max_sessions,
@@ -45,7 +47,7 @@ export const startServer = async (
       disconnectGraceS: config.duplex_session.disconnect_grace_s,
     },
   });
-  const app = buildApp({ engine, log, model: "duplex-echo", apiKeys: config.auth.api_keys, ...options });
+  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, ...options });
   await app.listen({ host: config.listen.host, port: config.listen.port });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;

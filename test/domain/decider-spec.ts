@@ -103,6 +103,7 @@ export const create = (metadata: Record<string, unknown> | null = null, eventId:
   eventId,
   metadata,
   instructions: null,
+  modalities: null,
 });
 export const cancel = (responseId: string | null = null, eventId: string | null = null): Command => ({
   type: "response.cancel",

@@ -208,7 +208,9 @@ describe("input_audio_buffer.commit", () => {
       },
     ]);
     expect(w.after.input).toMatchObject({ bufferedMs: 0, bufferedBytes: 0, clockMs: 320 });
-    expect(w.after.history).toEqual([{ id: U1, role: "user", text: "", audioMs: 320, status: "completed" }]);
+    expect(w.after.history).toEqual([
+      { id: U1, type: "message", role: "user", text: "", audioMs: 320, status: "completed", audio: true },
+    ]);
     expect(w.after.response).toBeNull();
   });
 
@@ -302,12 +304,13 @@ describe("server VAD in the turn lane", () => {
     w.then([{ type: "AudioBuffered" }, { type: "SpeechStarted", data: { itemId: U2, audioStartMs: 832 } }]);
   });
 
-  it("barges in on speech while a response is active: epoch + 1, then the response ends turn_detected", () => {
+  it("barges in on speech longer than a short remark while a response is active: epoch + 1, then the response ends turn_detected", () => {
     const g = given(opened(), serverVad(), command(create()));
-    const w = g.when(command(appendFrames(speech(3))));
+    const w = g.when(command(appendFrames(speech(25))));
     expect(types(w.events)).toEqual([
       "AudioBuffered",
       "SpeechStarted",
+      "OverlapDecided",
       "EpochAdvanced",
       "ResponseEnded",
       "HistoryCommitted",
@@ -315,6 +318,7 @@ describe("server VAD in the turn lane", () => {
     w.thenStartsWith([
       { type: "AudioBuffered" },
       { type: "SpeechStarted", data: { itemId: U1 } },
+      { type: "OverlapDecided", data: { action: "barge_in", policy: "barge_in_on_speech", overlapMs: 800 } },
       { type: "EpochAdvanced", data: { epoch: 1, reason: "turn_detected" } },
       { type: "ResponseEnded", data: { responseId: R1, status: "cancelled", reason: "turn_detected" } },
     ]);
@@ -322,20 +326,50 @@ describe("server VAD in the turn lane", () => {
     expect(w.after.response).toBeNull();
   });
 
+  it("acknowledges a short remark (<= 700 ms) without interrupting, and counts it towards the overlap", () => {
+    const g = given(opened(), serverVad(), command(create()));
+    const w = g.when(command(appendFrames(speech(20))));
+    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "OverlapDecided"]);
+    w.thenStartsWith([
+      { type: "AudioBuffered" },
+      { type: "SpeechStarted" },
+      { type: "OverlapDecided", data: { action: "listen", reason: "short_ack", overlapMs: 640 } },
+    ]);
+    expect(w.after.response?.overlapMs).toBe(640);
+    expect(w.after.epoch).toBe(0);
+    const more = given(opened(), serverVad(), command(create()), command(appendFrames(speech(20)))).when(
+      command(appendFrames(speech(5))),
+    );
+    expect(ofType(more.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "barge_in", overlapMs: 800 });
+    expect(more.after.epoch).toBe(1);
+  });
+
+  it("drops overlapping audio that is not speech", () => {
+    const w = given(opened(), serverVad(), command(create())).when(command(appendFrames(silence(10))));
+    expect(types(w.events)).toEqual(["AudioBuffered", "OverlapDecided"]);
+    w.thenStartsWith([{ type: "AudioBuffered" }, { type: "OverlapDecided", data: { action: "drop", overlapMs: 0 } }]);
+    expect(w.after.response?.id).toBe(R1);
+  });
+
   it("does not barge in under listen_only", () => {
     const w = given(
       opened(),
       command(update({ turnDetection: { type: "server_vad" }, overlapPolicy: "listen_only" })),
       command(create()),
-    ).when(command(appendFrames(speech(3))));
-    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted"]);
+    ).when(command(appendFrames(speech(25))));
+    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "OverlapDecided"]);
+    expect(ofType(w.events, "OverlapDecided")[0]?.data).toMatchObject({
+      action: "listen",
+      reason: "long_overlap_speech",
+    });
     expect(w.after.response?.id).toBe(R1);
     expect(w.after.epoch).toBe(0);
   });
 
   it("does not barge in on a model without barge-in support", () => {
-    const w = given(opened(TURN_BASED), serverVad({}), command(create())).when(command(appendFrames(speech(3))));
-    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted"]);
+    const w = given(opened(TURN_BASED), serverVad({}), command(create())).when(command(appendFrames(speech(25))));
+    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "OverlapDecided"]);
+    expect(ofType(w.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "listen" });
     expect(w.after.response?.id).toBe(R1);
   });
 
@@ -404,7 +438,9 @@ describe("response.create", () => {
       },
     ]);
     expect(w.after.response).toMatchObject({ id: R1, itemId: I1, metadata: { topic: "weather" } });
-    expect(w.after.history).toEqual([{ id: I1, role: "assistant", text: "", audioMs: 0, status: "in_progress" }]);
+    expect(w.after.history).toEqual([
+      { id: I1, type: "message", role: "assistant", text: "", audioMs: 0, status: "in_progress", audio: true },
+    ]);
   });
 
   it("rejects a second response while one is active with response_already_active", () => {
@@ -562,7 +598,7 @@ describe("model stage output", () => {
         serverVad(),
         command(create()),
         stage(audio(500, "hel")),
-        command(appendFrames(speech(3))),
+        command(appendFrames(speech(25))),
       );
       expect(g.state.epoch).toBe(1);
       g.when(stage(audio(500, "lo", 0))).thenNothing();
@@ -668,7 +704,7 @@ describe("playback truth", () => {
   });
 
   it("survives a barge-in before the first audio delta and a truncate at 0 ms, and the next commit responds (scenario 9)", () => {
-    const g = given(opened(), serverVad(), command(create()), command(appendFrames(speech(3))));
+    const g = given(opened(), serverVad(), command(create()), command(appendFrames(speech(25))));
     expect(g.state.epoch).toBe(1);
     expect(g.state.response).toBeNull();
     const t = g.when(command(truncate(I1, 0, "evt_trunc")));
@@ -681,7 +717,7 @@ describe("playback truth", () => {
       opened(),
       serverVad(),
       command(create()),
-      command(appendFrames(speech(3))),
+      command(appendFrames(speech(25))),
       command(truncate(I1, 0)),
     ).when(command(appendFrames([...speech(7), ...silence(16)])));
     expect(types(next.events)).toEqual(["AudioBuffered", "SpeechStopped", "InputCommitted", "ResponseStarted"]);
@@ -730,10 +766,12 @@ describe("playback truth", () => {
     ]);
     expect(historyOf(w.after, I1)).toEqual({
       id: I1,
+      type: "message",
       role: "assistant",
       text: "hello world",
       audioMs: 2450,
       status: "completed",
+      audio: true,
     });
   });
 

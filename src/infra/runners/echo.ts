@@ -125,9 +125,22 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
       step();
     };
 
+    /** A text-modality answer: what the runner last heard, said in words (it has no speech recognition). */
+    let lastText: string | null = null;
+    const respondInText = (unitEpoch: number): void => {
+      const said =
+        lastText !== null
+          ? `You wrote: ${lastText}`
+          : `I heard ${((lastUtterance?.length ?? 0) / INPUT_RATE).toFixed(1)} seconds of speech.`;
+      for (const word of said.split(/(?<= )/)) emit({ kind: "text", epoch: unitEpoch, text: word });
+      emit({ kind: "end_of_turn", epoch: unitEpoch });
+    };
+
     const session: RunnerSession = {
       submit(unit: RunnerUnit) {
         if (closed || unit.epoch < epoch) return;
+        // A unit of a newer epoch means the old epoch was cancelled: stop what it was saying.
+        if (unit.epoch > epoch) session.abort(unit.epoch);
         epoch = unit.epoch;
         switch (unit.kind) {
           case "append": {
@@ -158,7 +171,14 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
             }
             return;
           case "respond":
+            if (!unit.modalities.includes("audio")) {
+              respondInText(unit.epoch);
+              return;
+            }
             speak(lastUtterance ?? new Int16Array(Math.round(INPUT_RATE / 2)), unit.epoch);
+            return;
+          case "text":
+            lastText = unit.text;
             return;
           case "clear":
             kept = [];

@@ -1,0 +1,305 @@
+import type { Capabilities, RunnerUnit, SessionConfig, StageOutput } from "../../domain/index.ts";
+import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
+import { pcm16ToBytes } from "../audio/pcm.ts";
+import type { Script, ScriptAction, ScriptTrigger, ScriptTurn } from "./script.ts";
+
+/** Options of the scripted runner. Times in ms. */
+export interface ScriptedRunnerOptions {
+  /** Overrides the script's `speed_factor`: `Infinity` = audio chunks back to back (one macrotask apart). */
+  readonly speedFactor?: number;
+  /** Length of synthetic speech per character of `speak` text, ms. Default 60. */
+  readonly msPerCharacter?: number;
+}
+
+const INPUT_RATE = 16000;
+const OUTPUT_RATE = 24000;
+
+/** Harmonics of the synthetic voice and their weights (1/k), normalised so the peak stays under `PEAK`. */
+const HARMONICS = [1, 2, 3, 4, 5, 6];
+const PEAK = 0.5 * 32767;
+const HARMONIC_SUM = HARMONICS.reduce((sum, k) => sum + 1 / k, 0);
+/** Syllables per second of the amplitude envelope. */
+const SYLLABLE_HZ = 4.5;
+
+/**
+ * Deterministic speech-like PCM16 for `text`: a voiced tone (a fundamental of 95..175 Hz chosen per character,
+ * gliding, with six harmonics) under a syllable-rate amplitude envelope; spaces and punctuation are quieter, as
+ * pauses. `msPerCharacter` ms per character, so the duration is `text.length * msPerCharacter` ms. Pure: the same
+ * text gives the same samples.
+ *
+ * @param sampleRate output rate (Hz).
+ * @returns PCM16 samples at `sampleRate`, `round(text.length * msPerCharacter * sampleRate / 1000)` of them.
+ */
+export const synthesizeSpeech = (text: string, sampleRate: number, msPerCharacter = 60): Int16Array => {
+  const samplesPerChar = (msPerCharacter * sampleRate) / 1000;
+  const total = Math.round(text.length * samplesPerChar);
+  const out = new Int16Array(total);
+  const smoothing = 1 - Math.exp(-1 / (0.008 * sampleRate));
+  const fade = Math.max(1, Math.round(0.01 * sampleRate));
+  let phase = 0;
+  let f0 = 130;
+  let gain = 0;
+  for (let i = 0; i < total; i++) {
+    const index = Math.min(text.length - 1, Math.floor(i / samplesPerChar));
+    const char = text[index] ?? " ";
+    const code = text.charCodeAt(index);
+    const voiced = /\p{L}|\p{N}/u.test(char);
+    const targetF0 = 95 + ((code * 37) % 80);
+    const targetGain = voiced ? 1 : /\s/.test(char) ? 0.3 : 0.2;
+    f0 += (targetF0 - f0) * smoothing;
+    gain += (targetGain - gain) * smoothing;
+    phase += (2 * Math.PI * f0) / sampleRate;
+    if (phase > 2 * Math.PI * 1000) phase -= 2 * Math.PI * 1000;
+    const t = i / sampleRate;
+    const syllable = Math.sin(Math.PI * SYLLABLE_HZ * t);
+    const envelope = 0.3 + 0.7 * syllable * syllable;
+    let wave = 0;
+    for (const k of HARMONICS) wave += Math.sin(k * phase) / k;
+    const edge = Math.min(1, i / fade, (total - 1 - i) / fade);
+    out[i] = Math.round((PEAK * gain * envelope * edge * wave) / HARMONIC_SUM);
+  }
+  return out;
+};
+
+/** One timed output of a turn: emitted `delayMs` after the previous beat (`null`: in the same tick). */
+interface Beat {
+  readonly delayMs: number | null;
+  readonly output: StageOutput | null;
+}
+
+/** A turn being played or waiting: its beats and how far it got. */
+interface Playback {
+  readonly epoch: number;
+  readonly beats: readonly Beat[];
+  next: number;
+}
+
+/** Splits text into word deltas that concatenate back to it ("Hello ", "world."). */
+const words = (text: string): string[] => text.split(/(?<=\s)(?=\S)/);
+
+/**
+ * The `scripted` runner (DESIGN.md, "Ports": ModelRunner): deterministic model behaviour from a `Script`
+ * (see script.ts for the file format). Triggers, per session:
+ * - `speech_stopped`: an `append` whose `vad.speechStoppedAtMs` is set, in the model-native lane
+ *   (`config.autoResponse && config.turnDetection === null`);
+ * - `commit`, `respond`, `text`: a unit of that kind;
+ * - `open`: the first `configure` of the session.
+ *
+ * Each trigger plays the next turn written for it (then `when_exhausted` decides). A turn's outputs carry the epoch
+ * of the unit that triggered it and start one macrotask after the trigger; a trigger that arrives while a turn plays
+ * queues its turn after it. `speak` emits `speak`, then audio chunks of `chunk_period_ms` with their share of the
+ * transcript, paced at `chunk_period_ms / speed_factor` (back to back when `Infinity`). `abort(epoch)`, or a unit of
+ * a newer epoch, drops every turn of older epochs at once, the one playing included, and clears its timer.
+ */
+export const createScriptedRunner = (script: Script, options: ScriptedRunnerOptions = {}): ModelRunner => {
+  const speedFactor = options.speedFactor ?? script.speedFactor;
+  const msPerCharacter = options.msPerCharacter ?? 60;
+  const overrides = script.capabilities;
+  const capabilities: Capabilities = {
+    implementationLevel: "model_native_duplex",
+    chunkPeriodMs: overrides.chunkPeriodMs ?? 200,
+    supportsBargeIn: overrides.supportsBargeIn ?? true,
+    supportsSessionResume: overrides.supportsSessionResume ?? true,
+    supportsAudioTruncate: overrides.supportsAudioTruncate ?? true,
+    supportsToolCalls: overrides.supportsToolCalls ?? false,
+    supportsVideo: false,
+    inputSampleRateHz: INPUT_RATE,
+    outputSampleRateHz: OUTPUT_RATE,
+  };
+  const chunkSamples = Math.max(1, Math.round((capabilities.chunkPeriodMs * OUTPUT_RATE) / 1000));
+  const chunkDelayMs = Number.isFinite(speedFactor) ? capabilities.chunkPeriodMs / speedFactor : 0;
+  const turnsByTrigger = new Map<ScriptTrigger, ScriptTurn[]>();
+  for (const turn of script.turns) turnsByTrigger.set(turn.on, [...(turnsByTrigger.get(turn.on) ?? []), turn]);
+  const speech = new Map<string, Int16Array>();
+  const speechFor = (text: string): Int16Array => {
+    let samples = speech.get(text);
+    if (samples === undefined) {
+      samples = synthesizeSpeech(text, OUTPUT_RATE, msPerCharacter);
+      speech.set(text, samples);
+    }
+    return samples;
+  };
+
+  const beatsOf = (action: ScriptAction, epoch: number): Beat[] => {
+    switch (action.kind) {
+      case "speak": {
+        const samples = speechFor(action.text);
+        const chunks = Math.max(1, Math.ceil(samples.length / chunkSamples));
+        const beats: Beat[] = [{ delayMs: 0, output: { kind: "speak", epoch } }];
+        let textSent = 0;
+        for (let i = 0; i < chunks; i++) {
+          const end = Math.min(samples.length, (i + 1) * chunkSamples);
+          const textEnd =
+            samples.length === 0 ? action.text.length : Math.round((action.text.length * end) / samples.length);
+          const audio = pcm16ToBytes(samples.slice(i * chunkSamples, end));
+          const transcript = action.text.slice(textSent, textEnd);
+          textSent = textEnd;
+          beats.push({ delayMs: i === 0 ? null : chunkDelayMs, output: { kind: "audio", epoch, audio, transcript } });
+        }
+        return beats;
+      }
+      case "text":
+        return words(action.text).map((text) => ({ delayMs: 0, output: { kind: "text", epoch, text } }));
+      case "tool_call":
+        return [
+          {
+            delayMs: 0,
+            output: { kind: "tool_call", epoch, callId: action.callId, name: action.name, arguments: action.arguments },
+          },
+        ];
+      case "input_transcript":
+        return [{ delayMs: 0, output: { kind: "input_transcript", epoch, transcript: action.transcript } }];
+      case "listen":
+        return [{ delayMs: 0, output: { kind: "listen", epoch, reason: action.reason } }];
+      case "fail":
+        return [{ delayMs: 0, output: { kind: "failure", epoch, message: action.message } }];
+      case "wait":
+        return [{ delayMs: action.ms, output: null }];
+      case "end_turn":
+        return [{ delayMs: 0, output: { kind: "end_of_turn", epoch } }];
+      default: {
+        const unhandled: never = action;
+        throw new Error(`scripted runner: unhandled action ${JSON.stringify(unhandled)}`);
+      }
+    }
+  };
+
+  const open = new Set<RunnerSession>();
+
+  const openSession = (session: { config: SessionConfig }, emit: (output: StageOutput) => void): RunnerSession => {
+    let config = session.config;
+    let configured = false;
+    let epoch = 0;
+    let closed = false;
+    let timer: NodeJS.Timeout | null = null;
+    let playing: Playback | null = null;
+    let queued: Playback[] = [];
+    /** How many times each trigger fired, to pick its next turn. */
+    const fired = new Map<ScriptTrigger, number>();
+
+    const pickTurn = (trigger: ScriptTrigger): ScriptTurn | null => {
+      const turns = turnsByTrigger.get(trigger) ?? [];
+      const count = fired.get(trigger) ?? 0;
+      fired.set(trigger, count + 1);
+      if (turns.length === 0) return null;
+      if (count < turns.length) return turns[count] ?? null;
+      switch (script.whenExhausted) {
+        case "ignore":
+          return null;
+        case "repeat_last":
+          return turns[turns.length - 1] ?? null;
+        case "cycle":
+          return turns[count % turns.length] ?? null;
+        default: {
+          const unhandled: never = script.whenExhausted;
+          throw new Error(`scripted runner: unhandled when_exhausted ${String(unhandled)}`);
+        }
+      }
+    };
+
+    /** Emits the beats due now, then arms the timer for the next one or moves on to the next queued turn. */
+    const play = (turn: Playback): void => {
+      timer = null;
+      do {
+        if (playing !== turn || closed) return;
+        const beat = turn.beats[turn.next];
+        turn.next += 1;
+        // `emit` may call back into `abort` or `close`: checked again before the next beat.
+        if (beat?.output) emit(beat.output);
+      } while (turn.beats[turn.next]?.delayMs === null);
+      if (playing !== turn || closed) return;
+      const next = turn.beats[turn.next];
+      if (next === undefined) {
+        playing = null;
+        startNext();
+        return;
+      }
+      timer = setTimeout(() => play(turn), next.delayMs ?? 0);
+    };
+
+    const startNext = (): void => {
+      if (playing !== null || closed) return;
+      const turn = queued.shift();
+      if (turn === undefined) return;
+      playing = turn;
+      timer = setTimeout(() => play(turn), turn.beats[0]?.delayMs ?? 0);
+    };
+
+    const trigger = (on: ScriptTrigger, unitEpoch: number): void => {
+      const turn = pickTurn(on);
+      if (turn === null) return;
+      const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch));
+      queued.push({ epoch: unitEpoch, beats, next: 0 });
+      startNext();
+    };
+
+    const dropOlderThan = (newEpoch: number): void => {
+      epoch = Math.max(epoch, newEpoch);
+      if (playing !== null && playing.epoch < epoch) {
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        playing = null;
+      }
+      queued = queued.filter((turn) => turn.epoch >= epoch);
+      startNext();
+    };
+
+    const runnerSession: RunnerSession = {
+      submit(unit: RunnerUnit) {
+        if (closed || unit.epoch < epoch) return;
+        if (unit.epoch > epoch) dropOlderThan(unit.epoch);
+        switch (unit.kind) {
+          case "append": {
+            const native = config.autoResponse && config.turnDetection === null;
+            if (native && unit.vad.speechStoppedAtMs !== null) trigger("speech_stopped", unit.epoch);
+            return;
+          }
+          case "commit":
+            trigger("commit", unit.epoch);
+            return;
+          case "respond":
+            trigger("respond", unit.epoch);
+            return;
+          case "text":
+            trigger("text", unit.epoch);
+            return;
+          case "clear":
+            return;
+          default: {
+            const unhandled: never = unit;
+            throw new Error(`scripted runner: unhandled unit ${JSON.stringify(unhandled)}`);
+          }
+        }
+      },
+      abort(newEpoch) {
+        if (closed) return;
+        dropOlderThan(newEpoch);
+      },
+      configure(next) {
+        config = next;
+        if (configured || closed) return;
+        configured = true;
+        trigger("open", epoch);
+      },
+      async close() {
+        closed = true;
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        playing = null;
+        queued = [];
+        open.delete(runnerSession);
+      },
+    };
+    open.add(runnerSession);
+    return runnerSession;
+  };
+
+  return {
+    name: `scripted:${script.name}`,
+    capabilities,
+    open: openSession,
+    async close() {
+      await Promise.all([...open].map((s) => s.close()));
+    },
+  };
+};
