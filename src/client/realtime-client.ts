@@ -121,6 +121,17 @@ export class RealtimeClient {
     return this.received.map((r) => r.event.type);
   }
 
+  /** Drops the connection without a closing handshake (as a network failure would) and waits for it to close. */
+  async terminate(): Promise<void> {
+    this.socket.terminate();
+    await this.closed;
+  }
+
+  /** The highest `server_event_seq` received so far (0 when none). */
+  lastSeq(): number {
+    return this.received.reduce((max, r) => Math.max(max, Number(r.event.server_event_seq ?? 0)), 0);
+  }
+
   /** Closes the socket and waits for it to close. */
   async close(): Promise<void> {
     if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING)

@@ -205,8 +205,36 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       });
       return [...b.events];
     }
-    case "AttachmentChanged":
-      return [];
+    case "AttachmentChanged": {
+      if (state.phase !== "open") return [];
+      const b = decisionBuilder(state);
+      if (input.data.change === "resumed") {
+        b.push({
+          type: "SessionResumed",
+          data: {
+            attachmentGeneration: input.data.generation,
+            resumeTokenSha256: input.data.resumeTokenSha256,
+            lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
+          },
+        });
+      } else if (state.capabilities.supportsSessionResume) {
+        b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
+      } else {
+        // A runner that cannot resume: the dropped socket ends the session (BEHAVIOUR.md, "Resume").
+        cancelResponse(b, input.at, "session_closed");
+        b.push({ type: "SessionClosed", data: { reason: "disconnect" } });
+      }
+      return [...b.events];
+    }
+    case "SessionRecovered": {
+      // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours); the runner lost its work, so an
+      // active response ends cancelled and the session waits for a resume within the grace lease.
+      if (state.phase !== "open") return [];
+      const b = decisionBuilder(state);
+      cancelResponse(b, input.at, "server_restart");
+      b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
+      return [...b.events];
+    }
     default: {
       const unhandled: never = input;
       throw new Error(`decide: unhandled input ${JSON.stringify(unhandled)}`);

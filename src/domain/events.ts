@@ -30,7 +30,19 @@ export type Input = (
   | Message<"CommandReceived", { readonly command: Command }>
   | Message<"StageOutputReceived", { readonly output: StageOutput }>
   | Message<"TimerFired", { readonly timer: "idle_ttl" | "disconnect_grace" }>
-  | Message<"AttachmentChanged", { readonly change: "attached" | "detached"; readonly generation: number }>
+  | Message<
+      "AttachmentChanged",
+      {
+        /** `detached`: the socket dropped without session.close; `resumed`: a new socket took the session over. */
+        readonly change: "detached" | "resumed";
+        readonly generation: number;
+        /** SHA-256 (hex) of the rotated resume token (resumed only). */
+        readonly resumeTokenSha256: string | null;
+        /** The client's `last_received_server_event_seq` (resumed only). */
+        readonly lastReceivedSeq: number | null;
+      }
+    >
+  | Message<"SessionRecovered", { readonly reason: "server_restart" }>
 ) & { readonly at: number };
 
 export type InputType = Input["type"];
@@ -40,6 +52,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   "StageOutputReceived",
   "TimerFired",
   "AttachmentChanged",
+  "SessionRecovered",
 ];
 
 /** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
@@ -219,6 +232,15 @@ export type DomainEvent =
     >
   | Message<"RuntimeControlReported", { readonly signal: string; readonly supported: boolean; readonly detail: string }>
   | Message<"EventsAcknowledged", { readonly seq: number }>
+  | Message<
+      "SessionResumed",
+      {
+        readonly attachmentGeneration: number;
+        readonly resumeTokenSha256: string | null;
+        readonly lastReceivedSeq: number;
+      }
+    >
+  | Message<"SessionDetached", { readonly attachmentGeneration: number }>
   | Message<"ModelListened", { readonly reason: string }>
   | Message<"EpochAdvanced", { readonly epoch: number; readonly reason: EndReason | "input_cancelled" }>
   | Message<

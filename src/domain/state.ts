@@ -82,6 +82,12 @@ export interface SessionState {
   readonly history: readonly HistoryItem[];
   /** `estimated` until the client's first `playback.ack` (BEHAVIOUR.md, "Playback truth", ours). */
   readonly playbackMode: "estimated" | "acknowledged";
+  /** The socket generation that holds the session (1 at creation, + 1 per resume). */
+  readonly attachmentGeneration: number;
+  /** SHA-256 (hex) of the current resume token; the token itself is never in the log. */
+  readonly resumeTokenSha256: string | null;
+  /** False between a dropped socket (or a server restart) and a resume. */
+  readonly attached: boolean;
 }
 
 const NO_CAPABILITIES: Capabilities = {
@@ -134,6 +140,9 @@ export const initialState: SessionState = {
   audio: {},
   history: [],
   playbackMode: "estimated",
+  attachmentGeneration: 0,
+  resumeTokenSha256: null,
+  attached: false,
 };
 
 const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
@@ -168,6 +177,9 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         sessionId: event.data.sessionId,
         config: event.data.config,
         capabilities: event.data.capabilities,
+        attachmentGeneration: event.data.attachmentGeneration,
+        resumeTokenSha256: event.data.resumeTokenSha256,
+        attached: true,
       };
     case "SessionConfigured":
       return { ...state, config: event.data.config };
@@ -409,6 +421,15 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       return state.response === null
         ? state
         : { ...state, response: { ...state.response, overlapMs: event.data.overlapMs } };
+    case "SessionResumed":
+      return {
+        ...state,
+        attachmentGeneration: event.data.attachmentGeneration,
+        resumeTokenSha256: event.data.resumeTokenSha256,
+        attached: true,
+      };
+    case "SessionDetached":
+      return { ...state, attached: false };
     case "MalformedFunctionCall":
     case "ItemRetrieved":
     case "OutputAudioCleared":

@@ -1,7 +1,9 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Capabilities, SessionId } from "../domain/index.ts";
+import type { DecodedResume } from "../protocol/index.ts";
+import { STREAM_PREFIX } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
-import { SessionHost } from "./session-host.ts";
+import { foldLog, type RecoveredLog, SessionHost, type SessionSink } from "./session-host.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
 export interface EngineLimits {
@@ -27,6 +29,16 @@ export interface EngineDeps {
 /** Why `open` refused a session. */
 export type AdmissionRefusal = { readonly code: "resource_exhausted"; readonly message: string };
 
+/** Why `resume` refused a resume (BEHAVIOUR.md scenario 12), or that replay from the requested seq is impossible. */
+export type ResumeRefusal = {
+  readonly code: "invalid_resume_token" | "session_resume_expired" | "unsupported_session_resume" | "journal_gap";
+  readonly message: string;
+};
+
+const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex");
+const equalHex = (a: string, b: string): boolean =>
+  a.length === b.length && timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"));
+
 /**
  * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
  * timers that turn into inputs (idle TTL, disconnect grace), and the runner binding.
@@ -44,8 +56,23 @@ export interface Engine {
   sessions(): SessionHost[];
   /** Marks a client command: re-arms the idle TTL. */
   touch(host: SessionHost): void;
-  /** The socket dropped without session.close: the session waits `disconnectGraceS` for a resume, then expires. */
-  detach(host: SessionHost): void;
+  /**
+   * Re-attaches a live session to a new socket (BEHAVIOUR.md, "Resume"): checks the token in constant time,
+   * rotates it at once (of two concurrent resumes exactly one wins), and in mailbox order sends `session.resumed`,
+   * every event after `lastReceivedSeq`, then the live ones. Returns the host, or why it refused.
+   */
+  resume(request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal;
+  /**
+   * The socket `sink` dropped without session.close: unless a resume already superseded it, the session waits
+   * `disconnectGraceS` for a resume, then expires.
+   */
+  detach(host: SessionHost, sink: SessionSink): void;
+  /**
+   * Rebuilds every session the store holds open (a restart is a disconnect for every client, BEHAVIOUR.md
+   * "Resume", ours): their state and wire projection are folded from the log, an active response is cancelled,
+   * and each waits for a resume for what is left of its grace lease. Returns the recovered session ids.
+   */
+  recover(): Promise<string[]>;
   /** Waits for every session's mailbox and closes the runners; the store is the caller's to close. */
   close(): Promise<void>;
 }
@@ -64,20 +91,18 @@ export const createEngine = (deps: EngineDeps): Engine => {
     timers.delete(id);
   };
 
-  const engine: Engine = {
-    capabilities: deps.runner.capabilities,
-    limits,
-    open() {
-      const live = [...hosts.values()].filter((h) => !h.isClosed).length;
-      if (live >= limits.maxSessions) {
-        return { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` };
-      }
-      const sessionId = `sess_${randomBytes(16).toString("hex")}` as SessionId;
-      const resumeToken = deps.runner.capabilities.supportsSessionResume ? randomBytes(32).toString("base64url") : null;
-      const vadStream = deps.vad?.createStream() ?? null;
-      const host = new SessionHost(sessionId, resumeToken, {
+  /** A host with its VAD stream and runner binding, registered as live. */
+  const createHost = (
+    sessionId: SessionId,
+    resumeToken: string | null,
+    recovered: RecoveredLog | null,
+  ): SessionHost => {
+    const host: SessionHost = new SessionHost(
+      sessionId,
+      resumeToken,
+      {
         store: deps.store,
-        vad: vadStream,
+        vad: deps.vad?.createStream() ?? null,
         createResampler: deps.createResampler,
         now,
         openRunner: (id, emit) =>
@@ -93,8 +118,35 @@ export const createEngine = (deps: EngineDeps): Engine => {
           clearTimers(failed.sessionId);
           hosts.delete(failed.sessionId);
         },
-      });
-      hosts.set(sessionId, host);
+      },
+      recovered,
+    );
+    hosts.set(sessionId, host);
+    return host;
+  };
+
+  const armGrace = (host: SessionHost, ms: number): void => {
+    const t = timers.get(host.sessionId) ?? {};
+    if (t.grace) clearTimeout(t.grace);
+    t.grace = setTimeout(
+      () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "disconnect_grace" } }),
+      ms,
+    );
+    t.grace.unref();
+    timers.set(host.sessionId, t);
+  };
+
+  const engine: Engine = {
+    capabilities: deps.runner.capabilities,
+    limits,
+    open() {
+      const live = [...hosts.values()].filter((h) => !h.isClosed).length;
+      if (live >= limits.maxSessions) {
+        return { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` };
+      }
+      const sessionId = `sess_${randomBytes(16).toString("hex")}` as SessionId;
+      const resumeToken = deps.runner.capabilities.supportsSessionResume ? randomBytes(32).toString("base64url") : null;
+      const host = createHost(sessionId, resumeToken, null);
       void host.enqueue({
         type: "SessionOpened",
         at: now(),
@@ -102,7 +154,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           sessionId,
           model,
           capabilities: deps.runner.capabilities,
-          resumeTokenSha256: resumeToken === null ? null : createHash("sha256").update(resumeToken).digest("hex"),
+          resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
         },
       });
       engine.touch(host);
@@ -123,20 +175,58 @@ export const createEngine = (deps: EngineDeps): Engine => {
       }
       timers.set(host.sessionId, t);
     },
-    detach(host) {
-      if (host.isClosed) return;
-      void host.enqueue({ type: "AttachmentChanged", at: now(), data: { change: "detached", generation: 1 } });
-      const t = timers.get(host.sessionId) ?? {};
-      t.grace = setTimeout(
-        () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "disconnect_grace" } }),
-        limits.disconnectGraceS * 1000,
-      );
-      t.grace.unref();
-      timers.set(host.sessionId, t);
+    resume(request, sink) {
+      const host = hosts.get(request.sessionId);
+      if (host === undefined || host.isClosed) {
+        return { code: "session_resume_expired", message: `unknown or expired session: ${request.sessionId}` };
+      }
+      if (!host.current.capabilities.supportsSessionResume) {
+        return { code: "unsupported_session_resume", message: "this model does not support session resume" };
+      }
+      if (request.lastReceivedSeq > host.headSeq) {
+        return {
+          code: "journal_gap",
+          message: `last_received_server_event_seq ${request.lastReceivedSeq} is beyond the last event sent (${host.headSeq})`,
+        };
+      }
+      const token = randomBytes(32).toString("base64url");
+      const generation = host.claim(sha256(request.resumeToken), token, sha256(token), equalHex);
+      if (generation === null) {
+        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+      }
+      const t = timers.get(host.sessionId);
+      if (t?.grace) clearTimeout(t.grace);
+      if (t) t.grace = undefined;
+      void host.resume(generation, request.lastReceivedSeq, sink);
+      engine.touch(host);
+      return host;
+    },
+    detach(host, sink) {
+      if (host.isClosed || !host.release(sink)) return;
+      void host.enqueue({
+        type: "AttachmentChanged",
+        at: now(),
+        data: { change: "detached", generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
+      });
+      armGrace(host, limits.disconnectGraceS * 1000);
+    },
+    async recover() {
+      const recovered: string[] = [];
+      for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
+        const entries = await deps.store.read(info.stream);
+        const log = foldLog(entries);
+        if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
+        const host = createHost(log.state.sessionId, null, log);
+        void host.enqueue({ type: "SessionRecovered", at: now(), data: { reason: "server_restart" } });
+        const lastAt = entries.at(-1)?.metadata.at ?? now();
+        armGrace(host, Math.max(0, limits.disconnectGraceS * 1000 - (now() - lastAt)));
+        recovered.push(host.sessionId);
+      }
+      return recovered;
     },
     async close() {
       for (const id of [...timers.keys()]) clearTimers(id);
-      await Promise.all([...hosts.values()].map((h) => h.settled()));
+      await Promise.all([...hosts.values()].map((h) => h.stop()));
       hosts.clear();
       await deps.runner.close();
     },

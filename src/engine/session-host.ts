@@ -16,9 +16,9 @@ import {
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
-import type { DecodedFrame } from "../protocol/index.ts";
+import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
 import { type Effect, effectsOf } from "./effects.ts";
-import { decisionEntry, inputEntry, streamOf } from "./log.ts";
+import { decisionEntry, inputEntry, stepsOf, streamOf } from "./log.ts";
 import type {
   EventStore,
   ExpectedRevision,
@@ -43,33 +43,93 @@ export interface SessionHostDeps {
   readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
 }
 
-type Pending = () => Promise<Input>;
+/**
+ * Where a session's server events go: the socket that holds it. `send` takes the exact JSON text; `replaced` is
+ * called on a socket that a resume superseded (it sends `session.replaced` and closes); `ended` after the last
+ * event of a session that ended.
+ */
+export interface SessionSink {
+  send(json: string): void;
+  replaced(attachmentGeneration: number): void;
+  ended(lastType: string): void;
+}
+
+/** A session rebuilt from its log after a restart. */
+export interface RecoveredLog {
+  readonly state: SessionState;
+  readonly wire: WireState;
+  readonly revision: number;
+}
+
+interface Pending {
+  readonly input: () => Promise<Input>;
+  /** A barrier is decided in a drain of its own, after everything before it was published (resume). */
+  readonly barrier: boolean;
+}
+
+const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
+
+/**
+ * Folds a session's recorded entries into its state, its wire projection and its last revision.
+ * @throws Error when the entries are not a session stream (see `stepsOf`).
+ */
+export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & { replay: WireEvent[] } => {
+  let state = initialState;
+  let wire = initialWireState;
+  const replay: WireEvent[] = [];
+  for (const step of stepsOf(entries)) {
+    for (const { envelope } of step.decisions) {
+      state = evolve(state, envelope.event);
+      wire = reduceWire(wire, envelope);
+      replay.push(...wire.emitted);
+    }
+  }
+  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay };
+};
 
 /**
  * One session's single writer (DESIGN.md, rule 5): a mailbox that serialises every input, decides it, appends the
  * input and its decisions in one transaction per drain (group commit), and only then publishes the server events
- * and runs the effects (rule 3, write before send).
+ * and runs the effects (rule 3, write before send). The resume journal is the log itself: a resume re-renders the
+ * recorded decisions through the wire projection (BEHAVIOUR.md, "Resume", ours).
  */
 export class SessionHost {
-  /** Server events, published after they are appended. Hot: subscribe before the first input is enqueued. */
+  /** Server events, published after they are appended (for observers; sockets use the sink). */
   readonly wire$ = new Subject<WireEvent>();
   /** Domain events with their metadata, published after append, for projections. */
   readonly events$ = new Subject<EventEnvelope>();
-  private state: SessionState = initialState;
-  private wire: WireState = initialWireState;
-  private revision: ExpectedRevision = "no_stream";
+  private state: SessionState;
+  private wire: WireState;
+  private revision: ExpectedRevision;
   private readonly queue: Pending[] = [];
   private draining: Promise<void> | null = null;
   private runner: RunnerSession | null = null;
   private resampler: { rate: number; resampler: Resampler } | null = null;
   private failed = false;
+  private sink: SessionSink | null = null;
+  /** The plain resume token of the current attachment, in memory only; the log keeps its SHA-256. */
+  private token: string | null;
+  /**
+   * Generation and token hash as claimed so far: updated at once by `claim`, so that two resumes cannot both win.
+   * The hash is null until the first claim of a new session, whose token hash is then the logged one.
+   */
+  private claimedGeneration: number;
+  private claimedTokenSha256: string | null;
+  private pendingAttach: { sink: SessionSink; replay: WireEvent[] } | null = null;
 
   constructor(
     readonly sessionId: SessionId,
-    /** The plain resume token, held in memory only; the log keeps its SHA-256. */
-    readonly resumeToken: string | null,
+    resumeToken: string | null,
     private readonly deps: SessionHostDeps,
-  ) {}
+    recovered: RecoveredLog | null = null,
+  ) {
+    this.token = resumeToken;
+    this.state = recovered?.state ?? initialState;
+    this.wire = recovered?.wire ?? initialWireState;
+    this.revision = recovered?.revision ?? "no_stream";
+    this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
+    this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
+  }
 
   /** The state after the last drain. */
   get current(): SessionState {
@@ -78,6 +138,69 @@ export class SessionHost {
 
   get isClosed(): boolean {
     return this.state.phase === "closed" || this.failed;
+  }
+
+  /** The last `server_event_seq` published. */
+  get headSeq(): number {
+    return this.wire.seq;
+  }
+
+  /** The generation of the socket that holds (or is about to hold) the session. */
+  get generation(): number {
+    return this.claimedGeneration;
+  }
+
+  /** Binds the socket that opened the session. */
+  attach(sink: SessionSink): void {
+    this.sink = sink;
+  }
+
+  /** Unbinds `sink` if it is still the current one (a superseded socket's drop changes nothing). */
+  release(sink: SessionSink): boolean {
+    if (this.sink !== sink) return false;
+    this.sink = null;
+    return true;
+  }
+
+  /**
+   * Checks a resume token against the current one and, when it matches, rotates it at once: of two concurrent
+   * resumes with the same token exactly one wins (BEHAVIOUR.md, "Resume"). Returns the new generation, or null.
+   * `tokenSha256` and `newTokenSha256` are hex SHA-256 digests; `equal` compares in constant time.
+   */
+  claim(
+    tokenSha256: string,
+    newToken: string,
+    newTokenSha256: string,
+    equal: (a: string, b: string) => boolean,
+  ): number | null {
+    const current = this.claimedTokenSha256 ?? this.state.resumeTokenSha256;
+    if (this.isClosed || current === null || !equal(tokenSha256, current)) return null;
+    this.claimedGeneration += 1;
+    this.claimedTokenSha256 = newTokenSha256;
+    this.token = newToken;
+    return this.claimedGeneration;
+  }
+
+  /**
+   * Completes a claimed resume in mailbox order: reads the log, re-renders the events after `lastReceivedSeq`,
+   * records the attachment, then sends `session.resumed`, the missed events in order, and from then on the live
+   * ones to `sink`; the superseded socket gets `session.replaced`.
+   */
+  resume(generation: number, lastReceivedSeq: number, sink: SessionSink): Promise<void> {
+    const at = this.deps.now();
+    return this.push(async () => {
+      const entries = await this.deps.store.read(streamOf(this.sessionId));
+      const { replay } = foldLog(entries);
+      this.pendingAttach = {
+        sink,
+        replay: replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
+      };
+      return {
+        type: "AttachmentChanged",
+        at,
+        data: { change: "resumed", generation, resumeTokenSha256: this.claimedTokenSha256, lastReceivedSeq },
+      };
+    }, true);
   }
 
   /** Enqueues an input that is already complete (session opened, stage output, timer, attachment). */
@@ -119,9 +242,16 @@ export class SessionHost {
     while (this.draining !== null) await this.draining;
   }
 
-  private push(pending: Pending): Promise<void> {
+  /** Stops the runner without deciding anything (server shutdown: the session stays open in the log). */
+  async stop(): Promise<void> {
+    await this.settled();
+    await this.runner?.close();
+    this.runner = null;
+  }
+
+  private push(input: Pending["input"], barrier = false): Promise<void> {
     if (this.failed) return Promise.resolve();
-    this.queue.push(pending);
+    this.queue.push({ input, barrier });
     if (this.draining === null) {
       this.draining = this.drain().finally(() => {
         this.draining = null;
@@ -155,9 +285,17 @@ export class SessionHost {
     };
   }
 
+  /** The next batch: everything up to the first barrier, or the barrier alone. */
+  private nextBatch(): Pending[] {
+    const first = this.queue[0];
+    if (first?.barrier) return this.queue.splice(0, 1);
+    const barrier = this.queue.findIndex((p) => p.barrier);
+    return this.queue.splice(0, barrier < 0 ? this.queue.length : barrier);
+  }
+
   private async drain(): Promise<void> {
     while (this.queue.length > 0 && !this.failed) {
-      const batch = this.queue.splice(0);
+      const batch = this.nextBatch();
       const entries: NewEntry[] = [];
       const outgoing: WireEvent[] = [];
       const envelopes: EventEnvelope[] = [];
@@ -165,7 +303,7 @@ export class SessionHost {
       let state = this.state;
       let wire = this.wire;
       for (const pending of batch) {
-        const input = await pending();
+        const input = await pending.input();
         const before = state;
         entries.push(inputEntry(input, before));
         const events: DomainEvent[] = decide(before, input);
@@ -192,16 +330,35 @@ export class SessionHost {
       }
       this.state = state;
       this.wire = wire;
-      for (const event of outgoing) this.wire$.next(event);
+      for (const event of outgoing) this.publish(event);
+      this.pendingAttach = null;
       for (const envelope of envelopes) this.events$.next(envelope);
       this.run(effects);
       if (state.phase === "closed") {
+        this.sink?.ended(outgoing.at(-1)?.type ?? "session.closed");
+        this.sink = null;
         this.wire$.complete();
         this.events$.complete();
         this.deps.onClosed(this);
         return;
       }
     }
+  }
+
+  /** Sends one appended server event to the socket; a resume switches sockets here, in stream order. */
+  private publish(event: WireEvent): void {
+    this.wire$.next(event);
+    const token = this.token === null ? "null" : JSON.stringify(this.token);
+    if (event.type === "session.resumed" && this.pendingAttach !== null) {
+      const { sink, replay } = this.pendingAttach;
+      this.sink?.replaced(this.state.attachmentGeneration - 1);
+      this.sink = sink;
+      sink.send(event.json.replace(REDACTED_JSON, token));
+      // Tokens inside replayed events were rotated away since: they go out as null.
+      for (const missed of replay) sink.send(missed.json.replace(REDACTED_JSON, "null"));
+      return;
+    }
+    this.sink?.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);
   }
 
   private run(effects: readonly Effect[]): void {

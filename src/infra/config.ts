@@ -56,7 +56,18 @@ export const configSchema = z
       .strict()
       .prefault({}),
     listen: z
-      .object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8099) })
+      .object({
+        host: z.string().default("127.0.0.1"),
+        port: z.number().int().min(0).max(65535).default(8099),
+        /**
+         * Serve HTTPS and `wss:` with this PEM certificate and private key (file paths, relative to the working
+         * directory). Absent: plain HTTP and `ws:`. The `openai` SDK's Node client always dials `wss:`.
+         */
+        tls: z
+          .object({ cert: z.string().min(1), key: z.string().min(1) })
+          .strict()
+          .optional(),
+      })
       .strict()
       .prefault({}),
     log_level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -6,3 +6,14 @@ import type { ErrorCode } from "../domain/index.ts";
  */
 export const handshakeError = (code: ErrorCode, message: string): string =>
   JSON.stringify({ type: "error", error: message, code });
+
+/**
+ * `session.replaced`, sent to a superseded socket before it is closed (reference, "Session lifecycle"). Not part of
+ * the session's sequenced stream: it concerns only the socket that receives it.
+ */
+export const sessionReplaced = (sessionId: string, attachmentGeneration: number): string =>
+  JSON.stringify({ type: "session.replaced", session_id: sessionId, attachment_generation: attachmentGeneration });
+
+/** `session.resync_required`: replay from the requested seq is impossible; the client must start a new session. */
+export const resyncRequired = (sessionId: string, reason: "journal_gap" | "journal_overflow"): string =>
+  JSON.stringify({ type: "session.resync_required", session_id: sessionId, reason });

@@ -24,7 +24,10 @@ export interface RenderContext {
   readonly turnId: number;
 }
 
-/** Placeholder of the resume token in recorded wire events; the socket writer puts the real token there. */
+/**
+ * Placeholder of the resume token in recorded wire events; the socket writer puts the real token there
+ * (DESIGN.md rule 4). A replayed event whose token is no longer current carries null instead.
+ */
 export const REDACTED_RESUME_TOKEN = "<resume_token>";
 
 const userItem = (id: ItemId, audio: boolean, text: string): Record<string, unknown> => ({
@@ -409,8 +412,19 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           result: { signal: event.data.signal, supported: event.data.supported, detail: event.data.detail },
         },
       ];
+    case "SessionResumed":
+      return [
+        {
+          type: "session.resumed",
+          session_id: sessionId,
+          incarnation: 0,
+          attachment_generation: event.data.attachmentGeneration,
+          resume_token: event.data.resumeTokenSha256 === null ? null : REDACTED_RESUME_TOKEN,
+        },
+      ];
     case "InputTextAppended":
     case "EventsAcknowledged":
+    case "SessionDetached":
       return [];
     case "ModelListened":
       return [

@@ -17,14 +17,21 @@ export interface AppOptions {
   readonly model: string;
   readonly apiKeys?: readonly string[];
   readonly firstMessageTimeoutMs?: number;
+  /** PEM certificate and private key (contents, not paths): serve HTTPS and `wss:`. Absent: plain HTTP and `ws:`. */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
 }
 
 /**
  * Builds the fastify app: `GET /health`, `GET /v1/models`, and the WebSocket upgrade on the realtime paths
- * (through `ws` with `noServer`, so the handshake stays ours). Listening is the caller's.
+ * (through `ws` with `noServer`, so the handshake stays ours), over TLS when `options.tls` is given.
+ * Listening is the caller's.
  */
 export const buildApp = (options: AppOptions) => {
-  const app = Fastify({ loggerInstance: options.log });
+  // `https: null` is fastify's documented plain-HTTP case of its https overload; both servers emit `upgrade`.
+  const app = Fastify({
+    loggerInstance: options.log,
+    https: options.tls === undefined ? null : { cert: options.tls.cert, key: options.tls.key },
+  });
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: WS_MAX_PAYLOAD,

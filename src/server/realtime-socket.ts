@@ -1,20 +1,18 @@
 import type { Logger } from "pino";
-import type { Subscription } from "rxjs";
 import type { WebSocket } from "ws";
 import { ERROR_CODES } from "../domain/index.ts";
-import type { Engine, SessionHost } from "../engine/index.ts";
+import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
 import {
   type DecodedFrame,
   decodeClientFrame,
   handshakeError,
   MAX_FRAME_BYTES,
-  REDACTED_RESUME_TOKEN,
+  resyncRequired,
+  sessionReplaced,
 } from "../protocol/index.ts";
 
 /** First message timeout (BEHAVIOUR.md, "Defaults and limits"): 10 s. */
 export const FIRST_MESSAGE_TIMEOUT_MS = 10_000;
-
-const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
 
 /** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
 const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
@@ -22,11 +20,17 @@ const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
     .subarray(0, n)
     .toString();
 
+const frameBytes = (data: Buffer | ArrayBuffer | Buffer[]): number =>
+  Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
+
 /**
- * Serves one WebSocket at /v1/realtime (DESIGN.md, src/server): the first valid client event opens a session
- * (admission may refuse it: flat `resource_exhausted` error, then the socket closes); every frame is decoded by the
- * codec and handed to the session's mailbox; server events go out only after they are appended. A socket that
- * drops without `session.close` detaches the session instead of closing it.
+ * Serves one WebSocket at /v1/realtime (DESIGN.md, src/server). The first valid client event either opens a
+ * session (admission may refuse it: flat `resource_exhausted`, then the socket closes) or, when it is
+ * `session.resume`, re-attaches a live one. Every later frame is decoded by the codec and handed to the session's
+ * mailbox; server events arrive through the session's sink only after they are appended. A socket that drops
+ * without `session.close` detaches its session; a socket superseded by a resume gets `session.replaced`, is
+ * closed, and its later input is ignored. After `session.expired` the socket stays open and further frames are
+ * answered with `unknown_session` (BEHAVIOUR.md scenario 13).
  */
 export const serveRealtimeSocket = (
   socket: WebSocket,
@@ -35,31 +39,75 @@ export const serveRealtimeSocket = (
   options: { firstMessageTimeoutMs?: number } = {},
 ): void => {
   let host: SessionHost | null = null;
-  let subscription: Subscription | null = null;
+  let state: "new" | "bound" | "replaced" | "expired" | "closed" = "new";
   const firstMessage = setTimeout(() => {
-    if (host !== null) return;
+    if (state !== "new") return;
     socket.send(handshakeError("config_timeout", "no session.update arrived within the first message timeout"));
     socket.close(ERROR_CODES.config_timeout.closeCode, "config_timeout");
   }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
 
-  const attach = (opened: SessionHost): void => {
-    host = opened;
+  const sink: SessionSink = {
+    send: (json) => {
+      if (socket.readyState === socket.OPEN) socket.send(json);
+    },
+    replaced: (generation) => {
+      state = "replaced";
+      if (socket.readyState !== socket.OPEN) return;
+      socket.send(sessionReplaced(host?.sessionId ?? "", generation));
+      socket.close(1000, "session replaced");
+    },
+    ended: (lastType) => {
+      if (lastType === "session.expired") {
+        state = "expired";
+        return;
+      }
+      state = "closed";
+      if (socket.readyState === socket.OPEN) socket.close(1000, "session closed");
+    },
+  };
+
+  const bind = (bound: SessionHost): void => {
+    host = bound;
+    state = "bound";
     clearTimeout(firstMessage);
-    const token = opened.resumeToken === null ? "null" : JSON.stringify(opened.resumeToken);
-    subscription = opened.wire$.subscribe({
-      next: (event) => {
-        if (socket.readyState !== socket.OPEN) return;
-        socket.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);
-      },
-      complete: () => {
-        if (socket.readyState === socket.OPEN) socket.close(1000, "session closed");
-      },
-    });
+  };
+
+  const handshake = (frame: DecodedFrame): void => {
+    if (frame.type === "invalid") {
+      const code =
+        frame.eventType === "session.resume" && frame.code === "bad_event" ? "invalid_session_resume" : frame.code;
+      socket.send(handshakeError(code, frame.message));
+      return;
+    }
+    if (frame.type === "session.resume") {
+      const resumed = engine.resume(frame, sink);
+      if ("code" in resumed) {
+        socket.send(
+          resumed.code === "journal_gap"
+            ? resyncRequired(frame.sessionId, "journal_gap")
+            : handshakeError(resumed.code, resumed.message),
+        );
+        return;
+      }
+      bind(resumed);
+      log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
+      return;
+    }
+    const opened = engine.open();
+    if ("code" in opened) {
+      socket.send(handshakeError(opened.code, opened.message));
+      socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
+      return;
+    }
+    opened.attach(sink);
+    bind(opened);
     log.info({ sessionId: opened.sessionId }, "session opened");
+    engine.touch(opened);
+    void opened.submit(frame);
   };
 
   socket.on("message", (data, isBinary) => {
-    const bytes = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
+    const bytes = frameBytes(data);
     const inputRateHz = host?.current.config.inputAudio.rate ?? engine.capabilities.inputSampleRateHz;
     const frame: DecodedFrame = isBinary
       ? {
@@ -71,32 +119,34 @@ export const serveRealtimeSocket = (
           eventType: null,
         }
       : decodeClientFrame(bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString(), bytes, { inputRateHz });
-    if (host === null) {
-      if (frame.type === "invalid") {
-        socket.send(handshakeError(frame.code, frame.message));
+    switch (state) {
+      case "new":
+        handshake(frame);
         return;
-      }
-      const opened = engine.open();
-      if ("code" in opened) {
-        socket.send(handshakeError(opened.code, opened.message));
-        socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
+      case "bound":
+        if (host === null) return;
+        engine.touch(host);
+        void host.submit(frame);
         return;
+      case "expired":
+        socket.send(handshakeError("unknown_session", `session ${host?.sessionId ?? ""} has expired`));
+        return;
+      case "replaced":
+      case "closed":
+        return;
+      default: {
+        const unhandled: never = state;
+        throw new Error(`unhandled socket state ${String(unhandled)}`);
       }
-      attach(opened);
     }
-    const current = host as SessionHost | null;
-    if (current === null) return;
-    engine.touch(current);
-    void current.submit(frame);
   });
 
   socket.on("close", () => {
     clearTimeout(firstMessage);
-    subscription?.unsubscribe();
     const current = host as SessionHost | null;
-    if (current !== null && !current.isClosed) {
+    if (current !== null && state === "bound" && !current.isClosed) {
       log.info({ sessionId: current.sessionId }, "socket dropped; session detached");
-      engine.detach(current);
+      engine.detach(current, sink);
     }
   });
   socket.on("error", (error) => log.warn({ err: error }, "socket error"));

@@ -1,7 +1,8 @@
+import { readFile } from "node:fs/promises";
 import { pino } from "pino";
 import { createEngine, type Engine, type EventStore } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
-import type { DeployConfig } from "../infra/config.ts";
+import { ConfigError, type DeployConfig } from "../infra/config.ts";
 import { createSqliteEventStore } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
 import { loadScript } from "../infra/runners/script.ts";
@@ -11,6 +12,7 @@ import { buildApp } from "./app.ts";
 
 /** A running server: its address, and `close()` which stops listening, drains sessions and closes the store. */
 export interface RunningServer {
+  /** The realtime endpoint: `wss://host:port/v1/realtime` when `listen.tls` is configured, else `ws://...`. */
   readonly url: string;
   readonly port: number;
   readonly engine: Engine;
@@ -20,13 +22,16 @@ export interface RunningServer {
 
 /**
  * Wires the embedded node (DESIGN.md): sqlite event store, Silero VAD, the configured runner, the engine and the
- * fastify app, and listens. `port: 0` picks a free port (tests).
- * @throws ConfigError-like errors from the adapters (model checksum, unreadable store path).
+ * fastify app, and listens. `port: 0` picks a free port (tests). With `listen.tls`, the certificate and key are
+ * read before anything else is opened, and the server speaks HTTPS and `wss:`.
+ * @throws ConfigError when a `listen.tls` file cannot be read; ConfigError-like errors from the adapters (model
+ *   checksum, unreadable store path).
  */
 export const startServer = async (
   config: DeployConfig,
   options: { firstMessageTimeoutMs?: number } = {},
 ): Promise<RunningServer> => {
+  const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
   const log = pino({ level: config.log_level, base: { service: "duplex" } });
   const store = createSqliteEventStore({ path: config.event_store.path });
   const vad = await createSileroVad();
@@ -47,11 +52,13 @@ export const startServer = async (
       disconnectGraceS: config.duplex_session.disconnect_grace_s,
     },
   });
-  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, ...options });
+  const recovered = await engine.recover();
+  if (recovered.length > 0) log.info({ sessions: recovered }, "sessions recovered from the log; waiting for resumes");
+  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, tls, ...options });
   await app.listen({ host: config.listen.host, port: config.listen.port });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;
-  const url = `ws://${config.listen.host}:${port}/v1/realtime`;
+  const url = `${tls === undefined ? "ws" : "wss"}://${config.listen.host}:${port}/v1/realtime`;
   log.info({ url, store: config.event_store.path, runner: runner.name }, "duplex server listening");
   return {
     url,
@@ -65,4 +72,18 @@ export const startServer = async (
       await store.close();
     },
   };
+};
+
+/** Reads the PEM certificate and key named by `listen.tls`. @throws ConfigError naming the unreadable file. */
+const readTlsFiles = async (paths: { cert: string; key: string }): Promise<{ cert: Buffer; key: Buffer }> => {
+  const read = async (key: "cert" | "key"): Promise<Buffer> => {
+    try {
+      return await readFile(paths[key]);
+    } catch (error) {
+      throw new ConfigError(`listen.tls.${key}: cannot read ${paths[key]}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  };
+  return { cert: await read("cert"), key: await read("key") };
 };

@@ -91,10 +91,52 @@ describe("session opening", () => {
     given(opened()).when(opened()).thenNothing();
   });
 
-  it("decides nothing for an attachment change", () => {
-    given(opened())
-      .when({ type: "AttachmentChanged", at: 1, data: { change: "detached", generation: 1 } })
-      .thenNothing();
+  it("detaches a resumable session when its socket drops, and resumes it with a new generation and token", () => {
+    const detached = given(opened()).when({
+      type: "AttachmentChanged",
+      at: 1,
+      data: { change: "detached", generation: 1, resumeTokenSha256: null, lastReceivedSeq: null },
+    });
+    detached.then([{ type: "SessionDetached", data: { attachmentGeneration: 1 } }]);
+    expect(detached.after.attached).toBe(false);
+    expect(detached.after.phase).toBe("open");
+    const resumed = given(opened()).when({
+      type: "AttachmentChanged",
+      at: 2,
+      data: { change: "resumed", generation: 2, resumeTokenSha256: "cd".repeat(32), lastReceivedSeq: 7 },
+    });
+    resumed.then([
+      {
+        type: "SessionResumed",
+        data: { attachmentGeneration: 2, resumeTokenSha256: "cd".repeat(32), lastReceivedSeq: 7 },
+      },
+    ]);
+    expect(resumed.after).toMatchObject({
+      attachmentGeneration: 2,
+      resumeTokenSha256: "cd".repeat(32),
+      attached: true,
+    });
+  });
+
+  it("closes a session whose runner cannot resume when its socket drops", () => {
+    const w = given(opened({ ...TURN_BASED, supportsSessionResume: false }), command(create())).when({
+      type: "AttachmentChanged",
+      at: 1,
+      data: { change: "detached", generation: 1, resumeTokenSha256: null, lastReceivedSeq: null },
+    });
+    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded", "HistoryCommitted", "SessionClosed"]);
+    expect(ofType(w.events, "SessionClosed")[0]?.data.reason).toBe("disconnect");
+  });
+
+  it("after a restart cancels the active response (server_restart) and waits detached", () => {
+    const w = given(opened(), command(create()), stage(audio(200, "hi"))).when({
+      type: "SessionRecovered",
+      at: 5,
+      data: { reason: "server_restart" },
+    });
+    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded", "HistoryCommitted", "SessionDetached"]);
+    expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({ status: "cancelled", reason: "server_restart" });
+    expect(w.after.attached).toBe(false);
   });
 });
 

@@ -1,0 +1,155 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
+import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
+import { sharedAudio, startTestServer } from "../support/server.ts";
+
+/** BEHAVIOUR.md, "Resume": scenarios 11, 12 and 13, takeover and concurrent resumes, over real sockets. */
+
+/** Opens a session and returns its id and resume token. */
+const open = async (client: RealtimeClient): Promise<{ id: string; token: string }> => {
+  client.send({ type: "session.update", session: {} });
+  const created = await client.waitFor("session.created", { since: 0 });
+  await client.waitFor("session.updated", { since: 0 });
+  return { id: String((created.session as { id: string }).id), token: String(created.resume_token) };
+};
+
+/** Streams question_16k.wav plus a second of silence as fast as possible, in 100 ms appends. */
+const speak = async (client: RealtimeClient): Promise<void> => {
+  const wav = await readWavFile(sharedAudio("question_16k.wav"));
+  const all = new Int16Array(wav.samples.length + 16000);
+  all.set(wav.samples);
+  for (let offset = 0; offset < all.length; offset += 1600)
+    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+};
+
+const seqOf = (e: ServerEvent): number => Number(e.server_event_seq);
+
+describe("session resume", () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  beforeEach(async () => {
+    server = await startTestServer();
+  });
+  afterEach(async () => server.stop());
+
+  it("scenario 11: a socket dropped mid-response resumes with the missed events in order, no duplicates, and the response ends", async () => {
+    const first = await RealtimeClient.connect(server.url);
+    const { id, token } = await open(first);
+    await speak(first);
+    await first.waitFor("response.output_audio.delta", { timeoutMs: 20_000 });
+    const last = first.lastSeq();
+    await first.terminate();
+
+    const second = await RealtimeClient.connect(server.url);
+    second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: last });
+    const resumed = await second.waitFor("session.resumed");
+    expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2 });
+    expect(resumed.resume_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(resumed.resume_token).not.toBe(token);
+    await second.waitFor((e) => e.type === "response.done", { since: 0, timeoutMs: 20_000 });
+    await second.waitFor("rate_limits.updated", { since: 0 });
+
+    const events = second.received.map((r) => r.event);
+    expect(events[0]?.type).toBe("session.resumed");
+    const replayed = events.slice(1).map(seqOf);
+    expect(new Set(replayed).size).toBe(replayed.length);
+    // Everything after `last` arrives exactly once: the replay, then the live events after session.resumed's seq.
+    const all = [...replayed, seqOf(resumed)].sort((a, b) => a - b);
+    expect(all).toEqual(all.map((_, i) => last + 1 + i));
+    expect(replayed.every((seq) => seq > last)).toBe(true);
+    expect(events.filter((e) => e.type === "response.done")).toHaveLength(1);
+    await second.close();
+  });
+
+  it("scenario 12: an old token, an unknown session and a malformed resume are refused with their codes", async () => {
+    const first = await RealtimeClient.connect(server.url);
+    const { id, token } = await open(first);
+    await first.terminate();
+    const second = await RealtimeClient.connect(server.url);
+    second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+    await second.waitFor("session.resumed");
+
+    const stale = await RealtimeClient.connect(server.url);
+    stale.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+    expect(await stale.waitFor("error")).toMatchObject({ code: "invalid_resume_token" });
+    stale.send({ type: "session.resume", session_id: "sess_00000000000000000000000000000000", resume_token: token });
+    expect(await stale.waitFor("error", { since: 1 })).toMatchObject({ code: "session_resume_expired" });
+    stale.send({ type: "session.resume", session_id: id });
+    expect(await stale.waitFor("error", { since: 2 })).toMatchObject({ code: "invalid_session_resume" });
+    expect(stale.types()).toEqual(["error", "error", "error"]);
+    // A client ahead of the server cannot be replayed to: resync required.
+    stale.send({
+      type: "session.resume",
+      session_id: id,
+      resume_token: String((await second.waitFor("session.resumed", { since: 0 })).resume_token),
+      last_received_server_event_seq: 999,
+    });
+    expect(await stale.waitFor("session.resync_required")).toMatchObject({ session_id: id, reason: "journal_gap" });
+    for (const client of [second, stale]) await client.close();
+  });
+
+  it("a resume while the old socket is attached sends it session.replaced, closes it, and ignores its later input", async () => {
+    const first = await RealtimeClient.connect(server.url);
+    const { id, token } = await open(first);
+    const second = await RealtimeClient.connect(server.url);
+    second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+    await second.waitFor("session.resumed");
+    const replaced = await first.waitFor("session.replaced", { since: 0 });
+    expect(replaced).toMatchObject({ session_id: id, attachment_generation: 1 });
+    await first.closed;
+    const before = server.engine.get(id)?.current.input.bufferedBytes;
+    expect(before).toBe(0);
+    // The superseded socket is closed: nothing it could send reaches the session.
+    second.send({ type: "session.heartbeat" });
+    await second.waitFor("session.heartbeat_ack");
+    expect(server.engine.get(id)?.current.attachmentGeneration).toBe(2);
+    await second.close();
+  });
+
+  it("of two concurrent resumes with the same token exactly one wins", async () => {
+    const first = await RealtimeClient.connect(server.url);
+    const { id, token } = await open(first);
+    await first.terminate();
+    const [a, b] = await Promise.all([RealtimeClient.connect(server.url), RealtimeClient.connect(server.url)]);
+    for (const c of [a, b])
+      c.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+    const outcomes = await Promise.all(
+      [a, b].map((c) => c.waitFor((e) => e.type === "session.resumed" || e.type === "error").then((e) => e.type)),
+    );
+    expect(outcomes.sort()).toEqual(["error", "session.resumed"]);
+    for (const c of [a, b]) await c.close();
+  });
+
+  it("replays identically after resumes, takeovers and detaches", async () => {
+    const first = await RealtimeClient.connect(server.url);
+    const { id, token } = await open(first);
+    await speak(first);
+    await first.waitFor("response.done", { timeoutMs: 20_000 });
+    await first.terminate();
+    const second = await RealtimeClient.connect(server.url);
+    second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 3 });
+    await second.waitFor("session.resumed");
+    second.send({ type: "session.close" });
+    await second.waitFor("session.closed", { since: 0 });
+    const result = replayEntries(await server.store.read(streamOf(id)));
+    expect(result.divergence).toBeNull();
+    expect(result.state.phase).toBe("closed");
+  });
+});
+
+describe("idle expiry", () => {
+  it("scenario 13: idle TTL 1 s, 2 s pass -> session.expired{idle_ttl_expired}; a command afterwards -> unknown_session", async () => {
+    const server = await startTestServer({ duplex_session: { idle_ttl_s: 1 } });
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      await open(client);
+      const expired = await client.waitFor("session.expired", { timeoutMs: 5000 });
+      expect(expired.reason).toBe("idle_ttl_expired");
+      client.send({ type: "input_audio_buffer.commit", event_id: "late" });
+      expect(await client.waitFor("error")).toMatchObject({ code: "unknown_session" });
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
