@@ -38,7 +38,7 @@ program
         opts.data === undefined
           ? config.event_store
           : { kind: "sqlite" as const, path: sqlitePathIn(resolve(opts.data)) },
-      listen: { host: opts.host ?? config.listen.host, port: opts.port ?? config.listen.port },
+      listen: { ...config.listen, host: opts.host ?? config.listen.host, port: opts.port ?? config.listen.port },
     };
     const server = await startServer(effective);
     const stop = async () => {

@@ -27,9 +27,20 @@ export type Modality = "audio" | "text";
 export type OverlapPolicy = "listen_only" | "barge_in_on_speech";
 export type PlaybackCommitPolicy = "ack_only" | "commit_all_on_done";
 
-/** Supported audio encodings; `rate` is in Hz. */
+/**
+ * The encodings of session audio: `pcm16` (signed 16-bit little-endian), G.711 `g711_ulaw` / `g711_alaw` (one
+ * byte a sample, always 8000 Hz) and `pcm_f32le` (32-bit float little-endian in [-1, 1]); all mono. The codec's
+ * `WireEncoding` is the same union.
+ */
+export type AudioEncoding = "pcm16" | "g711_ulaw" | "g711_alaw" | "pcm_f32le";
+
+/**
+ * An audio format: `format` is the encoding, `rate` the sample rate in Hz. The key stays `format` (not
+ * `encoding`, the codec's spelling) because it is recorded in `SessionCreated` and `SessionConfigured`: renaming
+ * it would make every recorded session diverge on replay (BEHAVIOUR.md scenario 15).
+ */
 export interface AudioFormat {
-  readonly format: "pcm16";
+  readonly format: AudioEncoding;
   readonly rate: number;
 }
 
@@ -88,24 +99,55 @@ export const SERVER_VAD_DEFAULTS: ServerVadConfig = {
   interruptResponse: true,
 };
 
-/** The configuration a session starts with, before the client's first `session.update` is applied. */
-export const defaultSessionConfig = (model: string, capabilities: Capabilities): SessionConfig => ({
+/**
+ * The input rate a session assumes until the client declares one: 24 kHz, what OpenAI's `pcm16` and
+ * `{type: "audio/pcm"}` mean, so a stock client that never states a rate is heard at the right speed. The engine
+ * resamples to the runner's rate.
+ */
+export const DEFAULT_INPUT_RATE_HZ = 24000;
+
+/**
+ * The configuration a session starts with, before the client's first `session.update` is applied. `idleTimeoutS`
+ * is the deployment's `idle_ttl_s` (null: no idle expiry).
+ */
+export const defaultSessionConfig = (
+  model: string,
+  capabilities: Capabilities,
+  idleTimeoutS: number | null = 300,
+): SessionConfig => ({
   model,
   instructions: "",
   voice: null,
   outputModalities: ["audio", "text"],
-  inputAudio: { format: "pcm16", rate: capabilities.inputSampleRateHz },
+  inputAudio: { format: "pcm16", rate: DEFAULT_INPUT_RATE_HZ },
   outputAudio: { format: "pcm16", rate: capabilities.outputSampleRateHz },
   turnDetection: null,
   overlapPolicy: "listen_only",
   playbackCommitPolicy: "ack_only",
   temperature: null,
   autoResponse: capabilities.implementationLevel === "model_native_duplex",
-  idleTimeoutS: 300,
+  idleTimeoutS,
 });
 
-/** Input sample rates (Hz) a client may declare for pcm16. */
+/** Input sample rates (Hz) a client may declare for pcm16 and pcm_f32le. */
 export const SUPPORTED_INPUT_RATES: readonly number[] = [8000, 16000, 24000, 48000];
+
+/** The rate of G.711 (`g711_ulaw`, `g711_alaw`) in Hz: ITU-T G.711 is 8000 samples per second, nothing else. */
+export const G711_RATE_HZ = 8000;
+
+const isG711 = (format: AudioEncoding): boolean => format === "g711_ulaw" || format === "g711_alaw";
+
+/** Why an input format is refused, or null when the session may take it. */
+const inputAudioRefusal = (audio: AudioFormat): string | null => {
+  if (isG711(audio.format)) {
+    return audio.rate === G711_RATE_HZ
+      ? null
+      : `input audio format ${audio.format} is ${G711_RATE_HZ} Hz only; got ${audio.rate} Hz`;
+  }
+  return SUPPORTED_INPUT_RATES.includes(audio.rate)
+    ? null
+    : `input sample rate ${audio.rate} Hz is not supported for ${audio.format}; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`;
+};
 
 /**
  * Applies a patch to a configuration. Returns the new configuration, or the rejection that leaves the session
@@ -137,17 +179,15 @@ export const applySessionPatch = (
       overlapPolicy = "barge_in_on_speech";
     }
   }
-  if (patch.inputAudio !== undefined && !SUPPORTED_INPUT_RATES.includes(patch.inputAudio.rate)) {
+  const inputRefusal = patch.inputAudio === undefined ? null : inputAudioRefusal(patch.inputAudio);
+  if (inputRefusal !== null) return reject("unsupported_audio_format", inputRefusal, "session.input_audio_format");
+  // For now the server sends only what the runner produces: pcm16 at its output rate. Output conversion (G.711,
+  // pcm_f32le, other rates) is to come; until then any other output format is refused and the config is kept.
+  const output = patch.outputAudio;
+  if (output !== undefined && (output.format !== "pcm16" || output.rate !== capabilities.outputSampleRateHz)) {
     return reject(
       "unsupported_audio_format",
-      `input sample rate ${patch.inputAudio.rate} Hz is not supported; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`,
-      "session.input_audio_format",
-    );
-  }
-  if (patch.outputAudio !== undefined && patch.outputAudio.rate !== capabilities.outputSampleRateHz) {
-    return reject(
-      "unsupported_audio_format",
-      `output sample rate ${patch.outputAudio.rate} Hz is not supported; the model speaks at ${capabilities.outputSampleRateHz} Hz`,
+      `output audio format ${output.format} at ${output.rate} Hz is not supported; the server sends pcm16 at ${capabilities.outputSampleRateHz} Hz only`,
       "session.output_audio_format",
     );
   }

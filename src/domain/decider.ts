@@ -174,7 +174,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
   switch (input.type) {
     case "SessionOpened": {
       if (state.phase !== "new") return [];
-      const config = defaultSessionConfig(input.data.model, input.data.capabilities);
+      const config = defaultSessionConfig(input.data.model, input.data.capabilities, input.data.idleTimeoutS);
       return [
         {
           type: "SessionCreated",

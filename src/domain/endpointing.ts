@@ -47,8 +47,8 @@ export const lowerThreshold = (threshold: number): number => Math.max(threshold 
 
 /**
  * Runs the endpointer over consecutive frames. Frame `i` covers `[firstFrameStartMs + i*frameMs,
- * firstFrameStartMs + (i+1)*frameMs)`. `resetOnStop`: a stop is a commit (server VAD), which moves the floor of
- * the next `audioStartMs` to the stop. Returns the new state and the events, in order.
+ * firstFrameStartMs + (i+1)*frameMs)`. A stop moves the floor of
+ * the next `audioStartMs` to it: an utterance's prefix padding never reaches back into the one before. Returns the new state and the events, in order.
  */
 export const stepEndpointer = (
   state: EndpointerState,
@@ -56,7 +56,6 @@ export const stepEndpointer = (
   probabilities: readonly number[],
   firstFrameStartMs: number,
   frameMs: number,
-  resetOnStop = false,
 ): { state: EndpointerState; events: EndpointerEvent[] } => {
   const lower = lowerThreshold(params.threshold);
   const events: EndpointerEvent[] = [];
@@ -89,7 +88,7 @@ export const stepEndpointer = (
     const silenceStart = s.silenceStartMs ?? (p < lower ? start : null);
     if (silenceStart !== null && p < lower && end - silenceStart >= params.silenceDurationMs) {
       events.push({ type: "speech_stopped", audioEndMs: end });
-      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: resetOnStop ? end : s.floorMs };
+      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: end };
       return;
     }
     s = { ...s, silenceStartMs: silenceStart };

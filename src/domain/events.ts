@@ -25,6 +25,8 @@ export type Input = (
         readonly capabilities: Capabilities;
         /** SHA-256 (hex) of the resume token; the token itself never enters the log. */
         readonly resumeTokenSha256: string | null;
+        /** The deployment's idle TTL (s), the session's default `idle_timeout_s`; null: none. */
+        readonly idleTimeoutS: number | null;
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>
@@ -131,8 +133,20 @@ export type DomainEvent =
         readonly endpointer: EndpointerState;
       }
     >
-  | Message<"SpeechStarted", { readonly itemId: ItemId; readonly audioStartMs: number }>
-  | Message<"SpeechStopped", { readonly itemId: ItemId; readonly audioEndMs: number }>
+  | Message<
+      "SpeechStarted",
+      {
+        readonly itemId: ItemId;
+        readonly audioStartMs: number;
+        /**
+         * False when the speech overlaps a response: `speech_started` then waits until the overlap decides to barge
+         * in or the response ends (`SpeechAnnounced`), since stock clients read it as "the response was cancelled".
+         */
+        readonly announced: boolean;
+      }
+    >
+  | Message<"SpeechAnnounced", { readonly itemId: ItemId; readonly audioStartMs: number }>
+  | Message<"SpeechStopped", { readonly itemId: ItemId; readonly audioEndMs: number; readonly announced: boolean }>
   | Message<"InputCleared", { readonly clockMs: number }>
   | Message<
       "InputCommitted",
@@ -186,6 +200,7 @@ export type DomainEvent =
       {
         readonly responseId: ResponseId;
         readonly itemId: ItemId;
+        readonly previousItemId: ItemId | null;
         readonly status: "completed" | "cancelled" | "failed";
         readonly reason: EndReason | null;
         readonly transcript: string;

@@ -4,7 +4,7 @@ import { SERVER_VAD_DEFAULTS } from "./config.ts";
 import { stepEndpointer } from "./endpointing.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
-import { cancelResponse, startResponse } from "./response-flow.ts";
+import { announceSpeech, cancelResponse, startResponse } from "./response-flow.ts";
 import type { SessionState } from "./state.ts";
 
 /** Silero VAD frame: 512 samples at 16 kHz = 32 ms (DESIGN.md, "Ports": Vad). */
@@ -36,6 +36,7 @@ export const commitInput = (
   createResponse: boolean | null,
   source: "client" | "turn_detection",
   atMs: number | null = null,
+  itemId: ItemId | null = null,
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
   const s = b.state;
@@ -44,7 +45,7 @@ export const commitInput = (
   b.push({
     type: "InputCommitted",
     data: {
-      itemId: nextUserItemId(s),
+      itemId: itemId ?? nextUserItemId(s),
       previousItemId: s.lastItemId,
       audioMs: commitMs - bufferStartMs,
       clockMs: commitMs,
@@ -53,7 +54,9 @@ export const commitInput = (
       text: s.input.text,
     },
   });
-  const wanted = createResponse ?? b.state.config.turnDetection?.createResponse ?? true;
+  // Without turn detection a commit only makes an item unless it asks for a response (`response_create`); with
+  // server VAD, `turn_detection.create_response` decides (OpenAI: commit => item, response.create => response).
+  const wanted = createResponse ?? b.state.config.turnDetection?.createResponse ?? false;
   if (laneOf(b.state) === "turn" && wanted && b.state.response === null) {
     startResponse(b, at, source, null);
   }
@@ -69,14 +72,12 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   const rate = s.capabilities.inputSampleRateHz;
   const durationMs = (command.audio.byteLength / 2 / rate) * 1000;
   const params = s.config.turnDetection ?? SERVER_VAD_DEFAULTS;
-  // With server VAD a stop is a commit, which resets the floor of the next speech's prefix padding.
   const stepped = stepEndpointer(
     s.input.endpointer,
     params,
     command.vad,
     s.input.vadFrames * VAD_FRAME_MS,
     VAD_FRAME_MS,
-    s.config.turnDetection !== null,
   );
   b.push({
     type: "AudioBuffered",
@@ -91,11 +92,22 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   const overlapping = b.state.response !== null;
   for (const event of stepped.events) {
     if (event.type === "speech_started") {
-      b.push({ type: "SpeechStarted", data: { itemId: nextUserItemId(b.state), audioStartMs: event.audioStartMs } });
+      b.push({
+        type: "SpeechStarted",
+        data: {
+          itemId: nextUserItemId(b.state),
+          audioStartMs: event.audioStartMs,
+          announced: b.state.response === null,
+        },
+      });
     } else {
-      b.push({ type: "SpeechStopped", data: { itemId: nextUserItemId(b.state), audioEndMs: event.audioEndMs } });
+      const itemId = nextUserItemId(b.state);
+      b.push({
+        type: "SpeechStopped",
+        data: { itemId, audioEndMs: event.audioEndMs, announced: b.state.input.speechAnnounced },
+      });
       if (b.state.config.turnDetection !== null && b.state.input.bufferedBytes > 0) {
-        commitInput(b, at, null, "turn_detection", event.audioEndMs);
+        commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId);
       }
     }
   }
@@ -132,6 +144,8 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
           ] as const)
         : (["listen", "long_overlap_speech"] as const);
   b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs } });
-  if (action === "barge_in")
+  if (action === "barge_in") {
+    announceSpeech(b);
     cancelResponse(b, at, b.state.config.turnDetection !== null ? "turn_detected" : "barge_in");
+  }
 };

@@ -34,6 +34,16 @@ export const startResponse = (
   });
 };
 
+/**
+ * Tells the client of speech it has not heard about yet (`speech_started` held back during a response): at a
+ * barge-in, before the cancel, or when the response ends while the user still speaks.
+ */
+export const announceSpeech = (b: DecisionBuilder): void => {
+  const input = b.state.input;
+  if (input.speechItemId === null || input.speechAnnounced || input.speechStartMs === null) return;
+  b.push({ type: "SpeechAnnounced", data: { itemId: input.speechItemId, audioStartMs: input.speechStartMs } });
+};
+
 /** The `ResponseEnded` of the active response with `status`, or null when none is active. */
 const ending = (
   b: DecisionBuilder,
@@ -49,6 +59,7 @@ const ending = (
     data: {
       responseId: response.id,
       itemId: response.itemId,
+      previousItemId: response.previousItemId,
       status,
       reason,
       transcript: audio.transcript,
@@ -76,6 +87,7 @@ export const endResponse = (
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, status === "completed"));
+  announceSpeech(b);
 };
 
 /**
@@ -91,6 +103,7 @@ export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
+  announceSpeech(b);
 };
 
 const ensureResponse = (b: DecisionBuilder, at: number): void => {

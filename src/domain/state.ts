@@ -1,7 +1,7 @@
 import type { Capabilities, SessionConfig } from "./config.ts";
 import { type EndpointerState, initialEndpointer } from "./endpointing.ts";
 import type { DomainEvent, FunctionCallItem, HistoryItem } from "./events.ts";
-import type { ItemId, ResponseId, SessionId } from "./ids.ts";
+import { type ItemId, type ResponseId, type SessionId, userItemIdFor } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
 
 /** Turn states of BEHAVIOUR.md, "Identity". */
@@ -17,6 +17,8 @@ export type TurnState =
 export interface ActiveResponse {
   readonly id: ResponseId;
   readonly itemId: ItemId;
+  /** The item before the response's assistant item, as `conversation.item.added` told the client. */
+  readonly previousItemId: ItemId | null;
   readonly turnId: number;
   readonly phase: "created" | "streaming";
   readonly metadata: Readonly<Record<string, unknown>> | null;
@@ -61,6 +63,9 @@ export interface InputBuffer {
   readonly speechItemId: ItemId | null;
   /** Text appended with `input.text.append` since the last commit. */
   readonly text: string;
+  /** Where the current speech started (ms on the input clock), and whether the client was told. */
+  readonly speechStartMs: number | null;
+  readonly speechAnnounced: boolean;
 }
 
 /** The whole state of a session, folded from its domain events by `evolve`. */
@@ -134,6 +139,8 @@ export const initialState: SessionState = {
     endpointer: initialEndpointer,
     speechItemId: null,
     text: "",
+    speechStartMs: null,
+    speechAnnounced: false,
   },
   lastItemId: null,
   response: null,
@@ -147,6 +154,10 @@ export const initialState: SessionState = {
 
 const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
   history.some((h) => h.id === item.id) ? history.map((h) => (h.id === item.id ? item : h)) : [...history, item];
+
+/** The user item count after `itemId` is used: + 1 when it is the next derived id, unchanged when already counted. */
+const countUserItem = (state: SessionState, itemId: ItemId): number =>
+  itemId === userItemIdFor(state.sessionId, state.userItemCount + 1) ? state.userItemCount + 1 : state.userItemCount;
 
 /** Inserts `item` after `previousId` (at the end when null or unknown). */
 const insertAfter = (
@@ -202,12 +213,22 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
     case "SpeechStarted":
       return {
         ...state,
-        userItemCount: state.input.speechItemId === event.data.itemId ? state.userItemCount : state.userItemCount + 1,
-        input: { ...state.input, speechItemId: event.data.itemId },
+        userItemCount: countUserItem(state, event.data.itemId),
+        input: {
+          ...state.input,
+          speechItemId: event.data.itemId,
+          speechStartMs: event.data.audioStartMs,
+          speechAnnounced: event.data.announced,
+        },
         turnState: state.response === null ? "user_speaking" : state.turnState,
       };
     case "SpeechStopped":
-      return { ...state, turnState: state.response === null ? "idle" : state.turnState };
+      // The next utterance gets an item of its own, whether or not this one is committed.
+      return {
+        ...state,
+        input: { ...state.input, speechItemId: null, speechStartMs: null, speechAnnounced: false },
+        turnState: state.response === null ? "idle" : state.turnState,
+      };
     case "InputCleared":
       return {
         ...state,
@@ -236,7 +257,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       const bytesPerMs = state.input.bufferedMs > 0 ? state.input.bufferedBytes / state.input.bufferedMs : 0;
       return {
         ...state,
-        userItemCount: state.input.speechItemId === event.data.itemId ? state.userItemCount : state.userItemCount + 1,
+        userItemCount: countUserItem(state, event.data.itemId),
         input: {
           ...state.input,
           bufferedMs: remainingMs,
@@ -273,6 +294,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         response: {
           id: event.data.responseId,
           itemId: event.data.itemId,
+          previousItemId: event.data.previousItemId,
           turnId: event.data.turnId,
           phase: "created",
           metadata: event.data.metadata,
@@ -421,6 +443,8 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       return state.response === null
         ? state
         : { ...state, response: { ...state.response, overlapMs: event.data.overlapMs } };
+    case "SpeechAnnounced":
+      return { ...state, input: { ...state.input, speechAnnounced: true } };
     case "SessionResumed":
       return {
         ...state,

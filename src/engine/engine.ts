@@ -35,6 +35,9 @@ export type ResumeRefusal = {
   readonly message: string;
 };
 
+/** The longest delay `setTimeout` honours, ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex");
 const equalHex = (a: string, b: string): boolean =>
   a.length === b.length && timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"));
@@ -155,6 +158,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           model,
           capabilities: deps.runner.capabilities,
           resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
+          idleTimeoutS: limits.idleTtlS,
         },
       });
       engine.touch(host);
@@ -163,13 +167,18 @@ export const createEngine = (deps: EngineDeps): Engine => {
     get: (sessionId) => hosts.get(sessionId),
     sessions: () => [...hosts.values()],
     touch(host) {
-      const ttl = host.current.config.idleTimeoutS ?? limits.idleTtlS;
+      // Before SessionCreated is decided the config is the initial one: the deployment's TTL applies.
+      const ttl = host.current.phase === "new" ? limits.idleTtlS : host.current.config.idleTimeoutS;
       const t = timers.get(host.sessionId) ?? {};
       if (t.idle) clearTimeout(t.idle);
       if (ttl !== null) {
+        // setTimeout holds at most 2^31 - 1 ms (about 24.8 days); a longer TTL waits that long, then re-arms.
         t.idle = setTimeout(
-          () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "idle_ttl" } }),
-          ttl * 1000,
+          () => {
+            if (ttl * 1000 > MAX_TIMER_MS) engine.touch(host);
+            else void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "idle_ttl" } });
+          },
+          Math.min(ttl * 1000, MAX_TIMER_MS),
         );
         t.idle.unref();
       }

@@ -1,4 +1,4 @@
-import type { ErrorCode } from "../domain/index.ts";
+import { type AudioEncoding, type AudioFormat, type ErrorCode, G711_RATE_HZ } from "../domain/index.ts";
 
 /**
  * The audio layer of the wire codec: which formats a session may declare, in both of OpenAI's spellings, and the
@@ -10,8 +10,8 @@ import type { ErrorCode } from "../domain/index.ts";
  * pcm_f32le / 24 kHz pcm16").
  */
 
-/** The encodings a session may declare. */
-export type WireEncoding = "pcm16" | "g711_ulaw" | "g711_alaw" | "pcm_f32le";
+/** The encodings a session may declare: the domain's `AudioEncoding`, named for the wire. */
+export type WireEncoding = AudioEncoding;
 
 /**
  * An audio format as declared on the wire: mono `encoding` at `rate` Hz. G.711 (`g711_ulaw`, `g711_alaw`) is
@@ -19,6 +19,15 @@ export type WireEncoding = "pcm16" | "g711_ulaw" | "g711_alaw" | "pcm_f32le";
  * [-1, 1].
  */
 export type WireAudioFormat = { readonly encoding: WireEncoding; readonly rate: number };
+
+/** The domain's spelling of a format (`{format, rate}`, as recorded in the session's events). */
+export const toAudioFormat = (wire: WireAudioFormat): AudioFormat => ({ format: wire.encoding, rate: wire.rate });
+
+/** The codec's spelling of a domain format (`{encoding, rate}`). */
+export const toWireAudioFormat = (audio: AudioFormat): WireAudioFormat => ({
+  encoding: audio.format,
+  rate: audio.rate,
+});
 
 /** Why a declared format was refused: the code of the error table and a message naming what is supported. */
 export type AudioFormatRefusal = {
@@ -29,8 +38,8 @@ export type AudioFormatRefusal = {
 /** Why bytes could not be decoded in their declared format; the message says what was expected and what came. */
 export type BadAudio = { readonly code: Extract<ErrorCode, "bad_audio">; readonly message: string };
 
-/** The rate of G.711 in Hz (ITU-T G.711, section 1: 8000 samples per second). */
-export const G711_RATE_HZ = 8000;
+/** The rate of G.711 in Hz (ITU-T G.711, section 1: 8000 samples per second); the domain's constant. */
+export { G711_RATE_HZ };
 
 /** Every accepted spelling of each encoding: beta string first, then the GA `type`, then the short aliases. */
 const SPELLINGS: Readonly<Record<WireEncoding, readonly string[]>> = {

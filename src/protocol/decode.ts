@@ -3,12 +3,21 @@ import {
   type AudioFormat,
   type Command,
   type ErrorCode,
+  G711_RATE_HZ,
   type ItemContent,
   type ItemId,
   type ResponseId,
   type SessionPatch,
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
+import {
+  bytesPerSample,
+  decodeAudio,
+  encodeAudio,
+  parseAudioFormat,
+  toAudioFormat,
+  type WireAudioFormat,
+} from "./audio-formats.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas, type sessionSchema } from "./client-events.ts";
 
 /** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
@@ -16,7 +25,8 @@ export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
 
 /**
  * An audio append as decoded from the wire, before the engine converts it to the runner's input rate and runs
- * VAD on it. `pcm16` is little-endian mono at `sampleRateHz` (bytes, an even count).
+ * VAD on it. `pcm16` is little-endian mono at `sampleRateHz` (bytes, an even count), whatever the declared format
+ * was: G.711 and pcm_f32le appends are decoded to PCM16 here (G.711 at 8000 Hz).
  */
 export interface DecodedAppend {
   readonly type: "input_audio_buffer.append";
@@ -44,10 +54,26 @@ export interface DecodedResume {
  */
 export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend | DecodedResume;
 
-/** What decoding needs to know of the session: the declared input rate (Hz). */
+/**
+ * What decoding needs to know of the session: its declared input format and rate (Hz), and its output format.
+ * `inputAudio` absent means pcm16 at `inputRateHz`; `outputAudio` absent means pcm16 at
+ * {@link DEFAULT_OUTPUT_RATE_HZ}. The server passes the session's `config.inputAudio` and `config.outputAudio`
+ * once it has a session, so that appends without a `format` are read in the format the session declared.
+ */
 export interface DecodeContext {
   readonly inputRateHz: number;
+  readonly inputAudio?: AudioFormat | undefined;
+  readonly outputAudio?: AudioFormat | undefined;
 }
+
+/** The output rate (Hz) assumed for an output format declared without one, before a session exists. */
+export const DEFAULT_OUTPUT_RATE_HZ = 24000;
+
+/** The session's input format in the codec's spelling. */
+const inputFormatOf = (ctx: DecodeContext): WireAudioFormat =>
+  ctx.inputAudio === undefined
+    ? { encoding: "pcm16", rate: ctx.inputRateHz }
+    : { encoding: ctx.inputAudio.format, rate: ctx.inputAudio.rate };
 
 const invalid = (
   code: ErrorCode,
@@ -59,33 +85,20 @@ const invalid = (
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-/**
- * Reads an audio format in either spelling: beta strings (`pcm16`) or GA objects (`{type: "audio/pcm", rate}`).
- * Returns the format (rate defaults to `defaultRate`) or the code of the refusal.
- */
-export const readAudioFormat = (
-  value: string | { type: string; rate?: number | undefined },
-  defaultRate: number,
-): AudioFormat | { code: ErrorCode; message: string } => {
-  const name = typeof value === "string" ? value : value.type;
-  const rate = typeof value === "string" ? defaultRate : (value.rate ?? defaultRate);
-  if (name === "pcm16" || name === "pcm" || name === "audio/pcm") return { format: "pcm16", rate };
-  return {
-    code: "unsupported_audio_format",
-    message: `audio format "${name}" is not supported; use "pcm16" (beta) or {"type": "audio/pcm", "rate": ...} (GA)`,
-  };
-};
-
 const firstIssue = (error: z.ZodError): { param: string; message: string } => {
   const issue = error.issues[0];
   const param = issue === undefined ? "" : issue.path.map(String).join(".");
   return { param, message: issue === undefined ? "invalid event" : `${param || "event"}: ${issue.message}` };
 };
 
-/** Translates the session object of `session.update` (both spellings) into a patch. */
+/**
+ * Translates the session object of `session.update` (both spellings) into a patch. An input format without a rate
+ * takes `input_sample_rate_hz`, else the session's current rate; `input_sample_rate_hz` alone keeps the session's
+ * encoding. Whether the format suits the session (rates, output) is the domain's rule (`applySessionPatch`).
+ */
 export const sessionPatchOf = (
   session: z.infer<typeof sessionSchema>,
-  currentInputRateHz: number,
+  ctx: DecodeContext,
 ): SessionPatch | { code: ErrorCode; message: string; param: string } => {
   const patch: { -readonly [K in keyof SessionPatch]: SessionPatch[K] } = {};
   if (session.model !== undefined) patch.model = session.model;
@@ -94,18 +107,31 @@ export const sessionPatchOf = (
   if (voice !== undefined) patch.voice = voice;
   const modalities = session.output_modalities ?? session.modalities;
   if (modalities !== undefined) patch.outputModalities = modalities;
-  const rate = session.input_sample_rate_hz ?? currentInputRateHz;
+  const current = inputFormatOf(ctx);
   const input = session.audio?.input?.format ?? session.input_audio_format;
   if (input !== undefined || session.input_sample_rate_hz !== undefined) {
-    const format = readAudioFormat(input ?? "pcm16", rate);
+    const declared = input ?? current.encoding;
+    const format = parseAudioFormat(
+      typeof declared === "string"
+        ? { type: declared, rate: session.input_sample_rate_hz }
+        : { type: declared.type, rate: declared.rate ?? session.input_sample_rate_hz },
+      current.rate,
+    );
     if ("code" in format) return { ...format, param: "session.input_audio_format" };
-    patch.inputAudio = format;
+    patch.inputAudio = toAudioFormat(format);
   }
   const output = session.audio?.output?.format ?? session.output_audio_format;
   if (output !== undefined) {
-    const format = readAudioFormat(output, 24000);
-    if ("code" in format) return { ...format, param: "session.output_audio_format" };
-    patch.outputAudio = format;
+    const format = parseAudioFormat(output, ctx.outputAudio?.rate ?? DEFAULT_OUTPUT_RATE_HZ);
+    if ("code" in format) {
+      const name = typeof output === "string" ? output : output.type;
+      return {
+        code: format.code,
+        message: `output audio format ${JSON.stringify(name)} is not supported; the server sends "pcm16" ({"type": "audio/pcm"}) only`,
+        param: "session.output_audio_format",
+      };
+    }
+    patch.outputAudio = toAudioFormat(format);
   }
   const td =
     session.audio?.input?.turn_detection !== undefined ? session.audio.input.turn_detection : session.turn_detection;
@@ -135,14 +161,22 @@ const decodeAppend = (
   ctx: DecodeContext,
 ): DecodedFrame => {
   const type = "input_audio_buffer.append";
+  const session = inputFormatOf(ctx);
   const declared = event.format ?? event.input_audio_format;
-  const format =
-    declared === undefined
-      ? { format: "pcm16" as const, rate: ctx.inputRateHz }
-      : readAudioFormat(declared, ctx.inputRateHz);
+  const format = declared === undefined ? session : parseAudioFormat(declared, session.rate);
   if ("code" in format) return invalid(format.code, format.message, eventId, type, "format");
   const rate = event.sample_rate_hz ?? format.rate;
-  if (!SUPPORTED_INPUT_RATES.includes(rate)) {
+  const g711 = format.encoding === "g711_ulaw" || format.encoding === "g711_alaw";
+  if (g711 && rate !== G711_RATE_HZ) {
+    return invalid(
+      "bad_event",
+      `sample_rate_hz of ${format.encoding} audio must be ${G711_RATE_HZ} Hz; got ${rate}`,
+      eventId,
+      type,
+      "sample_rate_hz",
+    );
+  }
+  if (!g711 && !SUPPORTED_INPUT_RATES.includes(rate)) {
     return invalid(
       "bad_event",
       `sample_rate_hz must be one of ${SUPPORTED_INPUT_RATES.join(", ")} Hz; got ${rate}`,
@@ -155,16 +189,11 @@ const decodeAppend = (
     return invalid("bad_audio", "audio must be standard base64 (padded, A-Z a-z 0-9 + /)", eventId, type, "audio");
   }
   const bytes = Uint8Array.from(Buffer.from(event.audio, "base64"));
-  if (bytes.byteLength % 2 !== 0) {
-    return invalid(
-      "bad_audio",
-      `pcm16 audio must be a whole number of 2-byte samples; got ${bytes.byteLength} bytes`,
-      eventId,
-      type,
-      "audio",
-    );
-  }
-  return { type, eventId, pcm16: bytes, sampleRateHz: rate, isSpeech: event.is_speech ?? null };
+  const samples = decodeAudio({ encoding: format.encoding, rate }, bytes);
+  if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
+  // pcm16 is passed on as it came; the other encodings are re-encoded as little-endian PCM16 at their rate.
+  const pcm16 = format.encoding === "pcm16" ? bytes : encodeAudio({ encoding: "pcm16", rate }, samples);
+  return { type, eventId, pcm16, sampleRateHz: rate, isSpeech: event.is_speech ?? null };
 };
 
 const decodeItemCreate = (
@@ -219,15 +248,20 @@ const decodeItemCreate = (
       }
       const bytes =
         Math.floor((part.audio.length * 3) / 4) - (part.audio.endsWith("==") ? 2 : part.audio.endsWith("=") ? 1 : 0);
-      if (bytes % 2 !== 0)
+      // The audio of an item is in the session's input format.
+      const { encoding, rate } = inputFormatOf(ctx);
+      const size = bytesPerSample(encoding);
+      if (bytes % size !== 0)
         return invalid(
           "bad_audio",
-          `item.content.${i}.audio: pcm16 needs an even byte count, got ${bytes}`,
+          size === 2
+            ? `item.content.${i}.audio: ${encoding} needs an even byte count, got ${bytes}`
+            : `item.content.${i}.audio: ${encoding} needs a whole number of ${size}-byte samples, got ${bytes} bytes`,
           eventId,
           type,
           `item.content.${i}.audio`,
         );
-      audioMs = (bytes / 2 / ctx.inputRateHz) * 1000;
+      audioMs = (bytes / size / rate) * 1000;
     }
     content.push({ type: part.type, transcript: part.transcript ?? null, audioMs });
   }
@@ -248,7 +282,7 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
   switch (type) {
     case "session.update": {
       const event = parsed.data as z.infer<(typeof clientEventSchemas)["session.update"]>;
-      const patch = sessionPatchOf(event.session ?? {}, ctx.inputRateHz);
+      const patch = sessionPatchOf(event.session ?? {}, ctx);
       if ("code" in patch) return invalid(patch.code, patch.message, eventId, type, patch.param);
       return { type, eventId, patch };
     }

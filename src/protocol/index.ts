@@ -1,6 +1,8 @@
 /** The pure wire codec: client frames to commands, domain events to server events, the error envelopes. */
+export * from "./audio-formats.ts";
 export * from "./client-events.ts";
 export * from "./decode.ts";
+export * from "./dialect.ts";
 export * from "./handshake.ts";
 export * from "./server-events.ts";
 export * from "./session-object.ts";

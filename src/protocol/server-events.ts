@@ -140,21 +140,26 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "RequestRejected":
       return [errorBody(event.data.code, event.data.message, event.data.clientEventId, event.data.param)];
     case "SpeechStarted":
-      return [
-        {
-          type: "input_audio_buffer.speech_started",
-          audio_start_ms: Math.round(event.data.audioStartMs),
-          item_id: event.data.itemId,
-        },
-      ];
+    case "SpeechAnnounced":
+      return event.type === "SpeechStarted" && !event.data.announced
+        ? []
+        : [
+            {
+              type: "input_audio_buffer.speech_started",
+              audio_start_ms: Math.round(event.data.audioStartMs),
+              item_id: event.data.itemId,
+            },
+          ];
     case "SpeechStopped":
-      return [
-        {
-          type: "input_audio_buffer.speech_stopped",
-          audio_end_ms: Math.round(event.data.audioEndMs),
-          item_id: event.data.itemId,
-        },
-      ];
+      return event.data.announced
+        ? [
+            {
+              type: "input_audio_buffer.speech_stopped",
+              audio_end_ms: Math.round(event.data.audioEndMs),
+              item_id: event.data.itemId,
+            },
+          ]
+        : [];
     case "InputCleared":
       return [{ type: "input_audio_buffer.cleared" }];
     case "InputCommitted": {
@@ -278,7 +283,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
       const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
       out.push(
         { type: "response.output_item.done", response_id: d.responseId, output_index: 0, item },
-        { type: "conversation.item.done", previous_item_id: null, item },
+        { type: "conversation.item.done", previous_item_id: d.previousItemId, item },
         {
           type: "response.done",
           response_id: d.responseId,

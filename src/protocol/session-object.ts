@@ -1,4 +1,5 @@
 import type { Capabilities, SessionConfig } from "../domain/index.ts";
+import { formatSpellings, toWireAudioFormat } from "./audio-formats.ts";
 
 /** The `realtime.session` object with both the beta and the GA spellings (reference, "Tier 2": session.created). */
 export interface SessionObjectContext {
@@ -43,6 +44,8 @@ export const capabilitiesJson = (c: Capabilities): Record<string, unknown> => ({
 export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown> => {
   const { config } = ctx;
   const turnDetection = turnDetectionJson(config);
+  const input = formatSpellings(toWireAudioFormat(config.inputAudio));
+  const output = formatSpellings(toWireAudioFormat(config.outputAudio));
   return {
     object: "realtime.session",
     type: "realtime",
@@ -55,18 +58,18 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
     output_modalities: config.outputModalities,
     instructions: config.instructions,
     voice: config.voice,
-    input_audio_format: config.inputAudio.format,
-    output_audio_format: config.outputAudio.format,
+    input_audio_format: input.beta,
+    output_audio_format: output.beta,
     input_sample_rate_hz: config.inputAudio.rate,
     audio: {
       input: {
-        format: { type: "audio/pcm", rate: config.inputAudio.rate },
+        format: input.ga,
         sample_rate_hz: config.inputAudio.rate,
         turn_detection: turnDetection,
         transcription: null,
         noise_reduction: null,
       },
-      output: { format: { type: "audio/pcm", rate: config.outputAudio.rate }, voice: config.voice, speed: 1 },
+      output: { format: output.ga, voice: config.voice, speed: 1 },
     },
     turn_detection: turnDetection,
     input_audio_transcription: null,

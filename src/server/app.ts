@@ -2,7 +2,7 @@ import Fastify from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
-import { handshakeError } from "../protocol/index.ts";
+import { dialectOf } from "../protocol/index.ts";
 import { serveRealtimeSocket } from "./realtime-socket.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
@@ -52,24 +52,39 @@ export const buildApp = (options: AppOptions) => {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => {
-      const keys = options.apiKeys ?? [];
-      if (keys.length > 0) {
-        const bearer = request.headers.authorization?.replace(/^Bearer\s+/i, "");
-        const header = request.headers["api-key"];
-        const offered = (request.headers["sec-websocket-protocol"] ?? "")
-          .split(",")
-          .map((p) => p.trim())
-          .find((p) => p.startsWith("openai-insecure-api-key."))
-          ?.slice("openai-insecure-api-key.".length);
-        const key = bearer ?? (typeof header === "string" ? header : undefined) ?? offered;
-        if (key === undefined || !keys.includes(key)) {
-          ws.send(handshakeError("unauthorized", "missing or invalid API key"));
-          ws.close(1008, "unauthorized");
-          return;
-        }
+    const keys = options.apiKeys ?? [];
+    if (keys.length > 0) {
+      const bearer = request.headers.authorization?.replace(/^Bearer\s+/i, "");
+      const header = request.headers["api-key"];
+      const offered = (request.headers["sec-websocket-protocol"] ?? "")
+        .split(",")
+        .map((p) => p.trim())
+        .find((p) => p.startsWith("openai-insecure-api-key."))
+        ?.slice("openai-insecure-api-key.".length);
+      const key = bearer ?? (typeof header === "string" ? header : undefined) ?? offered;
+      if (key === undefined || !keys.includes(key)) {
+        // Refused before any session exists, at the HTTP level, so every client can read why.
+        const body = JSON.stringify({
+          type: "error",
+          error: {
+            type: "invalid_request_error",
+            code: "unauthorized",
+            message: "missing or invalid API key",
+            param: null,
+            event_id: null,
+          },
+        });
+        socket.end(
+          `HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+        return;
       }
-      serveRealtimeSocket(ws, options.engine, options.log, { firstMessageTimeoutMs: options.firstMessageTimeoutMs });
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      serveRealtimeSocket(ws, options.engine, options.log, {
+        firstMessageTimeoutMs: options.firstMessageTimeoutMs,
+        dialect: dialectOf(request.headers),
+      });
     });
   });
   app.addHook("onClose", async () => {

@@ -1,12 +1,14 @@
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import { ERROR_CODES } from "../domain/index.ts";
+import { DEFAULT_INPUT_RATE_HZ, ERROR_CODES } from "../domain/index.ts";
 import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
 import {
   type DecodedFrame,
+  type Dialect,
   decodeClientFrame,
   handshakeError,
   MAX_FRAME_BYTES,
+  renderForDialect,
   resyncRequired,
   sessionReplaced,
 } from "../protocol/index.ts";
@@ -36,8 +38,9 @@ export const serveRealtimeSocket = (
   socket: WebSocket,
   engine: Engine,
   log: Logger,
-  options: { firstMessageTimeoutMs?: number } = {},
+  options: { firstMessageTimeoutMs?: number; dialect?: Dialect } = {},
 ): void => {
+  const dialect = options.dialect ?? "ga";
   let host: SessionHost | null = null;
   let state: "new" | "bound" | "replaced" | "expired" | "closed" = "new";
   const firstMessage = setTimeout(() => {
@@ -48,7 +51,7 @@ export const serveRealtimeSocket = (
 
   const sink: SessionSink = {
     send: (json) => {
-      if (socket.readyState === socket.OPEN) socket.send(json);
+      if (socket.readyState === socket.OPEN) socket.send(renderForDialect(json, dialect));
     },
     replaced: (generation) => {
       state = "replaced";
@@ -108,7 +111,8 @@ export const serveRealtimeSocket = (
 
   socket.on("message", (data, isBinary) => {
     const bytes = frameBytes(data);
-    const inputRateHz = host?.current.config.inputAudio.rate ?? engine.capabilities.inputSampleRateHz;
+    const config = host?.current.config;
+    const inputRateHz = config?.inputAudio.rate ?? DEFAULT_INPUT_RATE_HZ;
     const frame: DecodedFrame = isBinary
       ? {
           type: "invalid",
@@ -118,7 +122,11 @@ export const serveRealtimeSocket = (
           param: null,
           eventType: null,
         }
-      : decodeClientFrame(bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString(), bytes, { inputRateHz });
+      : decodeClientFrame(bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString(), bytes, {
+          inputRateHz,
+          inputAudio: config?.inputAudio,
+          outputAudio: config?.outputAudio,
+        });
     switch (state) {
       case "new":
         handshake(frame);

@@ -45,7 +45,13 @@ const at = (): number => {
 export const opened = (capabilities: Capabilities = ECHO_CAPABILITIES): Input => ({
   type: "SessionOpened",
   at: at(),
-  data: { sessionId: SESSION_ID, model: "test-model", capabilities, resumeTokenSha256: "ab".repeat(32) },
+  data: {
+    sessionId: SESSION_ID,
+    model: "test-model",
+    capabilities,
+    resumeTokenSha256: "ab".repeat(32),
+    idleTimeoutS: 300,
+  },
 });
 export const command = (c: Command, time = at()): Input => ({
   type: "CommandReceived",

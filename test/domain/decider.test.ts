@@ -71,7 +71,7 @@ describe("session opening", () => {
       instructions: "",
       voice: null,
       outputModalities: ["audio", "text"],
-      inputAudio: { format: "pcm16", rate: 16000 },
+      inputAudio: { format: "pcm16", rate: 24000 },
       outputAudio: { format: "pcm16", rate: 24000 },
       turnDetection: null,
       overlapPolicy: "listen_only",
@@ -269,16 +269,28 @@ describe("input_audio_buffer.commit", () => {
     expect(w.after.response?.id).toBe(R1);
   });
 
-  it("commits and starts a response in the turn lane chosen by auto_response false", () => {
-    const w = given(opened(), command(update({ autoResponse: false })), command(append(320, 0))).when(
+  it("without turn detection commits an item only: response.create makes the response (OpenAI semantics)", () => {
+    const g = given(opened(), command(update({ autoResponse: false })), command(append(320, 0)));
+    expect(types(g.when(command(commit())).events)).toEqual(["InputCommitted"]);
+    const w = given(
+      opened(),
+      command(update({ autoResponse: false })),
+      command(append(320, 0)),
       command(commit()),
+    ).when(command(create()));
+    expect(types(w.events)).toEqual(["ResponseStarted"]);
+  });
+
+  it("starts a response in the turn lane when the commit asks for one (response_create)", () => {
+    const w = given(opened(), command(update({ autoResponse: false })), command(append(320, 0))).when(
+      command(commit(null, true)),
     );
     expect(types(w.events)).toEqual(["InputCommitted", "ResponseStarted"]);
   });
 
-  it("commits and starts a response on a turn-based model", () => {
+  it("commits an item only on a turn-based model without turn detection", () => {
     const w = given(opened(TURN_BASED), command(append(320, 0))).when(command(commit()));
-    expect(types(w.events)).toEqual(["InputCommitted", "ResponseStarted"]);
+    expect(types(w.events)).toEqual(["InputCommitted"]);
   });
 
   it("does not start a response when the commit says create_response false", () => {
@@ -353,14 +365,17 @@ describe("server VAD in the turn lane", () => {
       "AudioBuffered",
       "SpeechStarted",
       "OverlapDecided",
+      "SpeechAnnounced",
       "EpochAdvanced",
       "ResponseEnded",
       "HistoryCommitted",
     ]);
     w.thenStartsWith([
       { type: "AudioBuffered" },
-      { type: "SpeechStarted", data: { itemId: U1 } },
+      // Held back while the response plays: stock clients read speech_started as "the response was cancelled".
+      { type: "SpeechStarted", data: { itemId: U1, announced: false } },
       { type: "OverlapDecided", data: { action: "barge_in", policy: "barge_in_on_speech", overlapMs: 800 } },
+      { type: "SpeechAnnounced", data: { itemId: U1 } },
       { type: "EpochAdvanced", data: { epoch: 1, reason: "turn_detected" } },
       { type: "ResponseEnded", data: { responseId: R1, status: "cancelled", reason: "turn_detected" } },
     ]);
@@ -782,7 +797,7 @@ describe("playback truth", () => {
       command(cancel()),
       command(truncate(I1, 0)),
       command(append(320, 0)),
-    ).when(command(commit()));
+    ).when(command(commit(null, true)));
     expect(types(w.events)).toEqual(["InputCommitted", "ResponseStarted"]);
     expect(historyOf(w.after, I1)?.text).toBe("");
   });
@@ -1136,5 +1151,23 @@ describe("invalid frames", () => {
     expect(w.after.input.bufferedMs).toBe(320);
     expect(w.after.epoch).toBe(0);
     expect(w.after.turnId).toBe(1);
+  });
+});
+
+describe("server VAD in the native lane", () => {
+  it("gives each utterance an item of its own and floors its prefix padding at the previous stop", () => {
+    const g = given(opened(), command(appendFrames([...speech(10), ...silence(20)])));
+    const stopped = ofType(g.when(command(appendFrames([]))).events, "SpeechStopped");
+    expect(stopped).toEqual([]);
+    const w = g.when(command(appendFrames(speech(5))));
+    const started = ofType(w.events, "SpeechStarted")[0];
+    expect(started?.data.itemId).toBe(U2);
+    const firstStop = ofType(
+      given(opened()).when(command(appendFrames([...speech(10), ...silence(20)]))).events,
+      "SpeechStopped",
+    )[0];
+    expect(firstStop?.data.itemId).toBe(U1);
+    expect(started?.data.audioStartMs).toBeGreaterThanOrEqual(firstStop?.data.audioEndMs ?? Number.POSITIVE_INFINITY);
+    expect(w.after.history).toEqual([]);
   });
 });

@@ -1,6 +1,9 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import { startTestServer } from "../support/server.ts";
+import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
+import { encodeAudio } from "../../src/protocol/index.ts";
+import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
  * BEHAVIOUR.md scenarios 1, 2, 3, 4 and 16 against a real server on port 0, with the project's client.
@@ -119,6 +122,45 @@ describe("realtime endpoint", () => {
       param: "session.turn_detection.type",
     });
     expect(server.engine.get(id)?.current.config).toEqual(before);
+  });
+
+  it("a session declared g711_ulaw hears 8 kHz mu-law speech, and session.updated shows both spellings", async () => {
+    client.send({ type: "session.update", session: { input_audio_format: "g711_ulaw" } });
+    const created = await client.waitFor("session.created", { since: 0 });
+    const updated = await client.waitFor("session.updated", { since: 0 });
+    const id = String((created.session as { id: string }).id);
+    expect(updated.session).toMatchObject({
+      input_audio_format: "g711_ulaw",
+      input_sample_rate_hz: 8000,
+      output_audio_format: "pcm16",
+      audio: { input: { format: { type: "audio/pcmu" } }, output: { format: { type: "audio/pcm", rate: 24000 } } },
+    });
+    expect((updated.session as { audio: { input: { format: object } } }).audio.input.format).toEqual({
+      type: "audio/pcmu",
+    });
+
+    const wav = await readWavFile(sharedAudio("question_16k.wav"));
+    const speech = resamplePcm16(wav.samples, wav.sampleRate, 8000);
+    const all = new Int16Array(speech.length + 8000 * 1.5);
+    all.set(speech);
+    const ulaw = encodeAudio({ encoding: "g711_ulaw", rate: 8000 }, all);
+    const since = client.received.length;
+    // 100 ms appends of 800 one-byte samples, with no format: the session's g711_ulaw applies.
+    for (let offset = 0, i = 0; offset < ulaw.length; offset += 800, i += 1) {
+      client.appendAudio(ulaw.subarray(offset, offset + 800));
+      if (i % 20 === 19) await sleep(1);
+    }
+    const events = await until(since);
+    expect(events.filter((e) => e.type === "error")).toEqual([]);
+    const started = events.find((e) => e.type === "input_audio_buffer.speech_started");
+    const stopped = await client.waitFor("input_audio_buffer.speech_stopped", { since, timeoutMs: 10_000 });
+    const speechMs = (speech.length / 8000) * 1000;
+    expect(started?.audio_start_ms).toBeGreaterThanOrEqual(0);
+    expect(started?.audio_start_ms).toBeLessThan(speechMs);
+    expect(stopped.audio_end_ms).toBeGreaterThan(Number(started?.audio_start_ms) + 500);
+    expect(stopped.audio_end_ms).toBeLessThanOrEqual((all.length / 8000) * 1000);
+    // One byte a sample at 8 kHz: read as pcm16 the same bytes would make half the audio.
+    expect(server.engine.get(id)?.current.input.clockMs).toBeCloseTo((all.length / 8000) * 1000, -1);
   });
 
   it("session.close is answered with session.closed and the socket closes", async () => {

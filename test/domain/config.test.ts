@@ -1,0 +1,99 @@
+import { describe, expect, it } from "vitest";
+import {
+  type AudioFormat,
+  applySessionPatch,
+  defaultSessionConfig,
+  SUPPORTED_INPUT_RATES,
+} from "../../src/domain/index.ts";
+import { command, ECHO_CAPABILITIES, given, opened, update } from "./decider-spec.ts";
+
+const config = defaultSessionConfig("test-model", ECHO_CAPABILITIES);
+
+/** The configuration a patch of `inputAudio` gives, failing the test with the rejection otherwise. */
+const withInput = (inputAudio: AudioFormat) => {
+  const result = applySessionPatch(config, { inputAudio }, ECHO_CAPABILITIES);
+  if ("code" in result) throw new Error(`expected a configuration, got ${result.code}: ${result.message}`);
+  return result;
+};
+
+describe("session input audio formats", () => {
+  it.each(
+    SUPPORTED_INPUT_RATES.flatMap((rate) => [
+      { format: "pcm16" as const, rate },
+      { format: "pcm_f32le" as const, rate },
+    ]),
+  )("accepts $format at $rate Hz", (format) => {
+    expect(withInput(format).inputAudio).toEqual(format);
+  });
+
+  it.each(["g711_ulaw", "g711_alaw"] as const)("accepts %s at 8000 Hz", (format) => {
+    const result = withInput({ format, rate: 8000 });
+    expect(result).toEqual({ ...config, inputAudio: { format, rate: 8000 } });
+  });
+
+  it.each([
+    [{ format: "g711_ulaw", rate: 16000 }, "input audio format g711_ulaw is 8000 Hz only; got 16000 Hz"],
+    [{ format: "g711_alaw", rate: 24000 }, "input audio format g711_alaw is 8000 Hz only; got 24000 Hz"],
+    [
+      { format: "pcm16", rate: 44100 },
+      "input sample rate 44100 Hz is not supported for pcm16; use one of 8000, 16000, 24000, 48000",
+    ],
+    [
+      { format: "pcm_f32le", rate: 3 },
+      "input sample rate 3 Hz is not supported for pcm_f32le; use one of 8000, 16000, 24000, 48000",
+    ],
+  ] as const)("refuses %j with unsupported_audio_format", (inputAudio, message) => {
+    expect(applySessionPatch(config, { inputAudio }, ECHO_CAPABILITIES)).toEqual({
+      code: "unsupported_audio_format",
+      message,
+      param: "session.input_audio_format",
+    });
+  });
+});
+
+describe("session output audio formats", () => {
+  it("accepts pcm16 at the runner's output rate", () => {
+    const result = applySessionPatch(config, { outputAudio: { format: "pcm16", rate: 24000 } }, ECHO_CAPABILITIES);
+    expect(result).toEqual(config);
+  });
+
+  it.each([
+    [{ format: "g711_ulaw", rate: 8000 }, "g711_ulaw at 8000 Hz"],
+    [{ format: "g711_alaw", rate: 8000 }, "g711_alaw at 8000 Hz"],
+    [{ format: "pcm_f32le", rate: 24000 }, "pcm_f32le at 24000 Hz"],
+    [{ format: "pcm16", rate: 16000 }, "pcm16 at 16000 Hz"],
+  ] as const)("refuses %j, naming what the server sends", (outputAudio, asked) => {
+    expect(applySessionPatch(config, { outputAudio }, ECHO_CAPABILITIES)).toEqual({
+      code: "unsupported_audio_format",
+      message: `output audio format ${asked} is not supported; the server sends pcm16 at 24000 Hz only`,
+      param: "session.output_audio_format",
+    });
+  });
+
+  it("refuses a G.711 output in session.update and the session keeps its configuration, input included", () => {
+    const g = given(opened());
+    const before = g.state.config;
+    const w = g.when(
+      command(
+        update(
+          { inputAudio: { format: "g711_ulaw", rate: 8000 }, outputAudio: { format: "g711_ulaw", rate: 8000 } },
+          "evt_out",
+        ),
+      ),
+    );
+    w.thenRejects("unsupported_audio_format", "evt_out");
+    w.then([{ type: "RequestRejected", data: { param: "session.output_audio_format" } }]);
+    expect(w.after.config).toEqual(before);
+  });
+
+  it("records a G.711 input in SessionConfigured", () => {
+    const g = given(opened());
+    const w = g.when(command(update({ inputAudio: { format: "g711_alaw", rate: 8000 } })));
+    w.then([
+      {
+        type: "SessionConfigured",
+        data: { config: { ...g.state.config, inputAudio: { format: "g711_alaw", rate: 8000 } } },
+      },
+    ]);
+  });
+});
