@@ -1,5 +1,6 @@
 /** The pure wire codec: client frames to commands, domain events to server events, the error envelopes. */
 export * from "./audio-formats.ts";
+export * from "./catalogue.ts";
 export * from "./client-events.ts";
 export * from "./decode.ts";
 export * from "./dialect.ts";
