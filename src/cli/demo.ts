@@ -56,6 +56,8 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const chunkMs = options.chunkMs ?? 100;
   const fast = options.fast ?? false;
   const wav = await readWavFile(options.input);
+  if (wav.channels !== 1)
+    throw new Error(`${options.input}: the demo needs mono audio; the file has ${wav.channels} channels`);
   const rate = SUPPORTED_RATES.includes(wav.sampleRate) ? wav.sampleRate : 16000;
   const samples = rate === wav.sampleRate ? wav.samples : resamplePcm16(wav.samples, wav.sampleRate, rate);
 
@@ -107,7 +109,15 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       input_sample_rate_hz: rate,
     },
   });
-  const created = await client.waitFor("session.created", { since: 0 });
+  const created = await client
+    .waitFor((e) => e.type === "session.created" || e.type === "error", { since: 0 })
+    .catch((error: Error) => {
+      throw new Error(`the server did not open a session: ${error.message}`);
+    });
+  if (created.type === "error") {
+    await client.close();
+    throw new Error(`the server refused the session: ${JSON.stringify(created.error)} (${String(created.code ?? "")})`);
+  }
   await client.waitFor("session.updated", { since: 0 });
   const sessionId = String((created.session as { id: string }).id);
 

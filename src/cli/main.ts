@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { evolve, INPUT_TYPES, initialState } from "../domain/index.ts";
@@ -11,9 +12,14 @@ import { runDemo } from "./demo.ts";
  * `duplex serve | demo | replay | export | sessions` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a failed check
  * (replay divergence, a demo without audio), 2 a usage or configuration error.
  */
-const program = new Command("duplex").description(
-  "An event-sourced server for full-duplex speech models (OpenAI Realtime API).",
-);
+const program = new Command("duplex")
+  .description("An event-sourced server for full-duplex speech models (OpenAI Realtime API).")
+  .version(packageVersion());
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  return pkg.version;
+}
 
 const port = (value: string): number => {
   const n = Number(value);
@@ -21,7 +27,13 @@ const port = (value: string): number => {
   return n;
 };
 
-const openStore = (dataDir: string) => createSqliteEventStore({ path: sqlitePathIn(resolve(dataDir)) });
+/** Opens the embedded store of `dataDir`. @throws Error when the folder holds no store (nothing is created). */
+const openStore = (dataDir: string) => {
+  const path = sqlitePathIn(resolve(dataDir));
+  if (!existsSync(path))
+    throw new Error(`no event store in ${resolve(dataDir)} (expected ${path}); give the --data of a server`);
+  return createSqliteEventStore({ path });
+};
 
 program
   .command("serve")
@@ -173,9 +185,14 @@ program
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  if (error instanceof ConfigError || error instanceof InvalidArgumentError) {
-    process.stderr.write(`duplex: ${error.message}\n`);
-    process.exit(2);
-  }
-  throw error;
+  // Users get one line, not a stack trace; DUPLEX_DEBUG=1 shows the stack.
+  const usage = error instanceof ConfigError || error instanceof InvalidArgumentError;
+  const code = (error as NodeJS.ErrnoException).code;
+  const message =
+    code === "EADDRINUSE"
+      ? `${(error as Error).message}: another process listens there; choose another with --port`
+      : (error as Error).message;
+  process.stderr.write(`duplex: ${message}\n`);
+  if (process.env.DUPLEX_DEBUG === "1") process.stderr.write(`${(error as Error).stack ?? ""}\n`);
+  process.exit(usage ? 2 : 1);
 }

@@ -174,7 +174,10 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
   switch (input.type) {
     case "SessionOpened": {
       if (state.phase !== "new") return [];
-      const config = defaultSessionConfig(input.data.model, input.data.capabilities, input.data.idleTimeoutS);
+      const defaults = defaultSessionConfig(input.data.model, input.data.capabilities, input.data.idleTimeoutS);
+      // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
+      const nativeDuplex = input.data.nativeDuplex ?? null;
+      const config = nativeDuplex === null ? defaults : { ...defaults, autoResponse: nativeDuplex };
       return [
         {
           type: "SessionCreated",

@@ -27,6 +27,8 @@ export type Input = (
         readonly resumeTokenSha256: string | null;
         /** The deployment's idle TTL (s), the session's default `idle_timeout_s`; null: none. */
         readonly idleTimeoutS: number | null;
+        /** `?native_duplex=` of the connection: opts in or out of the model-native lane; null: the default. */
+        readonly nativeDuplex: boolean | null;
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>

@@ -26,6 +26,15 @@ export interface EngineDeps {
   readonly log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }
 
+/**
+ * What the connection asked for before its first event (query parameters, reference "Endpoint and transport"):
+ * the model name the session reports, and `native_duplex` (the model-native lane) when given.
+ */
+export interface OpenOptions {
+  readonly model?: string;
+  readonly nativeDuplex?: boolean;
+}
+
 /** Why `open` refused a session. */
 export type AdmissionRefusal = { readonly code: "resource_exhausted"; readonly message: string };
 
@@ -53,7 +62,7 @@ export interface Engine {
    * Opens a session: allocates its id (`sess_` + 128 random bits) and resume token (32 random bytes, URL-safe
    * base64, only its SHA-256 is logged), and enqueues `SessionOpened`. Refuses beyond `maxSessions`.
    */
-  open(): SessionHost | AdmissionRefusal;
+  open(options?: OpenOptions): SessionHost | AdmissionRefusal;
   get(sessionId: string): SessionHost | undefined;
   /** Live sessions. */
   sessions(): SessionHost[];
@@ -142,7 +151,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
   const engine: Engine = {
     capabilities: deps.runner.capabilities,
     limits,
-    open() {
+    open(options = {}) {
       const live = [...hosts.values()].filter((h) => !h.isClosed).length;
       if (live >= limits.maxSessions) {
         return { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` };
@@ -155,8 +164,9 @@ export const createEngine = (deps: EngineDeps): Engine => {
         at: now(),
         data: {
           sessionId,
-          model,
+          model: options.model ?? model,
           capabilities: deps.runner.capabilities,
+          nativeDuplex: options.nativeDuplex ?? null,
           resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
           idleTimeoutS: limits.idleTtlS,
         },

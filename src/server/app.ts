@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
 import { dialectOf } from "../protocol/index.ts";
-import { serveRealtimeSocket } from "./realtime-socket.ts";
+import { readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
 export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
@@ -84,6 +84,7 @@ export const buildApp = (options: AppOptions) => {
       serveRealtimeSocket(ws, options.engine, options.log, {
         firstMessageTimeoutMs: options.firstMessageTimeoutMs,
         dialect: dialectOf(request.headers),
+        query: readRealtimeQuery(url.searchParams),
       });
     });
   });

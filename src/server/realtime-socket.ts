@@ -13,6 +13,33 @@ import {
   sessionReplaced,
 } from "../protocol/index.ts";
 
+/**
+ * Query parameters of the realtime endpoint (reference, "Endpoint and transport"): `model`, `autostart` (0: the
+ * socket only resumes), `native_duplex` (deprecated alias `minicpmo45_native_duplex`). `duplex` (1 or 0) is
+ * accepted; this server has one handler. `session_id` and `resume` are accepted and ignored: ids are the server's,
+ * and a resume is the `session.resume` event.
+ */
+export interface RealtimeQuery {
+  readonly model?: string;
+  readonly autostart?: boolean;
+  readonly nativeDuplex?: boolean;
+}
+
+const flag = (value: string | null): boolean | undefined =>
+  value === null ? undefined : !["0", "false", "no", "off"].includes(value.toLowerCase());
+
+/** Reads the query parameters of an upgrade URL. */
+export const readRealtimeQuery = (params: URLSearchParams): RealtimeQuery => {
+  const model = params.get("model");
+  const autostart = flag(params.get("autostart"));
+  const nativeDuplex = flag(params.get("native_duplex") ?? params.get("minicpmo45_native_duplex"));
+  return {
+    ...(model === null || model === "" ? {} : { model }),
+    ...(autostart === undefined ? {} : { autostart }),
+    ...(nativeDuplex === undefined ? {} : { nativeDuplex }),
+  };
+};
+
 /** First message timeout (BEHAVIOUR.md, "Defaults and limits"): 10 s. */
 export const FIRST_MESSAGE_TIMEOUT_MS = 10_000;
 
@@ -38,7 +65,7 @@ export const serveRealtimeSocket = (
   socket: WebSocket,
   engine: Engine,
   log: Logger,
-  options: { firstMessageTimeoutMs?: number; dialect?: Dialect } = {},
+  options: { firstMessageTimeoutMs?: number; dialect?: Dialect; query?: RealtimeQuery } = {},
 ): void => {
   const dialect = options.dialect ?? "ga";
   let host: SessionHost | null = null;
@@ -96,7 +123,19 @@ export const serveRealtimeSocket = (
       log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
       return;
     }
-    const opened = engine.open();
+    if (options.query?.autostart === false) {
+      socket.send(
+        handshakeError(
+          "invalid_session_resume",
+          "this connection was opened with autostart=0: send session.resume first",
+        ),
+      );
+      return;
+    }
+    const opened = engine.open({
+      ...(options.query?.model === undefined ? {} : { model: options.query.model }),
+      ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
+    });
     if ("code" in opened) {
       socket.send(handshakeError(opened.code, opened.message));
       socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);

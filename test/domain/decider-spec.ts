@@ -51,6 +51,7 @@ export const opened = (capabilities: Capabilities = ECHO_CAPABILITIES): Input =>
     capabilities,
     resumeTokenSha256: "ab".repeat(32),
     idleTimeoutS: 300,
+    nativeDuplex: null,
   },
 });
 export const command = (c: Command, time = at()): Input => ({

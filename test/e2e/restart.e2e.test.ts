@@ -78,7 +78,8 @@ describe("restart", () => {
     const wav = await readWavFile(sharedAudio("question_16k.wav"));
     const all = new Int16Array(wav.samples.length + 16000);
     all.set(wav.samples);
-    for (let offset = 0; offset < all.length; offset += 1600) client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+    for (let offset = 0; offset < all.length; offset += 1600)
+      client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
     await client.waitFor("response.output_audio.delta", { timeoutMs: 20_000 });
 
     await kill(first);
@@ -90,7 +91,12 @@ describe("restart", () => {
     const second = await serve(port, dataDir);
     children.push(second);
     const resumed = await RealtimeClient.connect(url);
-    resumed.send({ type: "session.resume", session_id: sessionId, resume_token: token, last_received_server_event_seq: last });
+    resumed.send({
+      type: "session.resume",
+      session_id: sessionId,
+      resume_token: token,
+      last_received_server_event_seq: last,
+    });
     const ack = await resumed.waitFor("session.resumed", { timeoutMs: 10_000 });
     expect(ack).toMatchObject({ session_id: sessionId, attachment_generation: 2 });
     const done = await resumed.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
@@ -110,7 +116,9 @@ describe("restart", () => {
     const store = createSqliteEventStore({ path: join(dataDir, "duplex.sqlite") });
     const log = foldLog(await store.read(streamOf(sessionId)));
     await store.close();
-    const rendered = new Map(log.replay.filter((e) => e.seq !== null).map((e) => [e.seq, JSON.parse(e.json) as ServerEvent]));
+    const rendered = new Map(
+      log.replay.filter((e) => e.seq !== null).map((e) => [e.seq, JSON.parse(e.json) as ServerEvent]),
+    );
     for (const event of [...before, ...after]) {
       const expected = rendered.get(Number(event.server_event_seq));
       expect(event.type).toBe(expected?.type);

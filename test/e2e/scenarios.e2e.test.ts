@@ -214,3 +214,24 @@ describe("admission", () => {
     }
   });
 });
+
+describe("query parameters", () => {
+  it("?model= names the session's model, ?native_duplex=0 leaves the model-native lane, ?autostart=0 only resumes", async () => {
+    const server = await startTestServer();
+    try {
+      const base = server.url;
+      const a = await RealtimeClient.connect(`${base}?model=my-model&native_duplex=0&duplex=1`);
+      a.send({ type: "session.update", session: {} });
+      const created = await a.waitFor("session.created");
+      expect(created.session).toMatchObject({ model: "my-model", extra_body: { auto_response: false } });
+      await a.close();
+      const b = await RealtimeClient.connect(`${base}?autostart=0`);
+      b.send({ type: "session.update", session: {} });
+      expect(await b.waitFor("error")).toMatchObject({ code: "invalid_session_resume" });
+      expect(b.types()).toEqual(["error"]);
+      await b.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});

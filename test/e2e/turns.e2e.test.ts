@@ -8,7 +8,8 @@ const stream = async (client: RealtimeClient, file: string, tailMs = 1500): Prom
   const wav = await readWavFile(sharedAudio(file));
   const all = new Int16Array(wav.samples.length + (tailMs * 16000) / 1000);
   all.set(wav.samples);
-  for (let offset = 0; offset < all.length; offset += 1600) client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+  for (let offset = 0; offset < all.length; offset += 1600)
+    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
   client.send({ type: "session.heartbeat" });
   await client.waitFor("session.heartbeat_ack", { since: 0, timeoutMs: 30_000 });
 };
