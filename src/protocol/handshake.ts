@@ -2,10 +2,14 @@ import type { ErrorCode } from "../domain/index.ts";
 
 /**
  * Errors before a session exists use the flat native shape `{type: "error", error: "message", code}`
- * (BEHAVIOUR.md, "Errors"; reference, "Handshake-stage errors").
+ * (BEHAVIOUR.md, "Errors"; reference, "Handshake-stage errors"), plus the client's `event_id` when the frame had one.
  */
-export const handshakeError = (code: ErrorCode, message: string): string =>
-  JSON.stringify({ type: "error", error: message, code });
+export const handshakeError = (code: ErrorCode, message: string, eventId: string | null = null): string =>
+  JSON.stringify(
+    eventId === null
+      ? { type: "error", error: message, code }
+      : { type: "error", error: message, code, event_id: eventId },
+  );
 
 /**
  * `session.replaced`, sent to a superseded socket before it is closed (reference, "Session lifecycle"). Not part of

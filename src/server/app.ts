@@ -88,7 +88,9 @@ export const buildApp = (options: AppOptions) => {
       });
     });
   });
-  app.addHook("onClose", async () => {
+  // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
+  // client; their sessions stay open in the log and resume after a restart).
+  app.addHook("preClose", async () => {
     for (const client of wss.clients) client.terminate();
     wss.close();
   });

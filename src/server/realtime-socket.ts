@@ -106,7 +106,7 @@ export const serveRealtimeSocket = (
     if (frame.type === "invalid") {
       const code =
         frame.eventType === "session.resume" && frame.code === "bad_event" ? "invalid_session_resume" : frame.code;
-      socket.send(handshakeError(code, frame.message));
+      socket.send(handshakeError(code, frame.message, frame.eventId));
       return;
     }
     if (frame.type === "session.resume") {
@@ -115,7 +115,7 @@ export const serveRealtimeSocket = (
         socket.send(
           resumed.code === "journal_gap"
             ? resyncRequired(frame.sessionId, "journal_gap")
-            : handshakeError(resumed.code, resumed.message),
+            : handshakeError(resumed.code, resumed.message, frame.eventId),
         );
         return;
       }
@@ -137,7 +137,7 @@ export const serveRealtimeSocket = (
       ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
     });
     if ("code" in opened) {
-      socket.send(handshakeError(opened.code, opened.message));
+      socket.send(handshakeError(opened.code, opened.message, frame.eventId));
       socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
       return;
     }

@@ -186,6 +186,7 @@ describe("admission", () => {
         type: "error",
         error: expect.stringContaining("max_sessions=1"),
         code: "resource_exhausted",
+        event_id: expect.stringMatching(/^evt_client_/),
       });
       expect((await second.closed).code).toBe(1013);
       expect(second.types()).toEqual(["error"]);

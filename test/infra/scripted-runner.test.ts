@@ -258,6 +258,63 @@ turns:
     expect(turnLane.out).toEqual([]);
   });
 
+  it("plays a turn with match whenever a unit fits it, without moving the trigger's cursor", () => {
+    const { session, out } = setup(`
+name: match
+turns:
+  - on: respond
+    actions: [{ text: "first" }]
+  - on: respond
+    match: { modalities: [text] }
+    actions: [{ text: "in text" }]
+  - on: respond
+    actions: [{ text: "second" }]
+  - on: text
+    match: { text: "Weather" }
+    actions: [{ text: "tool" }]
+  - on: text
+    match: { text: "listen" }
+    actions: [{ listen: model_listen }]
+`);
+    const respondWith = (modalities: ("audio" | "text")[]): RunnerUnit => ({
+      kind: "respond",
+      epoch: 0,
+      instructions: null,
+      modalities,
+    });
+    session.submit(respondWith(["text"]));
+    session.submit(respondWith(["audio", "text"]));
+    session.submit(respondWith(["text"]));
+    session.submit(respondWith(["text", "audio"]));
+    session.submit({ kind: "text", epoch: 0, text: "what is the WEATHER like?" });
+    session.submit({ kind: "text", epoch: 0, text: "nothing fits this one" });
+    session.submit({ kind: "text", epoch: 0, text: "please just listen" });
+    session.submit(respondWith(["audio"]));
+    vi.runAllTimers();
+    expect(out.map((o) => (o.kind === "text" ? o.text : o.kind))).toEqual([
+      "in ",
+      "text",
+      "first",
+      "in ",
+      "text",
+      "second",
+      "tool",
+      "listen",
+    ]);
+  });
+
+  it("makes speech of duration_ms when a speak gives one, with the transcript spread over its chunks", () => {
+    const { session, out } = setup(
+      `name: t\nturns:\n  - on: respond\n    actions:\n      - speak: { text: "hello", duration_ms: 1000 }\n      - end_turn\n`,
+    );
+    session.submit(respond(0));
+    vi.runAllTimers();
+    const audio = audioOf(out);
+    expect(concatAudio(out).length).toBe(24000);
+    expect(audio.map((o) => o.audio.length / 2)).toEqual([4800, 4800, 4800, 4800, 4800]);
+    expect(audio.map((o) => o.transcript)).toEqual(["h", "e", "l", "l", "o"]);
+  });
+
   it("ignores, repeats the last turn or cycles when a trigger has no turn left", () => {
     const texts = (whenExhausted: string): string[] => {
       const { session, out } = setup(
@@ -365,6 +422,22 @@ describe("script files", () => {
       invalid("name: s\nturns:\n  - on: respond\n    actions:\n      - { speak: hi, end_turn: true }\n").message,
     ).toContain("turns[0].actions[0]: an action has exactly one key");
     expect(invalid("name: s\nspeed_factor: 0\nturns: []\n").message).toContain("speed_factor:");
+    expect(
+      invalid("name: s\nturns:\n  - on: commit\n    match: { text: hi }\n    actions: [end_turn]\n").message,
+    ).toContain("turns[0].match.text: only a text turn can match text, not commit");
+    expect(
+      invalid("name: s\nturns:\n  - on: text\n    match: { modalities: [text] }\n    actions: [end_turn]\n").message,
+    ).toContain("turns[0].match.modalities: only a respond turn can match modalities, not text");
+    expect(invalid("name: s\nturns:\n  - on: text\n    match: {}\n    actions: [end_turn]\n").message).toContain(
+      "turns[0].match: needs modalities or text",
+    );
+    expect(
+      invalid("name: s\nturns:\n  - on: text\n    match: { txt: a }\n    actions: [end_turn]\n").message,
+    ).toContain("turns[0].match.txt: unknown key");
+    expect(
+      invalid("name: s\nturns:\n  - on: respond\n    actions:\n      - speak: { text: hi, duration_ms: 0 }\n").message,
+    ).toContain("turns[0].actions[0].speak");
+
     expect(invalid("turns: []\n").message).toContain("name:");
     expect(invalid("name: s\nturns: [\n").message).toContain("bad.yaml is not valid YAML");
   });

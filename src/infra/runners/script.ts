@@ -16,12 +16,25 @@ import { z } from "zod";
  *   - on: respond             # speech_stopped | commit | respond | text | open
  *     actions:
  *       - speak: "Hello there."
+ *       - speak: { text: "hello", duration_ms: 1000 }   # a fixed length instead of 60 ms a character
  *       - tool_call: { name: get_weather, call_id: call_1, arguments: { city: Paris } }
  *       - wait_ms: 100
  *       - end_turn
  * ```
  *
  * Each trigger consumes the next turn written for it, in file order; triggers have independent cursors.
+ * A turn with `match` is not on that cursor: it plays whenever a unit of its trigger fits it (the first such turn in
+ * file order), and the cursor does not move. `match.modalities` (for `respond`) fits a response that requested
+ * exactly those modalities; `match.text` (for `text`) fits a text unit that contains it, case-insensitively:
+ *
+ * ```yaml
+ *   - on: respond
+ *     match: { modalities: [text] }
+ *     actions: [{ text: "Tomorrow looks cloudy." }, end_turn]
+ *   - on: text
+ *     match: { text: "weather" }
+ *     actions: [{ tool_call: { name: get_weather, call_id: call_1, arguments: { city: Lisbon } } }, end_turn]
+ * ```
  */
 
 /** What starts a turn (see the `scripted` runner for the exact units that match). */
@@ -29,7 +42,8 @@ export type ScriptTrigger = "speech_stopped" | "commit" | "respond" | "text" | "
 
 /** One step of a turn, in our own spelling. `wait` is in ms. */
 export type ScriptAction =
-  | { readonly kind: "speak"; readonly text: string }
+  /** `durationMs`: the length of the synthetic speech (ms); absent: 60 ms a character (the runner's default). */
+  | { readonly kind: "speak"; readonly text: string; readonly durationMs?: number }
   | { readonly kind: "text"; readonly text: string }
   | {
       readonly kind: "tool_call";
@@ -45,9 +59,19 @@ export type ScriptAction =
   | { readonly kind: "wait"; readonly ms: number }
   | { readonly kind: "end_turn" };
 
-/** A turn: played when its trigger arrives, its actions in order. */
+/**
+ * What a unit must be for a turn with `match` to play: `modalities`, the exact set a `respond` unit requested;
+ * `text`, a substring (case-insensitive) of a `text` unit.
+ */
+export interface ScriptMatch {
+  readonly modalities?: readonly ("audio" | "text")[];
+  readonly text?: string;
+}
+
+/** A turn: played when its trigger arrives (and the unit fits its `match`, when it has one), its actions in order. */
 export interface ScriptTurn {
   readonly on: ScriptTrigger;
+  readonly match?: ScriptMatch;
   readonly actions: readonly ScriptAction[];
 }
 
@@ -105,7 +129,9 @@ const actionSchema = z.preprocess(
   (value) => (typeof value === "string" ? { [value]: true } : value),
   z
     .object({
-      speak: nonEmpty.optional(),
+      speak: z
+        .union([nonEmpty, z.object({ text: nonEmpty, duration_ms: z.number().int().positive() }).strict()])
+        .optional(),
       text: nonEmpty.optional(),
       tool_call: toolCallSchema.optional(),
       input_transcript: z.string().optional(),
@@ -157,9 +183,34 @@ const scriptSchema = z
       z
         .object({
           on: z.enum(["speech_stopped", "commit", "respond", "text", "open"]),
+          match: z
+            .object({
+              modalities: z.array(z.enum(["audio", "text"])).min(1).optional(),
+              text: nonEmpty.optional(),
+            })
+            .strict()
+            .optional(),
           actions: z.array(actionSchema).min(1),
         })
-        .strict(),
+        .strict()
+        .superRefine((turn, ctx) => {
+          const match = turn.match;
+          if (match === undefined) return;
+          if (match.modalities === undefined && match.text === undefined)
+            ctx.addIssue({ code: "custom", path: ["match"], message: "needs modalities or text" });
+          if (match.modalities !== undefined && turn.on !== "respond")
+            ctx.addIssue({
+              code: "custom",
+              path: ["match", "modalities"],
+              message: `only a respond turn can match modalities, not ${turn.on}`,
+            });
+          if (match.text !== undefined && turn.on !== "text")
+            ctx.addIssue({
+              code: "custom",
+              path: ["match", "text"],
+              message: `only a text turn can match text, not ${turn.on}`,
+            });
+        }),
     ),
   })
   .strict();
@@ -167,7 +218,10 @@ const scriptSchema = z
 type RawAction = z.output<typeof actionSchema>;
 
 const toAction = (raw: RawAction): ScriptAction => {
-  if (raw.speak !== undefined) return { kind: "speak", text: raw.speak };
+  if (raw.speak !== undefined)
+    return typeof raw.speak === "string"
+      ? { kind: "speak", text: raw.speak }
+      : { kind: "speak", text: raw.speak.text, durationMs: raw.speak.duration_ms };
   if (raw.text !== undefined) return { kind: "text", text: raw.text };
   if (raw.input_transcript !== undefined) return { kind: "input_transcript", transcript: raw.input_transcript };
   if (raw.listen !== undefined) return { kind: "listen", reason: raw.listen };
@@ -225,7 +279,18 @@ export const validateScript = (value: unknown, source = "script"): Script => {
     capabilities,
     speedFactor: raw.speed_factor ?? Number.POSITIVE_INFINITY,
     whenExhausted: raw.when_exhausted ?? "ignore",
-    turns: raw.turns.map((turn) => ({ on: turn.on, actions: turn.actions.map(toAction) })),
+    turns: raw.turns.map((turn) => ({
+      on: turn.on,
+      ...(turn.match === undefined
+        ? {}
+        : {
+            match: {
+              ...(turn.match.modalities === undefined ? {} : { modalities: turn.match.modalities }),
+              ...(turn.match.text === undefined ? {} : { text: turn.match.text }),
+            },
+          }),
+      actions: turn.actions.map(toAction),
+    })),
   };
 };
 

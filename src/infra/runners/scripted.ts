@@ -1,7 +1,7 @@
 import type { Capabilities, RunnerUnit, SessionConfig, StageOutput } from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
 import { pcm16ToBytes } from "../audio/pcm.ts";
-import type { Script, ScriptAction, ScriptTrigger, ScriptTurn } from "./script.ts";
+import type { Script, ScriptAction, ScriptMatch, ScriptTrigger, ScriptTurn } from "./script.ts";
 
 /** Options of the scripted runner. Times in ms. */
 export interface ScriptedRunnerOptions {
@@ -74,6 +74,24 @@ interface Playback {
   next: number;
 }
 
+/**
+ * Whether `unit` fits a turn's `match` (see script.ts): the exact set of requested modalities of a `respond`
+ * unit, or a case-insensitive substring of a `text` unit. A unit of another kind fits nothing.
+ */
+const fits = (match: ScriptMatch | undefined, unit: RunnerUnit | null): boolean => {
+  if (match === undefined || unit === null) return false;
+  if (match.modalities !== undefined) {
+    if (unit.kind !== "respond") return false;
+    const wanted = new Set(match.modalities);
+    const asked = new Set(unit.modalities);
+    if (wanted.size !== asked.size || [...wanted].some((m) => !asked.has(m))) return false;
+  }
+  if (match.text !== undefined) {
+    if (unit.kind !== "text" || !unit.text.toLowerCase().includes(match.text.toLowerCase())) return false;
+  }
+  return true;
+};
+
 /** Splits text into word deltas that concatenate back to it ("Hello ", "world."). */
 const words = (text: string): string[] => text.split(/(?<=\s)(?=\S)/);
 
@@ -85,11 +103,13 @@ const words = (text: string): string[] => text.split(/(?<=\s)(?=\S)/);
  * - `commit`, `respond`, `text`: a unit of that kind;
  * - `open`: the first `configure` of the session.
  *
- * Each trigger plays the next turn written for it (then `when_exhausted` decides). A turn's outputs carry the epoch
- * of the unit that triggered it and start one macrotask after the trigger; a trigger that arrives while a turn plays
- * queues its turn after it. `speak` emits `speak`, then audio chunks of `chunk_period_ms` with their share of the
- * transcript, paced at `chunk_period_ms / speed_factor` (back to back when `Infinity`). `abort(epoch)`, or a unit of
- * a newer epoch, drops every turn of older epochs at once, the one playing included, and clears its timer.
+ * Each trigger plays the first turn with a `match` that its unit fits, else the next turn written for it without
+ * one (then `when_exhausted` decides). A turn's outputs carry the epoch of the unit that triggered it and start one
+ * macrotask after the trigger; a trigger that arrives while a turn plays queues its turn after it. `speak` emits
+ * `speak`, then audio chunks of `chunk_period_ms` with their share of the transcript (the speech lasts `duration_ms`,
+ * else 60 ms a character), paced at `chunk_period_ms / speed_factor` (back to back when `Infinity`).
+ * `abort(epoch)`, or a unit of a newer epoch, drops every turn of older epochs at once, the one playing included,
+ * and clears its timer.
  */
 export const createScriptedRunner = (script: Script, options: ScriptedRunnerOptions = {}): ModelRunner => {
   const speedFactor = options.speedFactor ?? script.speedFactor;
@@ -108,14 +128,20 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
   };
   const chunkSamples = Math.max(1, Math.round((capabilities.chunkPeriodMs * OUTPUT_RATE) / 1000));
   const chunkDelayMs = Number.isFinite(speedFactor) ? capabilities.chunkPeriodMs / speedFactor : 0;
+  /** Turns on each trigger's cursor (those without `match`), and the turns with `match`, in file order. */
   const turnsByTrigger = new Map<ScriptTrigger, ScriptTurn[]>();
-  for (const turn of script.turns) turnsByTrigger.set(turn.on, [...(turnsByTrigger.get(turn.on) ?? []), turn]);
+  const matchedTurns: ScriptTurn[] = [];
+  for (const turn of script.turns) {
+    if (turn.match !== undefined) matchedTurns.push(turn);
+    else turnsByTrigger.set(turn.on, [...(turnsByTrigger.get(turn.on) ?? []), turn]);
+  }
   const speech = new Map<string, Int16Array>();
-  const speechFor = (text: string): Int16Array => {
-    let samples = speech.get(text);
+  const speechFor = (text: string, msPerChar: number): Int16Array => {
+    const key = `${msPerChar}:${text}`;
+    let samples = speech.get(key);
     if (samples === undefined) {
-      samples = synthesizeSpeech(text, OUTPUT_RATE, msPerCharacter);
-      speech.set(text, samples);
+      samples = synthesizeSpeech(text, OUTPUT_RATE, msPerChar);
+      speech.set(key, samples);
     }
     return samples;
   };
@@ -123,7 +149,10 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
   const beatsOf = (action: ScriptAction, epoch: number): Beat[] => {
     switch (action.kind) {
       case "speak": {
-        const samples = speechFor(action.text);
+        const samples = speechFor(
+          action.text,
+          action.durationMs === undefined ? msPerCharacter : action.durationMs / action.text.length,
+        );
         const chunks = Math.max(1, Math.ceil(samples.length / chunkSamples));
         const beats: Beat[] = [{ delayMs: 0, output: { kind: "speak", epoch } }];
         let textSent = 0;
@@ -177,7 +206,9 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     /** How many times each trigger fired, to pick its next turn. */
     const fired = new Map<ScriptTrigger, number>();
 
-    const pickTurn = (trigger: ScriptTrigger): ScriptTurn | null => {
+    const pickTurn = (trigger: ScriptTrigger, unit: RunnerUnit | null): ScriptTurn | null => {
+      const matched = matchedTurns.find((turn) => turn.on === trigger && fits(turn.match, unit));
+      if (matched !== undefined) return matched;
       const turns = turnsByTrigger.get(trigger) ?? [];
       const count = fired.get(trigger) ?? 0;
       fired.set(trigger, count + 1);
@@ -225,8 +256,8 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
       timer = setTimeout(() => play(turn), turn.beats[0]?.delayMs ?? 0);
     };
 
-    const trigger = (on: ScriptTrigger, unitEpoch: number): void => {
-      const turn = pickTurn(on);
+    const trigger = (on: ScriptTrigger, unitEpoch: number, unit: RunnerUnit | null = null): void => {
+      const turn = pickTurn(on, unit);
       if (turn === null) return;
       const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch));
       queued.push({ epoch: unitEpoch, beats, next: 0 });
@@ -258,10 +289,10 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             trigger("commit", unit.epoch);
             return;
           case "respond":
-            trigger("respond", unit.epoch);
+            trigger("respond", unit.epoch, unit);
             return;
           case "text":
-            trigger("text", unit.epoch);
+            trigger("text", unit.epoch, unit);
             return;
           case "clear":
             return;
