@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Capabilities, SessionId } from "../domain/index.ts";
+import type { Capabilities, DomainEvent, SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { STREAM_PREFIX } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
@@ -24,6 +24,11 @@ export interface EngineDeps {
   /** Engine clock, ms since the Unix epoch; injectable for tests. */
   readonly now?: () => number;
   readonly log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
+  /** Observers for metrics: every group commit, and every domain event decided. */
+  readonly observe?: {
+    appended(entries: number, ms: number): void;
+    decided(event: DomainEvent): void;
+  };
 }
 
 /**
@@ -125,6 +130,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
         },
+        ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
         onAppendFailed: (failed, error) => {
           deps.log?.error({ err: error, sessionId: failed.sessionId }, "session log append failed; session stopped");
           clearTimers(failed.sessionId);
@@ -133,6 +139,10 @@ export const createEngine = (deps: EngineDeps): Engine => {
       },
       recovered,
     );
+    if (deps.observe !== undefined) {
+      const { decided } = deps.observe;
+      host.events$.subscribe((envelope) => decided(envelope.event));
+    }
     hosts.set(sessionId, host);
     return host;
   };

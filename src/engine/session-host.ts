@@ -41,6 +41,8 @@ export interface SessionHostDeps {
   readonly now: () => number;
   readonly onClosed: (host: SessionHost) => void;
   readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
+  /** Observes each group commit: how many entries, and how long the append took (ms). */
+  readonly onAppended?: (entries: number, ms: number) => void;
 }
 
 /**
@@ -321,7 +323,9 @@ export class SessionHost {
         effects.push(...effectsOf(input, events, before, state));
       }
       try {
+        const started = performance.now();
         this.revision = await this.deps.store.append(streamOf(this.sessionId), entries, this.revision);
+        this.deps.onAppended?.(entries.length, performance.now() - started);
       } catch (error) {
         this.failed = true;
         this.deps.onAppendFailed(this, error);

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
 import { dialectOf } from "../protocol/index.ts";
+import type { ServerMetrics } from "./metrics.ts";
 import { readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
@@ -17,6 +18,7 @@ export interface AppOptions {
   readonly model: string;
   readonly apiKeys?: readonly string[];
   readonly firstMessageTimeoutMs?: number;
+  readonly metrics?: ServerMetrics;
   /** PEM certificate and private key (contents, not paths): serve HTTPS and `wss:`. Absent: plain HTTP and `ws:`. */
   readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
 }
@@ -39,6 +41,10 @@ export const buildApp = (options: AppOptions) => {
   });
 
   app.get("/health", async () => ({ status: "ok", sessions: options.engine.sessions().length }));
+  app.get("/metrics", async (_request, reply) => {
+    if (options.metrics === undefined) return reply.code(404).send({ error: "metrics are not enabled" });
+    return reply.type(options.metrics.registry.contentType).send(await options.metrics.registry.metrics());
+  });
   app.get("/v1/models", async () => ({
     object: "list",
     data: [

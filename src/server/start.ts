@@ -9,6 +9,7 @@ import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp } from "./app.ts";
+import { createMetrics } from "./metrics.ts";
 
 /** A running server: its address, and `close()` which stops listening, drains sessions and closes the store. */
 export interface RunningServer {
@@ -39,6 +40,7 @@ export const startServer = async (
     config.runner.kind === "echo"
       ? createEchoRunner({ chunkPeriodMs: config.runner.chunk_period_ms, speedFactor: config.runner.speed_factor })
       : createScriptedRunner(await loadScript(config.runner.script));
+  const metrics = createMetrics();
   const engine = createEngine({
     store,
     runner,
@@ -46,6 +48,7 @@ export const startServer = async (
     createResampler,
     model: runner.name,
     log,
+    observe: metrics.observe,
     limits: {
       maxSessions: config.duplex_session.max_sessions,
       idleTtlS: config.duplex_session.idle_ttl_s,
@@ -54,7 +57,8 @@ export const startServer = async (
   });
   const recovered = await engine.recover();
   if (recovered.length > 0) log.info({ sessions: recovered }, "sessions recovered from the log; waiting for resumes");
-  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, tls, ...options });
+  metrics.bind(engine);
+  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, tls, metrics, ...options });
   await app.listen({ host: config.listen.host, port: config.listen.port });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;

@@ -236,3 +236,29 @@ describe("query parameters", () => {
     }
   });
 });
+
+describe("HTTP routes", () => {
+  it("GET /health, /v1/models and /metrics answer; /metrics counts decisions and appends of a real session", async () => {
+    const server = await startTestServer();
+    try {
+      const http = server.url.replace("ws://", "http://").replace("/v1/realtime", "");
+      const client = await RealtimeClient.connect(server.url);
+      client.send({ type: "session.update", session: {} });
+      await client.waitFor("session.updated");
+      client.send({ type: "input_audio_buffer.commit" });
+      await client.waitFor("error");
+      const health = (await (await fetch(`${http}/health`)).json()) as { status: string; sessions: number };
+      expect(health).toEqual({ status: "ok", sessions: 1 });
+      const models = (await (await fetch(`${http}/v1/models`)).json()) as { data: { id: string }[] };
+      expect(models.data.map((m) => m.id)).toEqual(["echo"]);
+      const metrics = await (await fetch(`${http}/metrics`)).text();
+      expect(metrics).toMatch(/duplex_sessions_live 1/);
+      expect(metrics).toMatch(/duplex_decisions_total\{type="SessionCreated"\} 1/);
+      expect(metrics).toMatch(/duplex_rejections_total\{code="input_audio_buffer_empty"\} 1/);
+      expect(metrics).toMatch(/duplex_log_append_seconds_count [1-9]/);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});

@@ -1,0 +1,74 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { DomainEvent } from "../domain/index.ts";
+import type { Engine } from "../engine/index.ts";
+
+/**
+ * Prometheus metrics of the server (DESIGN.md, src/server: /metrics), with prom-client. Times in seconds, as
+ * Prometheus expects.
+ */
+export interface ServerMetrics {
+  readonly registry: Registry;
+  /** The engine's observer: group commits and decided domain events. */
+  readonly observe: { appended(entries: number, ms: number): void; decided(event: DomainEvent): void };
+  /** Binds the gauges that read the engine (live sessions). */
+  bind(engine: Engine): void;
+}
+
+export const createMetrics = (): ServerMetrics => {
+  const registry = new Registry();
+  const appendSeconds = new Histogram({
+    name: "duplex_log_append_seconds",
+    help: "Time of one group commit of a session's mailbox drain to the event store.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [registry],
+  });
+  const entries = new Counter({
+    name: "duplex_log_entries_total",
+    help: "Log entries appended (inputs and decisions).",
+    registers: [registry],
+  });
+  const decisions = new Counter({
+    name: "duplex_decisions_total",
+    help: "Domain events decided, by type.",
+    labelNames: ["type"],
+    registers: [registry],
+  });
+  const rejections = new Counter({
+    name: "duplex_rejections_total",
+    help: "Client commands rejected, by error code.",
+    labelNames: ["code"],
+    registers: [registry],
+  });
+  const responses = new Counter({
+    name: "duplex_responses_total",
+    help: "Responses ended, by status.",
+    labelNames: ["status"],
+    registers: [registry],
+  });
+  let bound: Engine | null = null;
+  new Gauge({
+    name: "duplex_sessions_live",
+    help: "Sessions held in memory (attached or detached).",
+    registers: [registry],
+    collect() {
+      this.set(bound?.sessions().length ?? 0);
+    },
+  });
+  return {
+    registry,
+    observe: {
+      appended(count, ms) {
+        entries.inc(count);
+        appendSeconds.observe(ms / 1000);
+      },
+      decided(event) {
+        decisions.inc({ type: event.type });
+        if (event.type === "RequestRejected") rejections.inc({ code: event.data.code });
+        if (event.type === "ResponseEnded") responses.inc({ status: event.data.status });
+      },
+    },
+    bind(engine) {
+      bound = engine;
+    },
+  };
+};
