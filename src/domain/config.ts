@@ -21,6 +21,13 @@ export interface SessionConfig {
   /** `extra_body.auto_response`: the model-native lane, where the model decides when to answer. */
   readonly autoResponse: boolean;
   readonly idleTimeoutS: number | null;
+  /**
+   * `input_audio_transcription` / `audio.input.transcription` and the noise reduction setting, kept as the client
+   * sent them and echoed back: no separate stage runs, transcripts come from the model (reference, "Known
+   * Limitations"). Absent in logs recorded before they existed, which read as null.
+   */
+  readonly inputTranscription?: Readonly<Record<string, unknown>> | null;
+  readonly inputNoiseReduction?: Readonly<Record<string, unknown>> | null;
 }
 
 export type Modality = "audio" | "text";
@@ -70,6 +77,8 @@ export interface SessionPatch {
   readonly temperature?: number | null;
   readonly autoResponse?: boolean;
   readonly idleTimeoutS?: number | null;
+  readonly inputTranscription?: Readonly<Record<string, unknown>> | null;
+  readonly inputNoiseReduction?: Readonly<Record<string, unknown>> | null;
 }
 
 /**
@@ -204,5 +213,17 @@ export const applySessionPatch = (
     temperature: patch.temperature === undefined ? config.temperature : patch.temperature,
     autoResponse: patch.autoResponse ?? config.autoResponse,
     idleTimeoutS: patch.idleTimeoutS === undefined ? config.idleTimeoutS : patch.idleTimeoutS,
+    ...(patch.inputTranscription === undefined && config.inputTranscription === undefined
+      ? {}
+      : {
+          inputTranscription:
+            patch.inputTranscription === undefined ? config.inputTranscription : patch.inputTranscription,
+        }),
+    ...(patch.inputNoiseReduction === undefined && config.inputNoiseReduction === undefined
+      ? {}
+      : {
+          inputNoiseReduction:
+            patch.inputNoiseReduction === undefined ? config.inputNoiseReduction : patch.inputNoiseReduction,
+        }),
   };
 };

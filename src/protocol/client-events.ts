@@ -35,7 +35,14 @@ export const sessionSchema = z.object({
   turn_detection: turnDetection.optional(),
   audio: z
     .object({
-      input: z.object({ format: gaFormat.optional(), turn_detection: turnDetection.optional() }).optional(),
+      input: z
+        .object({
+          format: gaFormat.optional(),
+          turn_detection: turnDetection.optional(),
+          transcription: z.record(z.string(), z.unknown()).nullable().optional(),
+          noise_reduction: z.record(z.string(), z.unknown()).nullable().optional(),
+        })
+        .optional(),
       output: z.object({ format: gaFormat.optional(), voice: z.string().nullable().optional() }).optional(),
     })
     .optional(),
@@ -43,6 +50,8 @@ export const sessionSchema = z.object({
   playback_commit_policy: z.enum(["ack_only", "commit_all_on_done"]).optional(),
   temperature: z.number().finite().nullable().optional(),
   idle_timeout_s: z.number().positive().nullable().optional(),
+  input_audio_transcription: z.record(z.string(), z.unknown()).nullable().optional(),
+  input_audio_noise_reduction: z.record(z.string(), z.unknown()).nullable().optional(),
   extra_body: z.object({ auto_response: z.boolean().optional() }).optional(),
 });
 

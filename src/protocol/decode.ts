@@ -151,6 +151,10 @@ export const sessionPatchOf = (
   if (session.playback_commit_policy !== undefined) patch.playbackCommitPolicy = session.playback_commit_policy;
   if (session.temperature !== undefined) patch.temperature = session.temperature;
   if (session.idle_timeout_s !== undefined) patch.idleTimeoutS = session.idle_timeout_s;
+  const transcription = session.audio?.input?.transcription ?? session.input_audio_transcription;
+  if (transcription !== undefined) patch.inputTranscription = transcription;
+  const noise = session.audio?.input?.noise_reduction ?? session.input_audio_noise_reduction;
+  if (noise !== undefined) patch.inputNoiseReduction = noise;
   if (session.extra_body?.auto_response !== undefined) patch.autoResponse = session.extra_body.auto_response;
   return patch;
 };
