@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
+import { registerConformCommand } from "../conformance/index.ts";
 import { evolve, INPUT_TYPES, initialState } from "../domain/index.ts";
 import { replayEntries, STREAM_PREFIX, streamOf } from "../engine/index.ts";
 import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
@@ -9,8 +10,9 @@ import { startServer } from "../server/index.ts";
 import { runDemo } from "./demo.ts";
 
 /**
- * `duplex serve | demo | replay | export | sessions` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a failed check
- * (replay divergence, a demo without audio), 2 a usage or configuration error.
+ * `duplex serve | demo | replay | export | sessions | conform` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a
+ * failed check (replay divergence, a demo without audio, a failed conformance scenario), 2 a usage or configuration
+ * error.
  */
 const program = new Command("duplex")
   .description("An event-sourced server for full-duplex speech models (OpenAI Realtime API).")
@@ -181,6 +183,8 @@ program
       if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);
     }
   });
+
+registerConformCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -48,19 +48,29 @@ export const createWaiter = (): Waiter => {
       for (const wake of [...wakers]) wake();
     },
     until<T>(check: () => T | undefined, timeoutMs: number): Promise<T | undefined> {
-      const first = check();
-      if (first !== undefined) return Promise.resolve(first);
-      return new Promise((resolve) => {
-        const finish = (value: T | undefined) => {
+      return new Promise((resolve, reject) => {
+        let timer: NodeJS.Timeout | undefined;
+        const finish = (settle: () => void) => {
           clearTimeout(timer);
           wakers.delete(wake);
-          resolve(value);
+          settle();
+        };
+        // A check that throws (a pattern written wrongly) rejects the wait instead of throwing in a socket handler.
+        const attempt = (last: boolean): boolean => {
+          try {
+            const value = check();
+            if (value === undefined && !last) return false;
+            finish(() => resolve(value));
+          } catch (error) {
+            finish(() => reject(error));
+          }
+          return true;
         };
         const wake = () => {
-          const value = check();
-          if (value !== undefined) finish(value);
+          attempt(false);
         };
-        const timer = setTimeout(() => finish(check()), timeoutMs);
+        if (attempt(false)) return;
+        timer = setTimeout(() => attempt(true), timeoutMs);
         wakers.add(wake);
       });
     },

@@ -90,3 +90,8 @@ export const connect = async (ctx: ScenarioContext, conn: Connection, query: str
   });
   void client?.closed.then(() => track(ctx, conn.name, { type: SOCKET_CLOSED }));
 };
+
+/** Sleeps `ms`, or less when the scenario is aborted. */
+export const pause = async (ctx: ScenarioContext, ms: number): Promise<void> => {
+  await ctx.waiter.until(() => (ctx.aborted ? true : undefined), ms);
+};

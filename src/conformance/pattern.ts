@@ -5,7 +5,8 @@
  * - it is a scalar (string, number, boolean, null) equal to the value;
  * - it is an array of the same length whose elements match element by element;
  * - it is an object whose every key matches the value's key (other keys of the value are ignored), where a key
- *   the value lacks matches only `{$exists: false}`;
+ *   the value lacks matches only `{$exists: false}`; operator keys among them apply to the object itself
+ *   (`{type: error, $any_of: [{code: x}, {error: {code: x}}]}`);
  * - it is an operator object (every key starts with `$`), whose operators all hold:
  *   `$exists: bool`, `$not: pattern`, `$any_of: [patterns]`, `$eq: value` (deep equality),
  *   `$regex: "re"`, `$type: string | number | boolean | object | array | null`,
@@ -160,15 +161,34 @@ export function mismatch(pattern: unknown, value: unknown, path = ""): string | 
   }
   if (isObject(pattern)) {
     if (!isObject(value)) return `${at(path)}: expected an object, got ${show(value)}`;
+    const operators: Record<string, unknown> = {};
     for (const [key, sub] of Object.entries(pattern)) {
       if (key === "$capture") continue;
+      if (key.startsWith("$")) {
+        operators[key] = sub;
+        continue;
+      }
       const why = mismatch(sub, value[key], path === "" ? key : `${path}.${key}`);
       if (why !== null) return why;
     }
-    return null;
+    return Object.keys(operators).length === 0 ? null : operatorMismatch(operators, value, path);
   }
   return deepEqual(pattern, value) ? null : `${at(path)}: expected ${show(pattern)}, got ${show(value)}`;
 }
+
+/**
+ * The paths (`[..., key]`) of keys of `pattern` that start with `$` but are no operator (a misspelt `$exist`), so
+ * that a scenario file is refused when it is read rather than when the step runs.
+ */
+export const unknownOperators = (pattern: unknown, path: readonly (string | number)[] = []): (string | number)[][] => {
+  if (Array.isArray(pattern)) return pattern.flatMap((p, i) => unknownOperators(p, [...path, i]));
+  if (!isObject(pattern)) return [];
+  return Object.entries(pattern).flatMap(([key, sub]) => {
+    if (key === "$capture") return [];
+    if (key.startsWith("$") && !OPERATORS.has(key)) return [[...path, key]];
+    return unknownOperators(sub, [...path, key]);
+  });
+};
 
 /** Whether `value` matches `pattern` (see {@link mismatch}). */
 export const matches = (pattern: unknown, value: unknown): boolean => mismatch(pattern, value) === null;
@@ -200,7 +220,11 @@ const WHOLE = /^\$\{([A-Za-z_][A-Za-z0-9_.]*)\}$/;
 export const fill = (value: unknown, lookup: (name: string) => unknown): unknown => {
   const get = (name: string): unknown => {
     const v = lookup(name);
-    if (v === undefined) throw new PatternError(`unknown variable \${${name}}`);
+    if (v === undefined) {
+      throw new PatternError(
+        `unknown variable \${${name}} (set it with vars, set or capture; what an expect captures can be used from the next step on)`,
+      );
+    }
     return v;
   };
   if (typeof value === "string") {

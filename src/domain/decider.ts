@@ -2,10 +2,11 @@ import { decisionBuilder } from "./builder.ts";
 import type { Command } from "./commands.ts";
 import { applySessionPatch, defaultSessionConfig } from "./config.ts";
 import { type Rejection, reject } from "./errors.ts";
-import type { DomainEvent, Input } from "./events.ts";
+import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { appendAudio, commitInput } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
+import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import { applyStageOutput, cancelResponse, startResponse } from "./response-flow.ts";
 import { evolve, initialState, type SessionState } from "./state.ts";
@@ -45,7 +46,15 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
   switch (command.type) {
     case "session.update": {
       const config = applySessionPatch(state.config, command.patch, state.capabilities);
-      return "code" in config ? refuse(config) : [{ type: "SessionConfigured", data: { config } }];
+      if ("code" in config) return refuse(config);
+      const last = Object.values(state.audio).at(-1);
+      const view: SessionSnapshot = {
+        turnState: state.turnState,
+        activeResponseId: state.response?.id ?? null,
+        activeResponseTurnId: state.response?.turnId ?? null,
+        playback: (state.response === null ? last : state.audio[state.response.itemId])?.ledger ?? emptyLedger,
+      };
+      return [{ type: "SessionConfigured", data: { config, view } }];
     }
     case "input_audio_buffer.append":
       appendAudio(b, at, command);

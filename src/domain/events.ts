@@ -59,6 +59,15 @@ export const INPUT_TYPES: readonly InputType[] = [
   "SessionRecovered",
 ];
 
+/** The session's state as `session.updated` shows it (reference, "Tier 2": session object extensions). */
+export interface SessionSnapshot {
+  readonly turnState: string;
+  readonly activeResponseId: ResponseId | null;
+  readonly activeResponseTurnId: number | null;
+  /** The ledger of the active (else the last) response, ms. */
+  readonly playback: PlaybackLedger;
+}
+
 /** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
 export type EndReason =
   | "barge_in"
@@ -111,7 +120,14 @@ export type DomainEvent =
         readonly resumeTokenSha256: string | null;
       }
     >
-  | Message<"SessionConfigured", { readonly config: SessionConfig }>
+  | Message<
+      "SessionConfigured",
+      {
+        readonly config: SessionConfig;
+        /** What the session object shows of the session's state when it was reconfigured (absent in older logs). */
+        readonly view?: SessionSnapshot;
+      }
+    >
   | Message<
       "RequestRejected",
       {

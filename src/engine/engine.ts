@@ -139,6 +139,10 @@ export const createEngine = (deps: EngineDeps): Engine => {
       },
       recovered,
     );
+    // A session.update may change idle_timeout_s: re-arm the idle timer with the new value once it is decided.
+    host.events$.subscribe((envelope) => {
+      if (envelope.event.type === "SessionConfigured") engine.touch(host);
+    });
     if (deps.observe !== undefined) {
       const { decided } = deps.observe;
       host.events$.subscribe((envelope) => decided(envelope.event));

@@ -136,7 +136,16 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
         },
       ];
     case "SessionConfigured":
-      return [{ type: "session.updated", session: sessionObject({ ...ctx, config: event.data.config }) }];
+      return [
+        {
+          type: "session.updated",
+          session: sessionObject({
+            ...ctx,
+            config: event.data.config,
+            ...(event.data.view ? { view: event.data.view } : {}),
+          }),
+        },
+      ];
     case "RequestRejected":
       return [errorBody(event.data.code, event.data.message, event.data.clientEventId, event.data.param)];
     case "SpeechStarted":
@@ -198,8 +207,9 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
             status: "in_progress",
             status_details: null,
             output: [],
-            modalities: ["audio", "text"],
-            output_modalities: ["audio"],
+            // GA output_modalities is audio (with its transcript) or text alone; beta modalities list both.
+            modalities: (event.data.modalities ?? ["audio"]).includes("audio") ? ["audio", "text"] : ["text"],
+            output_modalities: (event.data.modalities ?? ["audio"]).includes("audio") ? ["audio"] : ["text"],
             conversation_id: sessionId,
             metadata: event.data.metadata ?? {
               duplex_event: {
@@ -470,6 +480,13 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           item_id: event.data.itemId,
           content_index: event.data.contentIndex,
           audio_end_ms: Math.floor(event.data.audioEndMs),
+          event: {
+            type: "conversation.item.truncated",
+            session_id: sessionId,
+            item_id: event.data.itemId,
+            content_index: event.data.contentIndex,
+            audio_end_ms: Math.floor(event.data.audioEndMs),
+          },
         },
       ];
     case "HeartbeatAcknowledged":

@@ -1,4 +1,4 @@
-import type { Capabilities, SessionConfig } from "../domain/index.ts";
+import type { Capabilities, SessionConfig, SessionSnapshot } from "../domain/index.ts";
 import { formatSpellings, toWireAudioFormat } from "./audio-formats.ts";
 
 /** The `realtime.session` object with both the beta and the GA spellings (reference, "Tier 2": session.created). */
@@ -8,6 +8,8 @@ export interface SessionObjectContext {
   readonly capabilities: Capabilities;
   readonly epoch: number;
   readonly turnId: number;
+  /** The session's state at the time; a new session's when absent. */
+  readonly view?: SessionSnapshot;
 }
 
 const turnDetectionJson = (config: SessionConfig): Record<string, unknown> | null =>
@@ -52,8 +54,12 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
     id: ctx.sessionId,
     model: config.model,
     state: "open",
+    turn_state: ctx.view?.turnState ?? "idle",
     epoch: ctx.epoch,
     turn_id: ctx.turnId,
+    active_request_id: null,
+    active_response_id: ctx.view?.activeResponseId ?? null,
+    active_response_turn_id: ctx.view?.activeResponseTurnId ?? null,
     modalities: config.outputModalities,
     output_modalities: config.outputModalities,
     instructions: config.instructions,
@@ -83,8 +89,16 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
     idle_timeout_s: config.idleTimeoutS,
     overlap_policy: config.overlapPolicy,
     overlap_short_ack_ms: 700,
+    // Overlapping speech barges in once it lasts longer than the short remark (BEHAVIOUR.md, "Turn-taking").
+    overlap_barge_in_ms: 700,
     overlap_silence_rms: 0.003,
     playback_commit_policy: config.playbackCommitPolicy,
+    playback: {
+      generated_ms: Math.floor(ctx.view?.playback.generatedMs ?? 0),
+      sent_ms: Math.floor(ctx.view?.playback.sentMs ?? 0),
+      played_ms: Math.floor(ctx.view?.playback.playedMs ?? 0),
+      committed_ms: Math.floor(ctx.view?.playback.committedMs ?? 0),
+    },
     extra_body: { auto_response: config.autoResponse },
     capabilities: capabilitiesJson(ctx.capabilities),
   };

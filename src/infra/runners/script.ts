@@ -185,7 +185,10 @@ const scriptSchema = z
           on: z.enum(["speech_stopped", "commit", "respond", "text", "open"]),
           match: z
             .object({
-              modalities: z.array(z.enum(["audio", "text"])).min(1).optional(),
+              modalities: z
+                .array(z.enum(["audio", "text"]))
+                .min(1)
+                .optional(),
               text: nonEmpty.optional(),
             })
             .strict()

@@ -1,0 +1,140 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { type Command, InvalidArgumentError } from "commander";
+import { parseConfig } from "../infra/config.ts";
+import { startServer } from "../server/index.ts";
+import { AUDIO_DIR, REFERENCE_PEER_SCRIPT, SCENARIO_DIR } from "./files.ts";
+import { renderJson, renderList, renderTable } from "./report.ts";
+import { isOk, runScenarios } from "./runner.ts";
+import { loadScenarios, ScenarioError, selectScenarios } from "./scenario.ts";
+
+/** Options of `duplex conform`. */
+interface ConformOptions {
+  readonly url?: string;
+  readonly scenario: string[];
+  readonly json: boolean;
+  readonly list: boolean;
+  readonly serve: boolean;
+  readonly host: string;
+  readonly port: number;
+  readonly scenarios: string;
+  readonly audio: string;
+  readonly var: string[];
+  readonly apiKey?: string;
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+const port = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("expected a port number 0..65535");
+  return n;
+};
+
+/** `name=value` pairs; a value that parses as JSON (a number, true, null) is taken as that. */
+const parseVars = (pairs: readonly string[]): Record<string, unknown> =>
+  Object.fromEntries(
+    pairs.map((pair) => {
+      const eq = pair.indexOf("=");
+      if (eq <= 0) throw new InvalidArgumentError(`--var ${pair}: expected NAME=VALUE`);
+      const raw = pair.slice(eq + 1);
+      let value: unknown = raw;
+      try {
+        value = JSON.parse(raw);
+      } catch {
+        value = raw;
+      }
+      return [pair.slice(0, eq), value];
+    }),
+  );
+
+/**
+ * Starts our server with the scripted runner playing conformance/reference-peer.yaml (the reference peer for
+ * people writing clients), on its own event store in a temporary folder, and runs until SIGINT or SIGTERM.
+ */
+const serve = async (opts: ConformOptions): Promise<void> => {
+  const scenarios = await loadScenarios(opts.scenarios);
+  const dataDir = await mkdtemp(join(tmpdir(), "duplex-conform-"));
+  const config = parseConfig({
+    log_level: "warn",
+    listen: { host: opts.host, port: opts.port },
+    event_store: { kind: "sqlite", path: join(dataDir, "duplex.sqlite") },
+    runner: { kind: "scripted", script: REFERENCE_PEER_SCRIPT },
+  });
+  const server = await startServer(config);
+  process.stdout.write(
+    `reference peer (${REFERENCE_PEER_SCRIPT}) listening on ${server.url}\n` +
+      `a client can be driven through these scenarios (conformance/scenarios; run them with: duplex conform --url ${server.url}):\n\n` +
+      renderList(scenarios),
+  );
+  const stop = async () => {
+    await server.close();
+    await rm(dataDir, { recursive: true, force: true });
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+};
+
+/** Runs the selected scenarios against `--url`, prints the report, and sets the exit code. */
+const conform = async (opts: ConformOptions): Promise<void> => {
+  const scenarios = selectScenarios(await loadScenarios(opts.scenarios), opts.scenario);
+  if (opts.list) {
+    process.stdout.write(renderList(scenarios));
+    return;
+  }
+  if (opts.url === undefined)
+    throw new InvalidArgumentError("give --url ws://HOST:PORT/v1/realtime, --list or --serve");
+  const report = await runScenarios(scenarios, {
+    url: opts.url,
+    audioDir: opts.audio,
+    vars: parseVars(opts.var),
+    headers: opts.apiKey === undefined ? {} : { Authorization: `Bearer ${opts.apiKey}` },
+    onResult: opts.json
+      ? undefined
+      : (r) => process.stderr.write(`${r.status.padEnd(15)} ${r.name} (${r.duration_ms} ms)\n`),
+  });
+  process.stdout.write(opts.json ? renderJson(report) : renderTable(report));
+  process.exitCode = report.results.every(isOk) ? 0 : 1;
+};
+
+/**
+ * Registers `duplex conform` on the CLI (DESIGN.md, src/cli): runs the wire-contract scenarios of
+ * conformance/scenarios against a server (`--url`), or serves the reference peer (`--serve`). Exit code 0 only
+ * when every selected scenario passed (a scenario skipped because the server lacks a capability it requires does
+ * not count against it); 1 otherwise; 2 for a usage error.
+ */
+export const registerConformCommand = (program: Command): void => {
+  program
+    .command("conform")
+    .description(
+      "run the wire-contract scenarios against a server and print a pass/fail table, or --serve the reference peer",
+    )
+    .option("--url <url>", "realtime endpoint to check, e.g. ws://127.0.0.1:8099/v1/realtime")
+    .option("--scenario <name>", "run only this scenario (repeatable, or a comma-separated list)", collect, [])
+    .option("--json", "print the report as JSON", false)
+    .option("--list", "list the scenarios and exit", false)
+    .option("--serve", "start our server with the scripted reference peer and list the scenarios", false)
+    .option("--host <host>", "listen address of --serve", "127.0.0.1")
+    .option("--port <port>", "listen port of --serve", port, 8099)
+    .option("--scenarios <dir>", "folder of scenario files", SCENARIO_DIR)
+    .option("--audio <dir>", "folder of the audio files scenarios stream", AUDIO_DIR)
+    .option("--var <name=value>", "override a scenario variable, e.g. max_sessions=2 (repeatable)", collect, [])
+    .option("--api-key <key>", "API key sent as Authorization: Bearer")
+    .action(async (raw: ConformOptions) => {
+      const opts = { ...raw, scenarios: resolve(raw.scenarios), audio: resolve(raw.audio) };
+      try {
+        if (opts.serve) {
+          if (opts.url !== undefined) throw new InvalidArgumentError("--serve and --url exclude each other");
+          await serve(opts);
+          return;
+        }
+        await conform(opts);
+      } catch (error) {
+        // A scenario file that does not validate is a usage error (exit 2), like a bad deployment file.
+        if (error instanceof ScenarioError) throw new InvalidArgumentError(error.message);
+        throw error;
+      }
+    });
+};
