@@ -7,6 +7,7 @@ import { replayEntries, STREAM_PREFIX, streamOf } from "../engine/index.ts";
 import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
 import { startServer } from "../server/index.ts";
+import { runBench } from "./bench.ts";
 import { runDemo } from "./demo.ts";
 
 /**
@@ -185,6 +186,23 @@ program
   });
 
 registerConformCommand(program);
+
+program
+  .command("bench")
+  .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
+  .option("--only <names>", "comma list of vad, store, replay, sessions", "")
+  .option("--sessions <n>", "concurrent sessions of the sessions bench", "4")
+  .option("--audio <dir>", "folder of the test audio", "../shared/audio")
+  .action(async (opts: { only: string; sessions: string; audio: string }) => {
+    await runBench(
+      {
+        audioDir: resolve(opts.audio),
+        sessions: Number(opts.sessions),
+        print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
+      },
+      opts.only.split(",").filter((s) => s !== ""),
+    );
+  });
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,173 @@
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import Database from "better-sqlite3";
+import { replayEntries, streamOf } from "../engine/index.ts";
+import { readWavFile } from "../infra/audio/index.ts";
+import { parseConfig } from "../infra/config.ts";
+import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
+import { createSileroVad } from "../infra/vad/index.ts";
+import { startServer } from "../server/index.ts";
+import { runDemo } from "./demo.ts";
+
+/**
+ * `duplex bench`: speed and memory figures, printed as one JSON line per measurement. Absolute times drift between
+ * machines, so each figure comes with a ratio against a baseline measured in the same run (real time, a raw
+ * sqlite insert, one session alone).
+ */
+export interface BenchOptions {
+  readonly audioDir: string;
+  readonly sessions: number;
+  readonly print: (line: Record<string, unknown>) => void;
+}
+
+const ms = (from: number): number => Math.round((performance.now() - from) * 10) / 10;
+
+/** Silero VAD on jfk_16k.wav in 100 ms pushes: frames per second and how many times faster than real time. */
+const benchVad = async (o: BenchOptions): Promise<void> => {
+  const wav = await readWavFile(join(o.audioDir, "jfk_16k.wav"));
+  const vad = await createSileroVad();
+  const stream = vad.createStream();
+  const started = performance.now();
+  let frames = 0;
+  for (let i = 0; i < wav.samples.length; i += 1600)
+    frames += (await stream.process(wav.samples.subarray(i, i + 1600))).length;
+  const took = ms(started);
+  await vad.close();
+  const audioMs = (wav.samples.length / 16000) * 1000;
+  o.print({
+    bench: "vad",
+    frames,
+    ms: took,
+    frames_per_s: Math.round((frames / took) * 1000),
+    x_real_time: Math.round(audioMs / took),
+  });
+};
+
+/** Appends of one entry with 3200 bytes of audio (100 ms at 16 kHz), against raw better-sqlite3 inserts. */
+const benchStore = async (o: BenchOptions): Promise<void> => {
+  const dir = await mkdtemp(join(tmpdir(), "duplex-bench-"));
+  const n = 5000;
+  const audio = new Uint8Array(3200).fill(7);
+  try {
+    const raw = new Database(join(dir, "raw.sqlite"));
+    raw.pragma("journal_mode = WAL");
+    raw.pragma("synchronous = NORMAL");
+    raw.exec(
+      "CREATE TABLE e (position INTEGER PRIMARY KEY, stream TEXT, revision INTEGER, type TEXT, data TEXT, bin BLOB)",
+    );
+    const insert = raw.prepare("INSERT INTO e (stream, revision, type, data, bin) VALUES (?, ?, ?, ?, ?)");
+    let started = performance.now();
+    for (let i = 0; i < n; i += 1) insert.run("s", i, "CommandReceived", '{"audio":{"$bin":[0,3200]}}', audio);
+    const rawMs = ms(started);
+    raw.close();
+    const store = createSqliteEventStore({ path: join(dir, "store.sqlite") });
+    started = performance.now();
+    for (let i = 0; i < n; i += 1) {
+      await store.append(
+        "session-bench",
+        [{ type: "CommandReceived", data: { audio }, metadata: { at: i, epoch: 0, turnId: 0 } }],
+        i - 1 < 0 ? "no_stream" : i - 1,
+      );
+    }
+    const storeMs = ms(started);
+    await store.close();
+    o.print({
+      bench: "store_append",
+      appends: n,
+      entries_per_s: Math.round((n / storeMs) * 1000),
+      raw_inserts_per_s: Math.round((n / rawMs) * 1000),
+      ratio_to_raw: Math.round((storeMs / rawMs) * 100) / 100,
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+};
+
+/** Offline replay of the recorded sessions under replays/: decisions per second and times faster than real time. */
+const benchReplay = async (o: BenchOptions): Promise<void> => {
+  const dir = resolve("replays");
+  for (const file of (await readdir(dir)).filter((f) => f.endsWith(".jsonl"))) {
+    const { entries } = await readSessionFile(join(dir, file));
+    const sessionMs = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
+    const started = performance.now();
+    const result = replayEntries(entries);
+    const took = ms(started);
+    o.print({
+      bench: "replay",
+      file,
+      ok: result.ok,
+      decisions: result.decisions,
+      ms: took,
+      decisions_per_s: Math.round((result.decisions / took) * 1000),
+      x_real_time: Math.round(sessionMs / took),
+    });
+  }
+};
+
+/**
+ * One session alone, then `sessions` at once, each streaming jfk_16k.wav through the demo flow as fast as possible
+ * against an in-process server: latency to the first audio, wall time, and the resident memory they add.
+ */
+const benchSessions = async (o: BenchOptions): Promise<void> => {
+  const dir = await mkdtemp(join(tmpdir(), "duplex-bench-"));
+  const config = parseConfig({
+    log_level: "silent",
+    listen: { host: "127.0.0.1", port: 0 },
+    event_store: { kind: "sqlite", path: join(dir, "duplex.sqlite") },
+    duplex_session: { max_sessions: Math.max(4, o.sessions) },
+  });
+  const server = await startServer(config);
+  try {
+    const run = async (count: number) => {
+      const rss = process.memoryUsage().rss;
+      const started = performance.now();
+      const results = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          runDemo({
+            url: server.url,
+            input: join(o.audioDir, "jfk_16k.wav"),
+            out: join(dir, `out-${count}-${i}`),
+            fast: true,
+          }),
+        ),
+      );
+      const latencies = results.map((r) => r.first_audio_latency_ms ?? Number.NaN).sort((a, b) => a - b);
+      return {
+        wall: ms(started),
+        latency: latencies[Math.floor(latencies.length / 2)] ?? Number.NaN,
+        rssMb: (process.memoryUsage().rss - rss) / 2 ** 20,
+        results,
+      };
+    };
+    const one = await run(1);
+    const many = await run(o.sessions);
+    const replayed = await server.store.read(streamOf(many.results[0]?.session_id ?? ""));
+    o.print({
+      bench: "sessions",
+      sessions: o.sessions,
+      median_first_audio_ms: many.latency,
+      median_first_audio_ms_alone: one.latency,
+      latency_ratio: Math.round((many.latency / one.latency) * 100) / 100,
+      wall_ms: many.wall,
+      wall_ms_alone: one.wall,
+      wall_ratio_per_session: Math.round((many.wall / o.sessions / one.wall) * 100) / 100,
+      rss_added_mb: Math.round(many.rssMb),
+      log_entries_per_session: replayed.length,
+      replay_identical: replayEntries(replayed).ok,
+    });
+  } finally {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+};
+
+export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
+  const all: Record<string, (o: BenchOptions) => Promise<void>> = {
+    vad: benchVad,
+    store: benchStore,
+    replay: benchReplay,
+    sessions: benchSessions,
+  };
+  for (const [name, bench] of Object.entries(all)) if (only.length === 0 || only.includes(name)) await bench(o);
+};
