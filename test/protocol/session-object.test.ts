@@ -1,18 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { type AudioFormat, defaultSessionConfig } from "../../src/domain/index.ts";
 import { sessionObject } from "../../src/protocol/index.ts";
+import { ECHO_CAPABILITIES } from "../domain/decider-spec.ts";
 
-const CAPABILITIES = {
-  implementationLevel: "model_native_duplex" as const,
-  chunkPeriodMs: 200,
-  supportsBargeIn: true,
-  supportsSessionResume: true,
-  supportsAudioTruncate: true,
-  supportsToolCalls: false,
-  supportsVideo: false,
-  inputSampleRateHz: 16000,
-  outputSampleRateHz: 24000,
-};
+const CAPABILITIES = ECHO_CAPABILITIES;
 
 const render = (inputAudio?: AudioFormat) => {
   const base = defaultSessionConfig("m", CAPABILITIES);
