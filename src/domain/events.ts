@@ -261,6 +261,11 @@ export type DomainEvent =
         readonly policy: string;
         /** Speech overlapping the active response so far, ms. */
         readonly overlapMs: number;
+        /**
+         * Whether the client is told (`overlap.decision`): only when the action or its reason changes within a
+         * response, so a client is not sent one event per silent append (absent in older logs: told).
+         */
+        readonly reported?: boolean;
       }
     >
   | Message<"RuntimeControlReported", { readonly signal: string; readonly supported: boolean; readonly detail: string }>

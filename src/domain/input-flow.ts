@@ -143,7 +143,8 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
             b.state.config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech",
           ] as const)
         : (["listen", "long_overlap_speech"] as const);
-  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs } });
+  const reported = response.lastOverlap !== `${action}:${reason}`;
+  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported } });
   if (action === "barge_in") {
     announceSpeech(b);
     cancelResponse(b, at, b.state.config.turnDetection !== null ? "turn_detected" : "barge_in");

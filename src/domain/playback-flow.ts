@@ -78,6 +78,13 @@ export const truncateItem = (b: DecisionBuilder, at: number, command: ItemTrunca
         )
       : reject("item_not_found", `no item ${command.itemId}`, "item_id");
   }
+  if (command.contentIndex !== 0) {
+    return reject(
+      "bad_event",
+      `content_index ${command.contentIndex} does not exist: item ${command.itemId} has one content part (0)`,
+      "content_index",
+    );
+  }
   const audioEndMs = Math.min(command.audioEndMs, target.ledger.generatedMs);
   b.push({
     type: "ItemTruncated",

@@ -29,6 +29,8 @@ export interface ActiveResponse {
   readonly functionCalls: readonly FunctionCallItem[];
   /** User speech that overlapped this response so far, ms (BEHAVIOUR.md, "Turn-taking": overlap). */
   readonly overlapMs: number;
+  /** The last overlap decision of this response (`action:reason`), or null. */
+  readonly lastOverlap?: string | null;
 }
 
 /** What the session knows of one assistant item's audio, for playback truth and history. */
@@ -442,7 +444,14 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
     case "OverlapDecided":
       return state.response === null
         ? state
-        : { ...state, response: { ...state.response, overlapMs: event.data.overlapMs } };
+        : {
+            ...state,
+            response: {
+              ...state.response,
+              overlapMs: event.data.overlapMs,
+              lastOverlap: `${event.data.action}:${event.data.reason}`,
+            },
+          };
     case "SpeechAnnounced":
       return { ...state, input: { ...state.input, speechAnnounced: true } };
     case "SessionResumed":

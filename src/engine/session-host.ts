@@ -1,11 +1,13 @@
 import { Subject } from "rxjs";
 import {
   type AudioAppend,
+  type Command,
   type DomainEvent,
   decide,
   evolve,
   type Input,
   initialState,
+  type SessionConfig,
   type SessionId,
   type SessionState,
 } from "../domain/index.ts";
@@ -64,7 +66,8 @@ export interface RecoveredLog {
 }
 
 interface Pending {
-  readonly input: () => Promise<Input>;
+  /** Makes the input, given the state that every input before it in the mailbox led to. */
+  readonly input: (state: SessionState) => Promise<Input>;
   /** A barrier is decided in a drain of its own, after everything before it was published (resume). */
   readonly barrier: boolean;
 }
@@ -210,33 +213,39 @@ export class SessionHost {
     return this.push(async () => input);
   }
 
-  /** Enqueues a decoded client frame; audio is converted to the runner's rate and run through VAD in order. */
-  submit(frame: DecodedFrame): Promise<void> {
+  /**
+   * Enqueues a client frame. `frame` is decoded already, or a decoder that the mailbox calls with the session's
+   * configuration as the inputs before it left it, so a `session.update` that changes the input format applies to
+   * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD.
+   */
+  submit(frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame)): Promise<void> {
     const at = this.deps.now();
-    if (frame.type === "session.resume") {
-      // A resume on a socket that already holds a session: refused, the session goes on.
-      const command = {
-        type: "invalid",
-        eventId: frame.eventId,
-        code: "invalid_session_resume",
-        message: "session.resume must be the first message on a new socket",
-        param: null,
-        eventType: "session.resume",
-      } as const;
-      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }));
+    return this.push(async (state) => {
+      const decoded = typeof frame === "function" ? frame(state.config) : frame;
+      return { type: "CommandReceived", at, data: { command: await this.commandOf(decoded, state) } };
+    });
+  }
+
+  private async commandOf(frame: DecodedFrame, state: SessionState): Promise<Command> {
+    switch (frame.type) {
+      case "session.resume":
+        // A resume on a socket that already holds a session: refused, the session goes on.
+        return {
+          type: "invalid",
+          eventId: frame.eventId,
+          code: "invalid_session_resume",
+          message: "session.resume must be the first message on a new socket",
+          param: null,
+          eventType: "session.resume",
+        };
+      case "session.event_ack":
+        // The head is stamped in mailbox order, so the log records what the ack was checked against.
+        return { ...frame, headSeq: this.wire.seq };
+      case "input_audio_buffer.append":
+        return this.prepareAppend(frame, state);
+      default:
+        return frame;
     }
-    if (frame.type === "session.event_ack") {
-      // The head is stamped when the ack is decided, in mailbox order, so the log records what it was checked against.
-      return this.push(async () => ({
-        type: "CommandReceived",
-        at,
-        data: { command: { ...frame, headSeq: this.wire.seq } },
-      }));
-    }
-    if (frame.type !== "input_audio_buffer.append") {
-      return this.push(async () => ({ type: "CommandReceived", at, data: { command: frame } }));
-    }
-    return this.push(async () => ({ type: "CommandReceived", at, data: { command: await this.prepareAppend(frame) } }));
   }
 
   /** Resolves once every input enqueued so far is decided, appended and published. */
@@ -264,8 +273,9 @@ export class SessionHost {
 
   private async prepareAppend(
     frame: Extract<DecodedFrame, { type: "input_audio_buffer.append" }>,
+    state: SessionState,
   ): Promise<AudioAppend> {
-    const target = this.state.capabilities.inputSampleRateHz;
+    const target = state.capabilities.inputSampleRateHz;
     if (this.resampler === null || this.resampler.rate !== frame.sampleRateHz) {
       this.resampler = { rate: frame.sampleRateHz, resampler: this.deps.createResampler(frame.sampleRateHz, target) };
     }
@@ -305,7 +315,7 @@ export class SessionHost {
       let state = this.state;
       let wire = this.wire;
       for (const pending of batch) {
-        const input = await pending.input();
+        const input = await pending.input(state);
         const before = state;
         entries.push(inputEntry(input, before));
         const events: DomainEvent[] = decide(before, input);

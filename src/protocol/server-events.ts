@@ -408,6 +408,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "OutputAudioCleared":
       return [{ type: "output_audio_buffer.cleared", response_id: event.data.responseId }];
     case "OverlapDecided":
+      if (event.data.reported === false) return [];
       return [
         {
           type: "overlap.decision",

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import { DEFAULT_INPUT_RATE_HZ, ERROR_CODES } from "../domain/index.ts";
+import { DEFAULT_INPUT_RATE_HZ, ERROR_CODES, type SessionConfig } from "../domain/index.ts";
 import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
 import {
   type DecodedFrame,
@@ -150,30 +150,31 @@ export const serveRealtimeSocket = (
 
   socket.on("message", (data, isBinary) => {
     const bytes = frameBytes(data);
-    const config = host?.current.config;
-    const inputRateHz = config?.inputAudio.rate ?? DEFAULT_INPUT_RATE_HZ;
-    const frame: DecodedFrame = isBinary
-      ? {
-          type: "invalid",
-          eventId: null,
-          code: "invalid_json",
-          message: "binary frames are not accepted; send one JSON object per text frame",
-          param: null,
-          eventType: null,
-        }
-      : decodeClientFrame(bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString(), bytes, {
-          inputRateHz,
-          inputAudio: config?.inputAudio,
-          outputAudio: config?.outputAudio,
-        });
+    const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString();
+    // Frames of a session are decoded in its mailbox, with the configuration the inputs before them left.
+    const decode = (config: SessionConfig | null): DecodedFrame =>
+      text === null
+        ? {
+            type: "invalid",
+            eventId: null,
+            code: "invalid_json",
+            message: "binary frames are not accepted; send one JSON object per text frame",
+            param: null,
+            eventType: null,
+          }
+        : decodeClientFrame(text, bytes, {
+            inputRateHz: config?.inputAudio.rate ?? DEFAULT_INPUT_RATE_HZ,
+            inputAudio: config?.inputAudio,
+            outputAudio: config?.outputAudio,
+          });
     switch (state) {
       case "new":
-        handshake(frame);
+        handshake(decode(null));
         return;
       case "bound":
         if (host === null) return;
         engine.touch(host);
-        void host.submit(frame);
+        void host.submit(decode);
         return;
       case "expired":
         socket.send(handshakeError("unknown_session", `session ${host?.sessionId ?? ""} has expired`));

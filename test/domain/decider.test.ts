@@ -5,6 +5,7 @@ import {
   type DomainEvent,
   defaultSessionConfig,
   type Input,
+  type ItemId,
   initialState,
   type SessionState,
 } from "../../src/domain/index.ts";
@@ -1169,5 +1170,33 @@ describe("server VAD in the native lane", () => {
     expect(firstStop?.data.itemId).toBe(U1);
     expect(started?.data.audioStartMs).toBeGreaterThanOrEqual(firstStop?.data.audioEndMs ?? Number.POSITIVE_INFINITY);
     expect(w.after.history).toEqual([]);
+  });
+});
+
+describe("overlap reporting", () => {
+  it("reports an overlap decision when its action or reason changes, not on every append", () => {
+    const g = given(opened(), serverVad(), command(create()), command(appendFrames(silence(3))));
+    expect(ofType(g.when(command(appendFrames(silence(3)))).events, "OverlapDecided")[0]?.data).toMatchObject({
+      action: "drop",
+      reported: false,
+    });
+    const first = given(opened(), serverVad(), command(create())).when(command(appendFrames(silence(3))));
+    expect(ofType(first.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "drop", reported: true });
+    const changed = g.when(command(appendFrames(speech(3))));
+    expect(ofType(changed.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "listen", reported: true });
+  });
+
+  it("refuses a truncation of a content part that does not exist", () => {
+    given(opened(), command(create()), stage(audio(500, "hi")))
+      .when(
+        command({
+          type: "conversation.item.truncate",
+          eventId: "t",
+          itemId: I1 as ItemId,
+          contentIndex: 5,
+          audioEndMs: 100,
+        }),
+      )
+      .thenRejects("bad_event", "t");
   });
 });

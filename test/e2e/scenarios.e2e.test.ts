@@ -262,3 +262,30 @@ describe("HTTP routes", () => {
     }
   });
 });
+
+describe("arrival order", () => {
+  it("an append right after a session.update that changes the input rate is decoded at the new rate", async () => {
+    const server = await startTestServer();
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      client.send({
+        type: "session.update",
+        session: { audio: { input: { format: { type: "audio/pcm", rate: 16000 } } } },
+      });
+      const chunk = new Uint8Array(3200);
+      for (let i = 0; i < 10; i += 1) client.appendAudio(chunk);
+      client.send({
+        type: "session.update",
+        session: { audio: { input: { format: { type: "audio/pcm", rate: 24000 } } } },
+      });
+      for (let i = 0; i < 10; i += 1) client.appendAudio(chunk);
+      client.send({ type: "input_audio_buffer.commit" });
+      const committed = await client.waitFor("input_audio_buffer.committed");
+      // 10 x 100 ms at 16 kHz, then 10 x 66.7 ms at 24 kHz: 1667 ms, not 2000.
+      expect((committed.event as { audio_ms: number }).audio_ms).toBe(1667);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
