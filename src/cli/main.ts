@@ -2,8 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { registerConformCommand } from "../conformance/index.ts";
-import { evolve, INPUT_TYPES, initialState } from "../domain/index.ts";
-import { replayEntries, STREAM_PREFIX, streamOf } from "../engine/index.ts";
+import { foldLog, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
 import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
 import { startServer } from "../server/index.ts";
@@ -154,12 +153,8 @@ program
     const rows = [];
     for (const info of streams) {
       const entries = await store.read(info.stream);
-      let state = initialState;
-      let inputs = 0;
-      for (const e of entries) {
-        if ((INPUT_TYPES as readonly string[]).includes(e.type)) inputs += 1;
-        else state = evolve(state, { type: e.type, data: e.data } as Parameters<typeof evolve>[1]);
-      }
+      const { state } = foldLog(entries);
+      const inputs = stepsOf(entries).length;
       rows.push({
         session_id: info.stream.slice(STREAM_PREFIX.length),
         opened_at: new Date(info.firstAt).toISOString(),
