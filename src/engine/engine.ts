@@ -10,9 +10,19 @@ export interface EngineLimits {
   readonly maxSessions: number;
   readonly idleTtlS: number | null;
   readonly disconnectGraceS: number;
+  /** Bytes of client frames that may wait in a session's mailbox (16 MiB). */
+  readonly maxPendingInputBytes: number;
+  /** Commits that may wait in a session's mailbox (4). */
+  readonly maxPendingTurns: number;
 }
 
-export const DEFAULT_LIMITS: EngineLimits = { maxSessions: 4, idleTtlS: 300, disconnectGraceS: 30 };
+export const DEFAULT_LIMITS: EngineLimits = {
+  maxSessions: 4,
+  idleTtlS: 300,
+  disconnectGraceS: 30,
+  maxPendingInputBytes: 16 * 1024 * 1024,
+  maxPendingTurns: 4,
+};
 
 export interface EngineDeps {
   readonly store: EventStore;
@@ -122,6 +132,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         vad: deps.vad?.createStream() ?? null,
         createResampler: deps.createResampler,
         now,
+        inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
         openRunner: (id, emit) =>
           deps.runner.open({ sessionId: id, config: host.current.config }, (output) =>
             emit({ type: "StageOutputReceived", at: now(), data: { output } }),

@@ -43,6 +43,11 @@ export interface SessionHostDeps {
   readonly now: () => number;
   readonly onClosed: (host: SessionHost) => void;
   readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
+  /**
+   * `max_pending_input_bytes_per_session` (bytes of client frames) and `max_pending_turns_per_session` (commits)
+   * waiting in the mailbox; beyond them a frame is refused with `input_backpressure`. Absent: no limit.
+   */
+  readonly inputLimits?: { readonly maxPendingBytes: number; readonly maxPendingTurns: number };
   /** Observes each group commit: how many entries, and how long the append took (ms). */
   readonly onAppended?: (entries: number, ms: number) => void;
 }
@@ -121,6 +126,9 @@ export class SessionHost {
   private claimedGeneration: number;
   private claimedTokenSha256: string | null;
   private pendingAttach: { sink: SessionSink; replay: WireEvent[] } | null = null;
+  /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
+  private pendingBytes = 0;
+  private pendingTurns = 0;
 
   constructor(
     readonly sessionId: SessionId,
@@ -218,9 +226,34 @@ export class SessionHost {
    * configuration as the inputs before it left it, so a `session.update` that changes the input format applies to
    * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD.
    */
-  submit(frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame)): Promise<void> {
+  submit(
+    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
+    cost: { readonly bytes: number; readonly turn: boolean } = { bytes: 0, turn: false },
+  ): Promise<void> {
     const at = this.deps.now();
+    const limits = this.deps.inputLimits;
+    const overBytes = limits !== undefined && this.pendingBytes + cost.bytes > limits.maxPendingBytes;
+    const overTurns = limits !== undefined && cost.turn && this.pendingTurns + 1 > limits.maxPendingTurns;
+    if (overBytes || overTurns) {
+      // Refused before it is accepted: nothing of it is buffered, and the refusal is recorded in order.
+      const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
+      const command: Command = {
+        type: "invalid",
+        eventId: decoded.eventId,
+        code: "input_backpressure",
+        message: overBytes
+          ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
+          : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
+        param: null,
+        eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
+      };
+      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }));
+    }
+    this.pendingBytes += cost.bytes;
+    if (cost.turn) this.pendingTurns += 1;
     return this.push(async (state) => {
+      this.pendingBytes -= cost.bytes;
+      if (cost.turn) this.pendingTurns -= 1;
       const decoded = typeof frame === "function" ? frame(state.config) : frame;
       return { type: "CommandReceived", at, data: { command: await this.commandOf(decoded, state) } };
     });

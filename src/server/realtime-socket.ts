@@ -174,7 +174,11 @@ export const serveRealtimeSocket = (
       case "bound":
         if (host === null) return;
         engine.touch(host);
-        void host.submit(decode);
+        void host.submit(decode, {
+          // A frame over the maximum is refused as event_too_large and buffers nothing: it costs nothing.
+          bytes: text === null || bytes > MAX_FRAME_BYTES ? 0 : bytes,
+          turn: text !== null && /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/.test(text.slice(0, 300)),
+        });
         return;
       case "expired":
         socket.send(handshakeError("unknown_session", `session ${host?.sessionId ?? ""} has expired`));

@@ -53,6 +53,8 @@ export const startServer = async (
       maxSessions: config.duplex_session.max_sessions,
       idleTtlS: config.duplex_session.idle_ttl_s,
       disconnectGraceS: config.duplex_session.disconnect_grace_s,
+      maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
+      maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
     },
   });
   const recovered = await engine.recover();

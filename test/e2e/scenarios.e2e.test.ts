@@ -289,3 +289,31 @@ describe("arrival order", () => {
     }
   });
 });
+
+describe("input backpressure", () => {
+  it("refuses input beyond max_pending_input_bytes_per_session with input_backpressure, buffering nothing of it", async () => {
+    const server = await startTestServer({ duplex_session: { max_pending_input_bytes_per_session: 20_000 } });
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      client.send({
+        type: "session.update",
+        session: { audio: { input: { format: { type: "audio/pcm", rate: 16000 } } } },
+      });
+      const created = await client.waitFor("session.created");
+      const id = String((created.session as { id: string }).id);
+      client.appendAudio(new Uint8Array(24_000), { event_id: "too_big" });
+      client.appendAudio(new Uint8Array(3_200), { event_id: "fine" });
+      client.send({ type: "session.heartbeat" });
+      await client.waitFor("session.heartbeat_ack", { since: 0 });
+      const errors = client.received.map((r) => r.event).filter((e) => e.type === "error");
+      expect(errors.map((e) => e.error)).toEqual([
+        expect.objectContaining({ code: "input_backpressure", type: "rate_limit_error", event_id: "too_big" }),
+      ]);
+      // Only the accepted 100 ms are buffered.
+      expect(server.engine.get(id)?.current.input.bufferedBytes).toBe(3_200);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
