@@ -1,5 +1,6 @@
 import type { DomainEvent } from "./events.ts";
-import { evolve, type SessionState } from "./state.ts";
+import { evolve } from "./evolve.ts";
+import type { SessionState } from "./state.ts";
 
 /**
  * Accumulates the events of one decision while keeping the state they lead to, so that a later step of the same

@@ -3,13 +3,14 @@ import type { Command } from "./commands.ts";
 import { applySessionPatch, defaultSessionConfig } from "./config.ts";
 import { type Rejection, reject } from "./errors.ts";
 import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
+import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { appendAudio, commitInput } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import { applyStageOutput, cancelResponse, startResponse } from "./response-flow.ts";
-import { evolve, initialState, type SessionState } from "./state.ts";
+import { initialState, type SessionState } from "./state.ts";
 
 /**
  * The session decider (DESIGN.md, "How data flows"; emmett's `Decider`): a plain object of pure functions.

@@ -5,6 +5,7 @@ export * from "./decider.ts";
 export * from "./endpointing.ts";
 export * from "./errors.ts";
 export * from "./events.ts";
+export * from "./evolve.ts";
 export * from "./history.ts";
 export * from "./ids.ts";
 export * from "./input-flow.ts";

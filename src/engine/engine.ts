@@ -1,9 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Capabilities, DomainEvent, SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
-import { STREAM_PREFIX } from "./log.ts";
+import { foldLog, type RecoveredLog, STREAM_PREFIX } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
-import { foldLog, type RecoveredLog, SessionHost, type SessionSink } from "./session-host.ts";
+import { SessionHost, type SessionSink } from "./session-host.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
 export interface EngineLimits {

@@ -1,6 +1,20 @@
 import { createHash } from "node:crypto";
-import { type DomainEvent, INPUT_TYPES, type Input, type InputType, type SessionState } from "../domain/index.ts";
-import type { EventEnvelope, WireEvent } from "../projections/index.ts";
+import {
+  type DomainEvent,
+  evolve,
+  INPUT_TYPES,
+  type Input,
+  type InputType,
+  initialState,
+  type SessionState,
+} from "../domain/index.ts";
+import {
+  type EventEnvelope,
+  initialWireState,
+  reduceWire,
+  type WireEvent,
+  type WireState,
+} from "../projections/index.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -73,4 +87,29 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
     });
   }
   return steps;
+};
+
+/** A session rebuilt from its log after a restart. */
+export interface RecoveredLog {
+  readonly state: SessionState;
+  readonly wire: WireState;
+  readonly revision: number;
+}
+
+/**
+ * Folds a session's recorded entries into its state, its wire projection and its last revision.
+ * @throws Error when the entries are not a session stream (see `stepsOf`).
+ */
+export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & { replay: WireEvent[] } => {
+  let state = initialState;
+  let wire = initialWireState;
+  const replay: WireEvent[] = [];
+  for (const step of stepsOf(entries)) {
+    for (const { envelope } of step.decisions) {
+      state = evolve(state, envelope.event);
+      wire = reduceWire(wire, envelope);
+      replay.push(...wire.emitted);
+    }
+  }
+  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay };
 };

@@ -20,7 +20,7 @@ import {
 } from "../projections/index.ts";
 import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
 import { type Effect, effectsOf } from "./effects.ts";
-import { decisionEntry, inputEntry, stepsOf, streamOf } from "./log.ts";
+import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf } from "./log.ts";
 import type {
   EventStore,
   ExpectedRevision,
@@ -63,13 +63,6 @@ export interface SessionSink {
   ended(lastType: string): void;
 }
 
-/** A session rebuilt from its log after a restart. */
-export interface RecoveredLog {
-  readonly state: SessionState;
-  readonly wire: WireState;
-  readonly revision: number;
-}
-
 interface Pending {
   /** Makes the input, given the state that every input before it in the mailbox led to. */
   readonly input: (state: SessionState) => Promise<Input>;
@@ -78,24 +71,6 @@ interface Pending {
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
-
-/**
- * Folds a session's recorded entries into its state, its wire projection and its last revision.
- * @throws Error when the entries are not a session stream (see `stepsOf`).
- */
-export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & { replay: WireEvent[] } => {
-  let state = initialState;
-  let wire = initialWireState;
-  const replay: WireEvent[] = [];
-  for (const step of stepsOf(entries)) {
-    for (const { envelope } of step.decisions) {
-      state = evolve(state, envelope.event);
-      wire = reduceWire(wire, envelope);
-      replay.push(...wire.emitted);
-    }
-  }
-  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay };
-};
 
 /**
  * One session's single writer (DESIGN.md, rule 5): a mailbox that serialises every input, decides it, appends the

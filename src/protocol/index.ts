@@ -5,5 +5,7 @@ export * from "./client-events.ts";
 export * from "./decode.ts";
 export * from "./dialect.ts";
 export * from "./handshake.ts";
+export * from "./items.ts";
 export * from "./server-events.ts";
 export * from "./session-object.ts";
+export * from "./session-patch.ts";

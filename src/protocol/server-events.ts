@@ -1,11 +1,6 @@
-import {
-  type Capabilities,
-  type DomainEvent,
-  ERROR_CODES,
-  type HistoryItem,
-  type ItemId,
-  type SessionId,
-} from "../domain/index.ts";
+import { type Capabilities, type DomainEvent, ERROR_CODES, type SessionId } from "../domain/index.ts";
+import { functionCallItem, historyItemJson, messageItem, roundLedger, userItem } from "./items.ts";
+import { renderResponseEnded } from "./response-events.ts";
 import { sessionObject } from "./session-object.ts";
 
 /**
@@ -29,81 +24,6 @@ export interface RenderContext {
  * (DESIGN.md rule 4). A replayed event whose token is no longer current carries null instead.
  */
 export const REDACTED_RESUME_TOKEN = "<resume_token>";
-
-const userItem = (id: ItemId, audio: boolean, text: string): Record<string, unknown> => ({
-  id,
-  object: "realtime.item",
-  type: "message",
-  role: "user",
-  status: "completed",
-  content: [
-    ...(audio ? [{ type: "input_audio", transcript: null }] : []),
-    ...(text === "" ? [] : [{ type: "input_text", text }]),
-  ],
-});
-
-/** An assistant message item with its audio part (transcript) and/or text part. */
-const messageItem = (
-  id: ItemId,
-  status: string,
-  transcript: string | null,
-  text: string | null,
-): Record<string, unknown> => ({
-  id,
-  object: "realtime.item",
-  type: "message",
-  role: "assistant",
-  status,
-  content: [
-    ...(transcript === null ? [] : [{ type: "output_audio", transcript }]),
-    ...(text === null ? [] : [{ type: "output_text", text }]),
-  ],
-});
-
-const functionCallItem = (id: ItemId, callId: string, name: string, args: string): Record<string, unknown> => ({
-  id,
-  object: "realtime.item",
-  type: "function_call",
-  status: "completed",
-  call_id: callId,
-  name,
-  arguments: args,
-});
-
-/** Any history item as a `realtime.item` (reference, "Object shapes"). */
-export const historyItemJson = (item: HistoryItem): Record<string, unknown> => {
-  switch (item.type) {
-    case "function_call":
-      return functionCallItem(item.id, item.callId ?? "", item.name ?? "", item.arguments ?? "");
-    case "function_call_output":
-      return {
-        id: item.id,
-        object: "realtime.item",
-        type: "function_call_output",
-        status: "completed",
-        call_id: item.callId,
-        output: item.output,
-      };
-    case "message": {
-      const user = item.role !== "assistant";
-      const part = item.audio
-        ? { type: user ? "input_audio" : "output_audio", transcript: item.text === "" ? null : item.text }
-        : { type: user ? "input_text" : "output_text", text: item.text };
-      return {
-        id: item.id,
-        object: "realtime.item",
-        type: "message",
-        role: item.role,
-        status: item.status,
-        content: [part],
-      };
-    }
-    default: {
-      const unhandled: never = item.type;
-      throw new Error(`historyItemJson: unhandled item type ${String(unhandled)}`);
-    }
-  }
-};
 
 /** An error event body with the envelope of BEHAVIOUR.md, "Errors". */
 export const errorBody = (
@@ -257,71 +177,8 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
         { type: "response.output_audio_transcript.delta", ...ids, delta: d.transcript },
       ];
     }
-    case "ResponseEnded": {
-      const d = event.data;
-      const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0 };
-      const itemStatus = d.status === "completed" ? "completed" : "incomplete";
-      const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, d.text);
-      const out: ServerEventBody[] = [];
-      if (d.status === "cancelled" && d.audioSent)
-        out.push({ type: "output_audio_buffer.cleared", response_id: d.responseId });
-      if (d.spoke) {
-        const audioIds = { ...ids, content_index: 0 };
-        out.push(
-          { type: "response.output_audio.done", ...audioIds },
-          { type: "response.output_audio_transcript.done", ...audioIds, transcript: d.transcript },
-          { type: "response.content_part.done", ...audioIds, part: { type: "audio", transcript: d.transcript } },
-        );
-      }
-      if (d.text !== null) {
-        const textIds = { ...ids, content_index: d.spoke ? 1 : 0 };
-        out.push(
-          { type: "response.output_text.done", ...textIds, text: d.text },
-          { type: "response.content_part.done", ...textIds, part: { type: "text", text: d.text } },
-        );
-      }
-      const statusDetails =
-        d.status === "completed"
-          ? null
-          : d.status === "cancelled"
-            ? { type: "cancelled", reason: d.reason }
-            : {
-                type: "failed",
-                reason: d.reason,
-                error: d.error === null ? null : { type: "server_error", code: d.error.code, message: d.error.message },
-              };
-      const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
-      out.push(
-        { type: "response.output_item.done", response_id: d.responseId, output_index: 0, item },
-        { type: "conversation.item.done", previous_item_id: d.previousItemId, item },
-        {
-          type: "response.done",
-          response_id: d.responseId,
-          response: {
-            id: d.responseId,
-            object: "realtime.response",
-            status: d.status,
-            status_details: statusDetails,
-            output: [item, ...calls],
-            modalities: ["audio", "text"],
-            output_modalities: d.text !== null && !d.spoke ? ["text"] : ["audio"],
-            conversation_id: sessionId,
-            usage: null,
-            metadata: d.metadata ?? {
-              duplex_event: {
-                type: "response.done",
-                session_id: sessionId,
-                response_id: d.responseId,
-                epoch: ctx.epoch,
-                playback: roundLedger(d.playback),
-              },
-            },
-          },
-        },
-        { type: "rate_limits.updated", rate_limits: [] },
-      );
-      return out;
-    }
+    case "ResponseEnded":
+      return renderResponseEnded(ctx, event.data);
     case "TextStarted":
       return [
         {
@@ -506,10 +363,3 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     }
   }
 };
-
-const roundLedger = (l: { generatedMs: number; sentMs: number; playedMs: number; committedMs: number }) => ({
-  generated_ms: Math.floor(l.generatedMs),
-  sent_ms: Math.floor(l.sentMs),
-  played_ms: Math.floor(l.playedMs),
-  committed_ms: Math.floor(l.committedMs),
-});

@@ -1,0 +1,77 @@
+import type { DomainEvent } from "../domain/index.ts";
+import { functionCallItem, messageItem, roundLedger } from "./items.ts";
+import type { RenderContext, ServerEventBody } from "./server-events.ts";
+
+type Ended = Extract<DomainEvent, { type: "ResponseEnded" }>["data"];
+
+/**
+ * The end of a response (reference/realtime-duplex-api.md, "Response lifecycle"; BEHAVIOUR.md, "Barge-in and cancel
+ * are atomic"): `output_audio_buffer.cleared` when cancelled audio was sent, the `*.done` events of its audio and
+ * text parts, `output_item.done`, `conversation.item.done`, `response.done` (with the client's metadata echoed, or
+ * the duplex event) and `rate_limits.updated`.
+ */
+export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBody[] => {
+  const sessionId = ctx.sessionId;
+  const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0 };
+  const itemStatus = d.status === "completed" ? "completed" : "incomplete";
+  const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, d.text);
+  const out: ServerEventBody[] = [];
+  if (d.status === "cancelled" && d.audioSent)
+    out.push({ type: "output_audio_buffer.cleared", response_id: d.responseId });
+  if (d.spoke) {
+    const audioIds = { ...ids, content_index: 0 };
+    out.push(
+      { type: "response.output_audio.done", ...audioIds },
+      { type: "response.output_audio_transcript.done", ...audioIds, transcript: d.transcript },
+      { type: "response.content_part.done", ...audioIds, part: { type: "audio", transcript: d.transcript } },
+    );
+  }
+  if (d.text !== null) {
+    const textIds = { ...ids, content_index: d.spoke ? 1 : 0 };
+    out.push(
+      { type: "response.output_text.done", ...textIds, text: d.text },
+      { type: "response.content_part.done", ...textIds, part: { type: "text", text: d.text } },
+    );
+  }
+  const statusDetails =
+    d.status === "completed"
+      ? null
+      : d.status === "cancelled"
+        ? { type: "cancelled", reason: d.reason }
+        : {
+            type: "failed",
+            reason: d.reason,
+            error: d.error === null ? null : { type: "server_error", code: d.error.code, message: d.error.message },
+          };
+  const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
+  out.push(
+    { type: "response.output_item.done", response_id: d.responseId, output_index: 0, item },
+    { type: "conversation.item.done", previous_item_id: d.previousItemId, item },
+    {
+      type: "response.done",
+      response_id: d.responseId,
+      response: {
+        id: d.responseId,
+        object: "realtime.response",
+        status: d.status,
+        status_details: statusDetails,
+        output: [item, ...calls],
+        modalities: ["audio", "text"],
+        output_modalities: d.text !== null && !d.spoke ? ["text"] : ["audio"],
+        conversation_id: sessionId,
+        usage: null,
+        metadata: d.metadata ?? {
+          duplex_event: {
+            type: "response.done",
+            session_id: sessionId,
+            response_id: d.responseId,
+            epoch: ctx.epoch,
+            playback: roundLedger(d.playback),
+          },
+        },
+      },
+    },
+    { type: "rate_limits.updated", rate_limits: [] },
+  );
+  return out;
+};
