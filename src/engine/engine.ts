@@ -31,6 +31,8 @@ export interface EngineDeps {
   readonly createResampler: ResamplerFactory;
   readonly limits?: Partial<EngineLimits>;
   readonly model?: string;
+  /** `session_mode` of the deployment: `turn` starts every session in the turn lane unless the client asks. */
+  readonly sessionMode?: "duplex" | "turn";
   /** Engine clock, ms since the Unix epoch; injectable for tests. */
   readonly now?: () => number;
   readonly log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
@@ -191,7 +193,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           sessionId,
           model: options.model ?? model,
           capabilities: deps.runner.capabilities,
-          nativeDuplex: options.nativeDuplex ?? null,
+          nativeDuplex: options.nativeDuplex ?? (deps.sessionMode === "turn" ? false : null),
           resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
           idleTimeoutS: limits.idleTtlS,
         },

@@ -48,6 +48,7 @@ export const startServer = async (
     createResampler,
     model: runner.name,
     log,
+    sessionMode: config.session_mode,
     observe: metrics.observe,
     limits: {
       maxSessions: config.duplex_session.max_sessions,

@@ -317,3 +317,21 @@ describe("input backpressure", () => {
     }
   });
 });
+
+describe("session_mode", () => {
+  it("turn starts sessions in the turn lane (auto_response false); ?native_duplex=1 still opts in", async () => {
+    const server = await startTestServer({ session_mode: "turn" });
+    try {
+      const a = await RealtimeClient.connect(server.url);
+      a.send({ type: "session.update", session: {} });
+      expect((await a.waitFor("session.created")).session).toMatchObject({ extra_body: { auto_response: false } });
+      await a.close();
+      const b = await RealtimeClient.connect(`${server.url}?native_duplex=1`);
+      b.send({ type: "session.update", session: {} });
+      expect((await b.waitFor("session.created")).session).toMatchObject({ extra_body: { auto_response: true } });
+      await b.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
