@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { runDemo } from "../src/cli/demo.ts";
 import { RealtimeClient } from "../src/client/index.ts";
 import { streamOf } from "../src/engine/index.ts";
-import { pcm16ToBytes, readWavFile } from "../src/infra/audio/index.ts";
+import { readWavFile } from "../src/infra/audio/index.ts";
 import { parseConfig } from "../src/infra/config.ts";
 import { writeSessionFile } from "../src/infra/event-store/index.ts";
 import { startServer } from "../src/server/index.ts";
@@ -16,10 +16,7 @@ const audio = (name: string): string => resolve("../shared/audio", name);
 
 const stream = async (client: RealtimeClient, file: string, tailMs: number): Promise<void> => {
   const wav = await readWavFile(audio(file));
-  const all = new Int16Array(wav.samples.length + (tailMs * 16000) / 1000);
-  all.set(wav.samples);
-  for (let offset = 0; offset < all.length; offset += 1600)
-    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+  client.appendSamples(wav.samples, { sampleRateHz: 16000, tailMs });
 };
 
 const dir = await mkdtemp(join(tmpdir(), "duplex-record-"));

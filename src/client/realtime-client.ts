@@ -1,4 +1,5 @@
 import { WebSocket } from "ws";
+import { pcm16ToBytes } from "../infra/audio/pcm.ts";
 
 /** A server event as received: its JSON object. */
 export type ServerEvent = { readonly type: string } & Readonly<Record<string, unknown>>;
@@ -77,6 +78,21 @@ export class RealtimeClient {
   /** Sends `input_audio_buffer.append` of PCM16 little-endian bytes. */
   appendAudio(pcm16: Uint8Array, extra: Record<string, unknown> = {}): string {
     return this.send({ type: "input_audio_buffer.append", audio: Buffer.from(pcm16).toString("base64"), ...extra });
+  }
+
+  /**
+   * Sends PCM16 mono `samples` at `sampleRateHz` as `chunkMs` appends, as fast as possible, followed by `tailMs` of
+   * silence (as a microphone would go on sending). Returns the number of appends sent.
+   */
+  appendSamples(samples: Int16Array, options: { sampleRateHz: number; chunkMs?: number; tailMs?: number }): number {
+    const chunk = Math.round((options.sampleRateHz * (options.chunkMs ?? 100)) / 1000);
+    const all = new Int16Array(samples.length + Math.round((options.sampleRateHz * (options.tailMs ?? 0)) / 1000));
+    all.set(samples);
+    let sent = 0;
+    for (let offset = 0; offset < all.length; offset += chunk, sent += 1) {
+      this.appendAudio(pcm16ToBytes(all.subarray(offset, offset + chunk)));
+    }
+    return sent;
   }
 
   /**

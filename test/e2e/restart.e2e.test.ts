@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, streamOf } from "../../src/engine/index.ts";
-import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
+import { readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { sharedAudio } from "../support/server.ts";
 
@@ -76,10 +76,7 @@ describe("restart", () => {
     const sessionId = String((created.session as { id: string }).id);
     const token = String(created.resume_token);
     const wav = await readWavFile(sharedAudio("question_16k.wav"));
-    const all = new Int16Array(wav.samples.length + 16000);
-    all.set(wav.samples);
-    for (let offset = 0; offset < all.length; offset += 1600)
-      client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+    client.appendSamples(wav.samples, { sampleRateHz: 16000, tailMs: 1000 });
     await client.waitFor("response.output_audio.delta", { timeoutMs: 20_000 });
 
     await kill(first);

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
-import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
+import { readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /** BEHAVIOUR.md, "Resume": scenarios 11, 12 and 13, takeover and concurrent resumes, over real sockets. */
@@ -17,10 +17,7 @@ const open = async (client: RealtimeClient): Promise<{ id: string; token: string
 /** Streams question_16k.wav plus a second of silence as fast as possible, in 100 ms appends. */
 const speak = async (client: RealtimeClient): Promise<void> => {
   const wav = await readWavFile(sharedAudio("question_16k.wav"));
-  const all = new Int16Array(wav.samples.length + 16000);
-  all.set(wav.samples);
-  for (let offset = 0; offset < all.length; offset += 1600)
-    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+  client.appendSamples(wav.samples, { sampleRateHz: 16000, tailMs: 1000 });
 };
 
 const seqOf = (e: ServerEvent): number => Number(e.server_event_seq);

@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
+import { readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /** BEHAVIOUR.md scenarios 5 and 18 on real speech through Silero VAD, over a real socket. */
 const stream = async (client: RealtimeClient, file: string, tailMs = 1500): Promise<void> => {
   const wav = await readWavFile(sharedAudio(file));
-  const all = new Int16Array(wav.samples.length + (tailMs * 16000) / 1000);
-  all.set(wav.samples);
-  for (let offset = 0; offset < all.length; offset += 1600)
-    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + 1600)));
+  client.appendSamples(wav.samples, { sampleRateHz: 16000, tailMs });
   client.send({ type: "session.heartbeat" });
   await client.waitFor("session.heartbeat_ack", { since: 0, timeoutMs: 30_000 });
 };
