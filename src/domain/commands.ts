@@ -1,4 +1,4 @@
-import type { SessionPatch } from "./config.ts";
+import type { SessionPatch, ToolChoice, ToolDefinition } from "./config.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId } from "./ids.ts";
 
@@ -48,6 +48,11 @@ export interface AudioAppend extends Base<"input_audio_buffer.append"> {
   readonly vad: readonly number[];
   /** RMS of the append, 0..1 of full scale. */
   readonly rms: number;
+  /**
+   * Camera frames riding the append (`video_frames`: JPEG or PNG bytes), kept only where the model consumes video
+   * (`capabilities.supports_video`); elsewhere they are ignored, as the reference says, and absent here.
+   */
+  readonly videoFrames?: readonly Uint8Array[];
 }
 
 export interface AudioCommit extends Base<"input_audio_buffer.commit"> {
@@ -57,13 +62,32 @@ export interface AudioCommit extends Base<"input_audio_buffer.commit"> {
 
 export type AudioClear = Base<"input_audio_buffer.clear">;
 
+/**
+ * `response.create`. Every per-response field is null (or absent, in logs recorded before it existed) to follow the
+ * session (OpenAI Realtime, "response.create").
+ */
 export interface ResponseCreate extends Base<"response.create"> {
   /** `response.metadata`, echoed in `response.created` and `response.done`. */
   readonly metadata: Readonly<Record<string, unknown>> | null;
   readonly instructions: string | null;
   /** Per-response `modalities` / `output_modalities`, or null for the session's. */
   readonly modalities: readonly ("audio" | "text")[] | null;
+  /**
+   * `response.conversation`: `none` makes an out-of-band response, generated outside the conversation: no
+   * `conversation.item.*` events, not in history, never a `previous_item_id`.
+   */
+  readonly conversation?: "auto" | "none";
+  /** `response.input`: the items the response answers instead of the conversation, or null for the conversation. */
+  readonly input?: readonly ResponseInputItem[] | null;
+  readonly tools?: readonly ToolDefinition[] | null;
+  readonly toolChoice?: ToolChoice | null;
+  readonly temperature?: number | null;
+  /** `max_output_tokens` / `max_response_output_tokens` of this response. */
+  readonly maxOutputTokens?: number | "inf" | null;
 }
+
+/** One entry of `response.input`: an item given in full, or a reference to an item of the conversation. */
+export type ResponseInputItem = ItemCreate["item"] | { readonly type: "item_reference"; readonly id: ItemId };
 
 export interface ResponseCancel extends Base<"response.cancel"> {
   readonly responseId: ResponseId | null;

@@ -28,6 +28,44 @@ export interface SessionConfig {
    */
   readonly inputTranscription?: Readonly<Record<string, unknown>> | null;
   readonly inputNoiseReduction?: Readonly<Record<string, unknown>> | null;
+  /** Function tools the model may call (OpenAI `session.tools`); empty on a model without tool calls. */
+  readonly tools: readonly ToolDefinition[];
+  readonly toolChoice: ToolChoice;
+  /** The most output tokens one response may take (1..4096), or "inf" (OpenAI `max_response_output_tokens`). */
+  readonly maxResponseOutputTokens: number | "inf";
+  /**
+   * The assistant voice clip (`ref_audio`, a data URL) in force, described: its bytes are in the log once, in the
+   * `session.update` that set it, and reach the runner through `configure` (reference, "Tier 2": ref_audio).
+   */
+  readonly refAudio: RefAudioInfo | null;
+}
+
+/** A function tool (OpenAI `session.tools[]`): `parameters` is a JSON Schema object. */
+export interface ToolDefinition {
+  readonly type: "function";
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: Readonly<Record<string, unknown>>;
+}
+
+/** OpenAI `tool_choice`: a mode, or one function by name. */
+export type ToolChoice = "auto" | "none" | "required" | { readonly type: "function"; readonly name: string };
+
+/** What a session shows of its `ref_audio`: the clip's media type, size (bytes of the decoded clip) and SHA-256. */
+export interface RefAudioInfo {
+  readonly mimeType: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+/**
+ * A `ref_audio` as `session.update` carries it: the decoded bytes of a data URL. `sha256` (hex) is stamped by the
+ * engine before the command is recorded; the decider compares clips by it.
+ */
+export interface RefAudioInput {
+  readonly mimeType: string;
+  readonly audio: Uint8Array;
+  readonly sha256: string;
 }
 
 export type Modality = "audio" | "text";
@@ -79,6 +117,11 @@ export interface SessionPatch {
   readonly idleTimeoutS?: number | null;
   readonly inputTranscription?: Readonly<Record<string, unknown>> | null;
   readonly inputNoiseReduction?: Readonly<Record<string, unknown>> | null;
+  readonly tools?: readonly ToolDefinition[];
+  readonly toolChoice?: ToolChoice;
+  readonly maxResponseOutputTokens?: number | "inf";
+  /** `null` removes the clip (refused where the profile requires one). */
+  readonly refAudio?: RefAudioInput | null;
 }
 
 /**
@@ -95,7 +138,27 @@ export interface Capabilities {
   readonly supportsVideo: boolean;
   readonly inputSampleRateHz: number;
   readonly outputSampleRateHz: number;
+  /**
+   * `always`: the model-native lane is the model's only implementation; `opt_in` (MiniCPM-o 4.5): the session is in
+   * the chat-fallback (turn) lane until it opts in with `extra_body.native_duplex` (or `auto_response`), and
+   * `implementation_level` says which. Absent (older logs): `always`.
+   */
+  readonly nativeDuplex?: "always" | "opt_in";
+  /** `required` (MiniCPM-o 4.5): a session needs a `ref_audio` clip; absent: optional. */
+  readonly refAudio?: "required" | "optional";
+  /** The model profile these capabilities come from (deploy YAML `runner.profile`), or null for the runner's own. */
+  readonly profile?: string | null;
 }
+
+/**
+ * The implementation level a session runs at (reference, "Capability negotiation by model"): on an `opt_in` model
+ * the model-native lane only once the session opted in, else the chat-fallback lane (`turn_based`).
+ */
+export const implementationLevelOf = (
+  capabilities: Capabilities,
+  config: Pick<SessionConfig, "autoResponse">,
+): Capabilities["implementationLevel"] =>
+  capabilities.nativeDuplex === "opt_in" && !config.autoResponse ? "turn_based" : capabilities.implementationLevel;
 
 /** Server VAD defaults of BEHAVIOUR.md, "Turn-taking". */
 export const SERVER_VAD_DEFAULTS: ServerVadConfig = {
@@ -134,8 +197,24 @@ export const defaultSessionConfig = (
   overlapPolicy: "listen_only",
   playbackCommitPolicy: "ack_only",
   temperature: null,
-  autoResponse: capabilities.implementationLevel === "model_native_duplex",
+  autoResponse: capabilities.implementationLevel === "model_native_duplex" && capabilities.nativeDuplex !== "opt_in",
   idleTimeoutS,
+  tools: [],
+  toolChoice: "auto",
+  maxResponseOutputTokens: "inf",
+  refAudio: null,
+});
+
+/**
+ * A recorded configuration with the fields added since it was recorded filled with their defaults (a log written
+ * before `tools` existed folds into a configuration that has them).
+ */
+export const withConfigDefaults = (config: SessionConfig): SessionConfig => ({
+  ...config,
+  tools: config.tools ?? [],
+  toolChoice: config.toolChoice ?? "auto",
+  maxResponseOutputTokens: config.maxResponseOutputTokens ?? "inf",
+  refAudio: config.refAudio ?? null,
 });
 
 /** Input sample rates (Hz) a client may declare for pcm16 and pcm_f32le. */
@@ -158,9 +237,54 @@ const inputAudioRefusal = (audio: AudioFormat): string | null => {
     : `input sample rate ${audio.rate} Hz is not supported for ${audio.format}; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`;
 };
 
+/** The hottest sampling temperature a session may ask for. */
+export const MAX_TEMPERATURE = 2;
+
+/** Why the tools and tool choice a patch leads to are refused, or null. */
+const toolRefusal = (
+  tools: readonly ToolDefinition[],
+  choice: ToolChoice,
+  patch: SessionPatch,
+  capabilities: Capabilities,
+): Rejection | null => {
+  if (patch.tools !== undefined && patch.tools.length > 0 && !capabilities.supportsToolCalls) {
+    return reject(
+      "tool_calls_unsupported",
+      "this model does not call tools (capabilities.supports_tool_calls is false); send tools: []",
+      "session.tools",
+    );
+  }
+  const names = new Set<string>();
+  for (const [i, tool] of tools.entries()) {
+    if (names.has(tool.name)) {
+      return reject(
+        "bad_event",
+        `tools[${i}]: a tool named "${tool.name}" is already declared`,
+        `session.tools.${i}.name`,
+      );
+    }
+    names.add(tool.name);
+  }
+  if (typeof choice === "object" && !names.has(choice.name)) {
+    return reject(
+      "bad_event",
+      `tool_choice names function "${choice.name}", which is not among the session's tools (${[...names].join(", ") || "none"})`,
+      "session.tool_choice",
+    );
+  }
+  if (choice === "required" && tools.length === 0) {
+    return reject("bad_event", 'tool_choice "required" needs at least one tool', "session.tool_choice");
+  }
+  return null;
+};
+
 /**
  * Applies a patch to a configuration. Returns the new configuration, or the rejection that leaves the session
  * on its previous configuration (BEHAVIOUR.md scenario 17: `semantic_vad` -> `unsupported_turn_detection`).
+ * Capability gates (reference, "Capability negotiation by model"): on a model without barge-in,
+ * `overlap_policy: barge_in_on_speech` and `turn_detection.interrupt_response: true` are `barge_in_unsupported`, and
+ * server VAD defaults to `interrupt_response: false` (endpointing without interruption); tools on a model that does
+ * not call them are `tool_calls_unsupported`; removing the `ref_audio` a model requires is `ref_audio_required`.
  */
 export const applySessionPatch = (
   config: SessionConfig,
@@ -169,6 +293,13 @@ export const applySessionPatch = (
 ): SessionConfig | Rejection => {
   let turnDetection = config.turnDetection;
   let overlapPolicy = patch.overlapPolicy ?? config.overlapPolicy;
+  if (patch.overlapPolicy === "barge_in_on_speech" && !capabilities.supportsBargeIn) {
+    return reject(
+      "barge_in_unsupported",
+      "overlap_policy barge_in_on_speech needs a model that supports barge-in (capabilities.supports_barge_in is false)",
+      "session.overlap_policy",
+    );
+  }
   if (patch.turnDetection === null) {
     turnDetection = null;
   } else if (patch.turnDetection !== undefined) {
@@ -180,13 +311,40 @@ export const applySessionPatch = (
         "session.turn_detection.type",
       );
     }
-    const base = config.turnDetection ?? SERVER_VAD_DEFAULTS;
+    if (td.interruptResponse === true && !capabilities.supportsBargeIn) {
+      return reject(
+        "barge_in_unsupported",
+        "turn_detection.interrupt_response true needs a model that supports barge-in; omit it or send false",
+        "session.turn_detection.interrupt_response",
+      );
+    }
+    const defaults = capabilities.supportsBargeIn
+      ? SERVER_VAD_DEFAULTS
+      : { ...SERVER_VAD_DEFAULTS, interruptResponse: false };
+    const base = config.turnDetection ?? defaults;
     turnDetection = { ...base, ...td, type: "server_vad" };
     if (turnDetection.interruptResponse && !capabilities.supportsBargeIn && patch.overlapPolicy === undefined) {
       overlapPolicy = "listen_only";
     } else if (turnDetection.interruptResponse && patch.overlapPolicy === undefined) {
       overlapPolicy = "barge_in_on_speech";
     }
+  }
+  if (patch.temperature !== undefined && patch.temperature !== null) {
+    const t = patch.temperature;
+    if (!(t >= 0 && t <= MAX_TEMPERATURE)) {
+      return reject("bad_event", `temperature must be within 0..${MAX_TEMPERATURE}; got ${t}`, "session.temperature");
+    }
+  }
+  const tools = patch.tools ?? config.tools;
+  const toolChoice = patch.toolChoice ?? config.toolChoice;
+  const toolsRefused = toolRefusal(tools, toolChoice, patch, capabilities);
+  if (toolsRefused !== null) return toolsRefused;
+  if (patch.refAudio === null && capabilities.refAudio === "required") {
+    return reject(
+      "ref_audio_required",
+      "this model needs a ref_audio voice clip; it cannot be removed",
+      "session.ref_audio",
+    );
   }
   const inputRefusal = patch.inputAudio === undefined ? null : inputAudioRefusal(patch.inputAudio);
   if (inputRefusal !== null) return reject("unsupported_audio_format", inputRefusal, "session.input_audio_format");
@@ -200,6 +358,12 @@ export const applySessionPatch = (
       "session.output_audio_format",
     );
   }
+  const refAudio =
+    patch.refAudio === undefined
+      ? config.refAudio
+      : patch.refAudio === null
+        ? null
+        : { mimeType: patch.refAudio.mimeType, bytes: patch.refAudio.audio.byteLength, sha256: patch.refAudio.sha256 };
   return {
     model: patch.model ?? config.model,
     instructions: patch.instructions ?? config.instructions,
@@ -225,5 +389,9 @@ export const applySessionPatch = (
           inputNoiseReduction:
             patch.inputNoiseReduction === undefined ? config.inputNoiseReduction : patch.inputNoiseReduction,
         }),
+    tools,
+    toolChoice,
+    maxResponseOutputTokens: patch.maxResponseOutputTokens ?? config.maxResponseOutputTokens,
+    refAudio,
   };
 };

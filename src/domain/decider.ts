@@ -9,7 +9,8 @@ import { appendAudio, commitInput } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
-import { applyStageOutput, cancelResponse, startResponse } from "./response-flow.ts";
+import { applyStageOutput, cancelResponse, endResponse, startResponse } from "./response-flow.ts";
+import { responseCreateRefusal } from "./response-options.ts";
 import { initialState, type SessionState } from "./state.ts";
 
 /**
@@ -46,6 +47,17 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
     rejection === null ? [...b.events] : [rejected(command, rejection)];
   switch (command.type) {
     case "session.update": {
+      const refAudio = command.patch.refAudio;
+      const started = state.input.clockMs > 0 || state.responseCount > 0;
+      if (refAudio !== undefined && started && (refAudio?.sha256 ?? null) !== (state.config.refAudio?.sha256 ?? null)) {
+        return refuse(
+          reject(
+            "ref_audio_update_unsupported",
+            "ref_audio cannot change once the session has audio or responses; open a new session for another voice",
+            "session.ref_audio",
+          ),
+        );
+      }
       const config = applySessionPatch(state.config, command.patch, state.capabilities);
       if ("code" in config) return refuse(config);
       const last = Object.values(state.audio).at(-1);
@@ -74,9 +86,14 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       if (state.response !== null) {
         return refuse(reject("response_already_active", `response ${state.response.id} is still active`));
       }
+      {
+        const refusal = responseCreateRefusal(state, command);
+        if (refusal !== null) return refuse(refusal);
+      }
       startResponse(b, at, "client", command.metadata, {
         modalities: command.modalities,
         instructions: command.instructions,
+        conversation: command.conversation ?? "auto",
       });
       return [...b.events];
     case "response.cancel":
@@ -97,6 +114,14 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
     case "playback.ack":
       return refuse(acknowledgePlayback(b, at, command));
     case "conversation.item.truncate":
+      if (!state.capabilities.supportsAudioTruncate) {
+        return refuse(
+          reject(
+            "audio_truncate_unsupported",
+            "this model does not support audio truncation (capabilities.supports_audio_truncate is false)",
+          ),
+        );
+      }
       return refuse(truncateItem(b, at, command));
     case "session.heartbeat":
       return [{ type: "HeartbeatAcknowledged", data: {} }];
@@ -237,6 +262,21 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
         cancelResponse(b, input.at, "session_closed");
         b.push({ type: "SessionClosed", data: { reason: "disconnect" } });
       }
+      return [...b.events];
+    }
+    case "RunnerFaulted": {
+      // The runner failed outside the contract of its port (it threw, rejected or emitted garbage): its state is
+      // unknown, so the session ends with a coded error; the process and every other session go on.
+      if (state.phase !== "open") return [];
+      const b = decisionBuilder(state);
+      const message = `the model runner failed in ${input.data.operation}: ${input.data.message}`;
+      endResponse(b, input.at, "failed", "model_failure", { code: "runtime_data_plane_stream_failed", message });
+      b.push({
+        type: "RunnerFailed",
+        data: { operation: input.data.operation, code: "runtime_data_plane_stream_failed", message },
+      });
+      b.push(...settleEstimatedItems(b.state, input.at));
+      b.push({ type: "SessionClosed", data: { reason: "runner_failed" } });
       return [...b.events];
     }
     case "SessionRecovered": {

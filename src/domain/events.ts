@@ -47,7 +47,18 @@ export type Input = (
       }
     >
   | Message<"SessionRecovered", { readonly reason: "server_restart" }>
+  | Message<
+      "RunnerFaulted",
+      {
+        /** Which call of the runner port failed: it threw, rejected, or emitted an output that is not one. */
+        readonly operation: RunnerOperation;
+        readonly message: string;
+      }
+    >
 ) & { readonly at: number };
+
+/** The calls of the runner port (DESIGN.md, "Ports": ModelRunner), and `emit` for a malformed output. */
+export type RunnerOperation = "open" | "submit" | "abort" | "configure" | "close" | "emit";
 
 export type InputType = Input["type"];
 export const INPUT_TYPES: readonly InputType[] = [
@@ -57,6 +68,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   "TimerFired",
   "AttachmentChanged",
   "SessionRecovered",
+  "RunnerFaulted",
 ];
 
 /** The session's state as `session.updated` shows it (reference, "Tier 2": session object extensions). */
@@ -193,6 +205,8 @@ export type DomainEvent =
         readonly source: "model" | "client" | "turn_detection";
         readonly modalities: readonly ("audio" | "text")[];
         readonly instructions: string | null;
+        /** `none`: an out-of-band response, outside the conversation (absent in older logs: `auto`). */
+        readonly conversation?: "auto" | "none";
       }
     >
   | Message<"ResponseSpoke", { readonly responseId: ResponseId; readonly itemId: ItemId }>
@@ -230,6 +244,8 @@ export type DomainEvent =
         /** The text part of a text-modality response, or null. */
         readonly text: string | null;
         readonly functionCalls: readonly FunctionCallItem[];
+        /** An out-of-band response: its item is in no conversation (absent: in-band). */
+        readonly outOfBand?: boolean;
       }
     >
   | Message<"TextStarted", { readonly responseId: ResponseId; readonly itemId: ItemId }>
@@ -241,6 +257,8 @@ export type DomainEvent =
         readonly outputIndex: number;
         readonly previousItemId: ItemId | null;
         readonly call: FunctionCallItem;
+        /** A call of an out-of-band response: in its output only, not in the conversation. */
+        readonly outOfBand?: boolean;
       }
     >
   | Message<
@@ -296,12 +314,25 @@ export type DomainEvent =
   | Message<"ItemTruncated", { readonly itemId: ItemId; readonly contentIndex: number; readonly audioEndMs: number }>
   | Message<"HistoryCommitted", { readonly item: HistoryItem; readonly committedMs: number | null }>
   | Message<"HeartbeatAcknowledged", Record<string, never>>
+  | Message<
+      "RunnerFailed",
+      {
+        readonly operation: RunnerOperation;
+        readonly code: "runtime_data_plane_stream_failed";
+        readonly message: string;
+      }
+    >
   | Message<"SessionClosed", { readonly reason: CloseReason }>;
 
 /**
  * Why a session ended: the client closed it, or its lease ran out (rendered as `session.expired`), or its runner
- * cannot resume and the socket dropped (`disconnect`).
+ * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`).
  */
-export type CloseReason = "session_close" | "idle_ttl_expired" | "disconnect_grace_expired" | "disconnect";
+export type CloseReason =
+  | "session_close"
+  | "idle_ttl_expired"
+  | "disconnect_grace_expired"
+  | "disconnect"
+  | "runner_failed";
 
 export type DomainEventType = DomainEvent["type"];

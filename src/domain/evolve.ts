@@ -1,3 +1,4 @@
+import { withConfigDefaults } from "./config.ts";
 import type { DomainEvent, HistoryItem } from "./events.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
 import type { AssistantAudio, SessionState } from "./state.ts";
@@ -36,15 +37,16 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         ...state,
         phase: "open",
         sessionId: event.data.sessionId,
-        config: event.data.config,
+        config: withConfigDefaults(event.data.config),
         capabilities: event.data.capabilities,
         attachmentGeneration: event.data.attachmentGeneration,
         resumeTokenSha256: event.data.resumeTokenSha256,
         attached: true,
       };
     case "SessionConfigured":
-      return { ...state, config: event.data.config };
+      return { ...state, config: withConfigDefaults(event.data.config) };
     case "RequestRejected":
+    case "RunnerFailed":
     case "HeartbeatAcknowledged":
     case "ModelListened":
       return state;
@@ -135,12 +137,14 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         turnState: state.response === null ? "user_committed" : state.turnState,
       };
     }
-    case "ResponseStarted":
+    case "ResponseStarted": {
+      const outOfBand = event.data.conversation === "none";
       return {
         ...state,
         responseCount: state.responseCount + 1,
         turnId: event.data.turnId,
-        lastItemId: event.data.itemId,
+        // An out-of-band response is never a previous_item_id, nor in history.
+        lastItemId: outOfBand ? state.lastItemId : event.data.itemId,
         response: {
           id: event.data.responseId,
           itemId: event.data.itemId,
@@ -153,6 +157,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           text: null,
           functionCalls: [],
           overlapMs: 0,
+          outOfBand,
         },
         audio: {
           ...state.audio,
@@ -168,26 +173,34 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
             completed: false,
             acked: false,
             sealed: false,
+            spoke: false,
+            outOfBand,
           },
         },
-        history: [
-          ...state.history,
-          {
-            id: event.data.itemId,
-            type: "message",
-            role: "assistant",
-            text: "",
-            audioMs: 0,
-            status: "in_progress",
-            audio: event.data.modalities.includes("audio"),
-          },
-        ],
+        history: outOfBand
+          ? state.history
+          : [
+              ...state.history,
+              {
+                id: event.data.itemId,
+                type: "message",
+                role: "assistant",
+                text: "",
+                audioMs: 0,
+                status: "in_progress",
+                audio: event.data.modalities.includes("audio"),
+              },
+            ],
         turnState: "assistant_generating",
       };
+    }
     case "ResponseSpoke":
       return state.response === null
         ? state
-        : { ...state, response: { ...state.response, spoke: true, phase: "streaming" } };
+        : {
+            ...updateAudio(state, event.data.itemId, (a) => ({ ...a, spoke: true })),
+            response: { ...state.response, spoke: true, phase: "streaming" },
+          };
     case "AudioDelivered": {
       const withAudio = updateAudio(state, event.data.itemId, (a) => ({
         ...a,
@@ -263,6 +276,11 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         name: call.name,
         arguments: call.arguments,
       };
+      if (event.data.outOfBand === true) {
+        return state.response === null
+          ? state
+          : { ...state, response: { ...state.response, functionCalls: [...state.response.functionCalls, call] } };
+      }
       return {
         ...state,
         lastItemId: call.itemId,

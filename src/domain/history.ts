@@ -1,6 +1,6 @@
 import type { DomainEvent, HistoryItem } from "./events.ts";
 import { estimatePlayedMs, textPrefixFor } from "./playback.ts";
-import type { AssistantAudio, SessionState } from "./state.ts";
+import type { ActiveResponse, AssistantAudio, SessionState } from "./state.ts";
 
 /**
  * The position (ms) history keeps of an assistant item (BEHAVIOUR.md, "Playback truth"):
@@ -22,7 +22,9 @@ export const committedPositionMs = (
 
 /**
  * The `HistoryCommitted` event that brings the item's history entry to what was heard by `at`, or nothing when it
- * is already there. An empty prefix keeps the slot with empty text (the history view drops it).
+ * is already there. An empty prefix keeps the slot with empty text (the history view drops it). Only an item that
+ * spoke is settled by playback; one that did not is settled by `settleUnspoken` when its response ends, and an
+ * out-of-band item is never in history.
  */
 export const settleItem = (
   state: SessionState,
@@ -30,6 +32,7 @@ export const settleItem = (
   at: number,
   completed: boolean,
 ): DomainEvent[] => {
+  if (!audio.spoke || audio.outOfBand) return [];
   const committedMs = committedPositionMs(state, audio, at, completed);
   const text = textPrefixFor(audio.transcript, audio.marks, audio.ledger.generatedMs, committedMs);
   const item: HistoryItem = {
@@ -62,5 +65,27 @@ export const settleEstimatedItems = (state: SessionState, at: number): DomainEve
   state.playbackMode !== "estimated"
     ? []
     : Object.values(state.audio)
-        .filter((a) => a.ended && a.completed && !a.sealed)
+        .filter((a) => a.ended && a.completed && !a.sealed && a.spoke && !a.outOfBand)
         .flatMap((a) => settleItem(state, a, at, a.completed));
+
+/**
+ * History of a response that ended without speaking: a text response keeps its text (all of it when completed,
+ * what was delivered when cancelled); a response with neither audio nor text keeps an empty slot of its modality
+ * (the history view drops it). Nothing for a response that spoke (see `settleItem`) or an out-of-band one.
+ */
+export const settleUnspoken = (
+  response: ActiveResponse,
+  status: "completed" | "cancelled" | "failed",
+): DomainEvent[] => {
+  if (response.spoke || response.outOfBand) return [];
+  const item: HistoryItem = {
+    id: response.itemId,
+    type: "message",
+    role: "assistant",
+    text: response.text ?? "",
+    audioMs: 0,
+    status: status === "completed" ? "completed" : "incomplete",
+    audio: response.text === null && response.modalities.includes("audio"),
+  };
+  return [{ type: "HistoryCommitted", data: { item, committedMs: null } }];
+};

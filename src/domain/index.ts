@@ -9,6 +9,8 @@ export * from "./evolve.ts";
 export * from "./history.ts";
 export * from "./ids.ts";
 export * from "./input-flow.ts";
+export * from "./item-flow.ts";
 export * from "./playback.ts";
+export * from "./profiles.ts";
 export * from "./stage.ts";
 export * from "./state.ts";

@@ -7,7 +7,8 @@ import { type ItemId, userItemIdFor } from "./ids.ts";
 /**
  * Conversation items the client manages (reference/realtime-duplex-api.md, "conversation.item.create / retrieve /
  * delete"): items enter history after `previous_item_id` (which must exist), ids are derived when the client gives
- * none, and an id already in history is refused.
+ * none, and an id already in history is refused. A `function_call_output` may answer a call of an earlier
+ * conversation (clients replay their chat context), so its `call_id` is not checked against history.
  */
 export const createItem = (b: DecisionBuilder, command: ItemCreate): Rejection | null => {
   const s = b.state;
@@ -23,31 +24,36 @@ export const createItem = (b: DecisionBuilder, command: ItemCreate): Rejection |
     return reject("bad_event", `item id ${id} is already in the conversation`, "item.id");
   }
   const { item } = command;
-  const entry: HistoryItem =
-    item.type === "function_call_output"
-      ? {
-          id,
-          type: "function_call_output",
-          role: "user",
-          text: "",
-          audioMs: 0,
-          status: "completed",
-          audio: false,
-          callId: item.callId,
-          output: item.output,
-        }
-      : {
-          id,
-          type: "message",
-          role: item.role,
-          text: item.content.map((c) => ("text" in c ? c.text : (c.transcript ?? ""))).join(""),
-          audioMs: item.content.reduce((ms, c) => ms + ("audioMs" in c ? c.audioMs : 0), 0),
-          status: "completed",
-          audio: item.content.some((c) => "audioMs" in c),
-        };
-  b.push({ type: "ItemCreated", data: { item: entry, previousItemId: command.previousItemId ?? s.lastItemId } });
+  b.push({
+    type: "ItemCreated",
+    data: { item: historyItemOf(id, item), previousItemId: command.previousItemId ?? s.lastItemId },
+  });
   return null;
 };
+
+/** A client item as history holds it, under `id`. */
+export const historyItemOf = (id: ItemId, item: ItemCreate["item"]): HistoryItem =>
+  item.type === "function_call_output"
+    ? {
+        id,
+        type: "function_call_output",
+        role: "user",
+        text: "",
+        audioMs: 0,
+        status: "completed",
+        audio: false,
+        callId: item.callId,
+        output: item.output,
+      }
+    : {
+        id,
+        type: "message",
+        role: item.role,
+        text: item.content.map((c) => ("text" in c ? c.text : (c.transcript ?? ""))).join(""),
+        audioMs: item.content.reduce((ms, c) => ms + ("audioMs" in c ? c.audioMs : 0), 0),
+        status: "completed",
+        audio: item.content.some((c) => "audioMs" in c),
+      };
 
 /** The history item with `itemId`, or `item_not_found`. */
 export const findItem = (b: DecisionBuilder, itemId: ItemId): HistoryItem | Rejection =>

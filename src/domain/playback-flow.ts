@@ -32,8 +32,12 @@ const targetOf = (state: SessionState, ack: PlaybackAck): AssistantAudio | Rejec
  * an item sealed by a later commit without an earlier ack is refused with `playback_ack_too_late`.
  */
 export const acknowledgePlayback = (b: DecisionBuilder, at: number, ack: PlaybackAck): Rejection | null => {
-  const target = targetOf(b.state, ack);
-  if ("code" in target) return target;
+  const found = targetOf(b.state, ack);
+  if ("code" in found) return found;
+  const target = found;
+  // A truncating ack on a model without audio truncation is taken as a plain ack: the stored item is not cut
+  // (reference, "Capability negotiation by model": supports_audio_truncate gates truncating playback.ack).
+  const truncate = ack.truncate && b.state.capabilities.supportsAudioTruncate;
   if (target.sealed) {
     return reject("playback_ack_too_late", `item ${target.itemId} was settled by a later commit before any ack`);
   }
@@ -42,9 +46,9 @@ export const acknowledgePlayback = (b: DecisionBuilder, at: number, ack: Playbac
   const requested = Math.min(ack.committedMs ?? ack.playedMs, generated);
   const cap = Math.min(
     target.truncatedAtMs ?? Number.POSITIVE_INFINITY,
-    ack.truncate ? requested : Number.POSITIVE_INFINITY,
+    truncate ? requested : Number.POSITIVE_INFINITY,
   );
-  const committed = Math.min(ack.truncate ? requested : Math.max(target.ledger.committedMs, requested), cap);
+  const committed = Math.min(truncate ? requested : Math.max(target.ledger.committedMs, requested), cap);
   b.push({
     type: "PlaybackAcknowledged",
     data: {
@@ -52,7 +56,7 @@ export const acknowledgePlayback = (b: DecisionBuilder, at: number, ack: Playbac
       itemId: target.itemId,
       playedMs: played,
       committedMs: committed,
-      truncate: ack.truncate,
+      truncate,
       playback: { ...target.ledger, playedMs: played, committedMs: committed },
       historyCommitted: target.ended,
     },
@@ -68,7 +72,7 @@ export const acknowledgePlayback = (b: DecisionBuilder, at: number, ack: Playbac
  */
 export const truncateItem = (b: DecisionBuilder, at: number, command: ItemTruncate): Rejection | null => {
   const target = b.state.audio[command.itemId];
-  if (target === undefined) {
+  if (target === undefined || target.outOfBand) {
     const known = b.state.history.some((h) => h.id === command.itemId);
     return known
       ? reject(

@@ -1,6 +1,6 @@
 import type { DecisionBuilder } from "./builder.ts";
 import type { EndReason } from "./events.ts";
-import { settleEstimatedItems, settleItem } from "./history.ts";
+import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
 import type { StageOutput } from "./stage.ts";
 
@@ -15,21 +15,27 @@ export const startResponse = (
   at: number,
   source: "model" | "client" | "turn_detection",
   metadata: Readonly<Record<string, unknown>> | null,
-  overrides: { modalities?: readonly ("audio" | "text")[] | null; instructions?: string | null } = {},
+  overrides: {
+    modalities?: readonly ("audio" | "text")[] | null;
+    instructions?: string | null;
+    conversation?: "auto" | "none";
+  } = {},
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
   const responseId = responseIdFor(b.state.sessionId, b.state.responseCount + 1);
+  const outOfBand = overrides.conversation === "none";
   b.push({
     type: "ResponseStarted",
     data: {
       responseId,
       itemId: assistantItemIdFor(responseId),
-      previousItemId: b.state.lastItemId,
+      previousItemId: outOfBand ? null : b.state.lastItemId,
       turnId: b.state.turnId + 1,
       metadata,
       source,
       modalities: overrides.modalities ?? b.state.config.outputModalities,
       instructions: overrides.instructions ?? null,
+      ...(outOfBand ? { conversation: "none" as const } : {}),
     },
   });
 };
@@ -70,6 +76,7 @@ const ending = (
       error,
       text: response.text,
       functionCalls: response.functionCalls,
+      ...(response.outOfBand ? { outOfBand: true } : {}),
     },
   };
 };
@@ -82,11 +89,13 @@ export const endResponse = (
   reason: EndReason | null,
   error: { code: "runtime_data_plane_stream_failed"; message: string } | null,
 ): void => {
+  const response = b.state.response;
   const event = ending(b, status, reason, error);
-  if (event === null) return;
+  if (event === null || response === null) return;
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, status === "completed"));
+  b.push(...settleUnspoken(response, status));
   announceSpeech(b);
 };
 
@@ -97,12 +106,14 @@ export const endResponse = (
  */
 export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void => {
   if (b.state.response === null) return;
+  const response = b.state.response;
   b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason } });
   const event = ending(b, "cancelled", reason, null);
   if (event === null) return;
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
+  b.push(...settleUnspoken(response, "cancelled"));
   announceSpeech(b);
 };
 
@@ -167,6 +178,9 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
       return;
     }
     case "tool_call": {
+      // Tool calls are produced only by models that make them (reference, "Capability negotiation by model"): a
+      // call from any other model is ignored; its output stays in the log as the input it was.
+      if (!b.state.capabilities.supportsToolCalls) return;
       if (output.callId === null || output.name === null) {
         b.push({
           type: "MalformedFunctionCall",
@@ -183,7 +197,8 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
         data: {
           responseId: response.id,
           outputIndex: n,
-          previousItemId: b.state.lastItemId,
+          previousItemId: response.outOfBand ? null : b.state.lastItemId,
+          ...(response.outOfBand ? { outOfBand: true } : {}),
           call: {
             itemId: `${response.itemId}_fc${n}` as ItemId,
             callId: output.callId,

@@ -1,3 +1,7 @@
+import type { ToolChoice, ToolDefinition } from "./config.ts";
+import type { HistoryItem } from "./events.ts";
+import type { ItemId, ResponseId } from "./ids.ts";
+
 /**
  * What the model stage emits (DESIGN.md, "Ports": ModelRunner). Every output is stamped with the epoch of the unit
  * it answers; output of an older epoch is dropped by the decider (BEHAVIOUR.md, "Identity").
@@ -37,6 +41,46 @@ export type StageOutput =
   | { readonly kind: "end_of_turn"; readonly epoch: number }
   | { readonly kind: "failure"; readonly epoch: number; readonly message: string };
 
+/**
+ * Why `value` is not a `StageOutput` a decider can take, or null when it is one: a known `kind`, a non-negative
+ * integer `epoch`, and the fields of its kind with their types (audio as a `Uint8Array` of whole PCM16 samples).
+ * The engine checks every output a runner emits before it enters the session (a malformed one fails the session).
+ */
+export const stageOutputProblem = (value: unknown): string | null => {
+  if (typeof value !== "object" || value === null)
+    return `expected an object, got ${value === null ? "null" : typeof value}`;
+  const o = value as Record<string, unknown>;
+  if (typeof o.epoch !== "number" || !Number.isInteger(o.epoch) || o.epoch < 0) {
+    return `epoch must be a non-negative integer, got ${JSON.stringify(o.epoch)}`;
+  }
+  const text = (key: string): string | null =>
+    typeof o[key] === "string" ? null : `${String(o.kind)}: ${key} must be a string`;
+  switch (o.kind) {
+    case "speak":
+    case "end_of_turn":
+      return null;
+    case "listen":
+      return text("reason");
+    case "audio":
+      if (!(o.audio instanceof Uint8Array)) return "audio: audio must be a Uint8Array of PCM16 bytes";
+      if (o.audio.byteLength % 2 !== 0)
+        return `audio: ${o.audio.byteLength} bytes is not a whole number of PCM16 samples`;
+      return text("transcript");
+    case "text":
+      return text("text");
+    case "tool_call":
+      if (o.callId !== null && typeof o.callId !== "string") return "tool_call: callId must be a string or null";
+      if (o.name !== null && typeof o.name !== "string") return "tool_call: name must be a string or null";
+      return text("arguments");
+    case "input_transcript":
+      return text("transcript");
+    case "failure":
+      return text("message");
+    default:
+      return `unknown output kind ${JSON.stringify(o.kind)}`;
+  }
+};
+
 /** Work the engine hands to the model stage, derived from domain events (see effects.ts). */
 export type RunnerUnit =
   | {
@@ -52,14 +96,36 @@ export type RunnerUnit =
         readonly speechStoppedAtMs: number | null;
         readonly speechActive: boolean;
       };
+      /** Camera frames (JPEG or PNG bytes) riding the append; only on a model that consumes video. */
+      readonly videoFrames?: readonly Uint8Array[];
     }
   | { readonly kind: "commit"; readonly epoch: number }
   | {
       readonly kind: "respond";
       readonly epoch: number;
+      readonly responseId: ResponseId;
+      /** This response's instructions, or null for the session's (`configure`). */
       readonly instructions: string | null;
       /** What the response should contain: audio (with its transcript) or text only. */
       readonly modalities: readonly ("audio" | "text")[];
+      /** `none`: out of band: answer `input` (or nothing), outside the conversation. */
+      readonly conversation: "auto" | "none";
+      /** `response.input`: the items to answer instead of the conversation, or null for the conversation. */
+      readonly input: readonly HistoryItem[] | null;
+      readonly metadata: Readonly<Record<string, unknown>> | null;
+      /** The tools, tool choice, temperature and token limit in force for this response. */
+      readonly tools: readonly ToolDefinition[];
+      readonly toolChoice: ToolChoice;
+      readonly temperature: number | null;
+      readonly maxOutputTokens: number | "inf";
+    }
+  | {
+      /** The client's answer to a function call (`conversation.item.create` of a `function_call_output`). */
+      readonly kind: "function_call_output";
+      readonly epoch: number;
+      readonly itemId: ItemId;
+      readonly callId: string;
+      readonly output: string;
     }
   | { readonly kind: "text"; readonly epoch: number; readonly text: string }
   | { readonly kind: "clear"; readonly epoch: number };

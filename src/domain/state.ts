@@ -31,6 +31,8 @@ export interface ActiveResponse {
   readonly overlapMs: number;
   /** The last overlap decision of this response (`action:reason`), or null. */
   readonly lastOverlap?: string | null;
+  /** An out-of-band response (`conversation: "none"`): outside the conversation and its history. */
+  readonly outOfBand: boolean;
 }
 
 /** What the session knows of one assistant item's audio, for playback truth and history. */
@@ -51,6 +53,10 @@ export interface AssistantAudio {
   readonly acked: boolean;
   /** True once a later user commit settled the item's history without an ack reserving it. */
   readonly sealed: boolean;
+  /** True once the response spoke: history keeps its heard transcript; otherwise its text (or nothing). */
+  readonly spoke: boolean;
+  /** The item of an out-of-band response: never in history. */
+  readonly outOfBand: boolean;
 }
 
 export interface InputBuffer {
@@ -126,6 +132,10 @@ export const initialState: SessionState = {
     temperature: null,
     autoResponse: false,
     idleTimeoutS: null,
+    tools: [],
+    toolChoice: "auto",
+    maxResponseOutputTokens: "inf",
+    refAudio: null,
   },
   capabilities: NO_CAPABILITIES,
   epoch: 0,

@@ -1,11 +1,43 @@
-import type { DomainEvent, Input, RunnerUnit, SessionConfig, SessionState } from "../domain/index.ts";
+import {
+  type DomainEvent,
+  type HistoryItem,
+  historyItemOf,
+  type Input,
+  type ItemId,
+  type RefAudioInput,
+  type ResponseCreate,
+  type RunnerUnit,
+  type SessionConfig,
+  type SessionState,
+} from "../domain/index.ts";
 
-/** What the engine does after a decision is appended (DESIGN.md, "How data flows": effects derived from events). */
+/**
+ * What the engine does after a decision is appended (DESIGN.md, "How data flows": effects derived from events).
+ * `configure.refAudio` is the clip a `session.update` set (null: removed), absent when the update left it alone.
+ */
 export type Effect =
   | { readonly kind: "submit"; readonly unit: RunnerUnit }
   | { readonly kind: "abort"; readonly epoch: number }
-  | { readonly kind: "configure"; readonly config: SessionConfig }
+  | { readonly kind: "configure"; readonly config: SessionConfig; readonly refAudio?: RefAudioInput | null }
   | { readonly kind: "close" };
+
+/** The `response.create` an input carried, if it was one. */
+const responseCreateOf = (input: Input): ResponseCreate | null =>
+  input.type === "CommandReceived" && input.data.command.type === "response.create" ? input.data.command : null;
+
+/** `response.input` as history items: references resolved against the conversation, given items under derived ids. */
+const responseInputOf = (
+  create: ResponseCreate | null,
+  history: readonly HistoryItem[],
+  responseId: string,
+): HistoryItem[] | null =>
+  create?.input === undefined || create.input === null
+    ? null
+    : create.input.flatMap((item, i) => {
+        if (item.type !== "item_reference") return [historyItemOf(`${responseId}_input${i}` as ItemId, item)];
+        const found = history.find((h) => h.id === item.id);
+        return found === undefined ? [] : [found];
+      });
 
 /**
  * Derives the effects of one input's decision. Pure: `before` is the state the input was decided on, `after` the
@@ -36,6 +68,9 @@ export const effectsOf = (
                 speechStoppedAtMs: stopped?.type === "SpeechStopped" ? stopped.data.audioEndMs : null,
                 speechActive: event.data.endpointer.phase === "speech",
               },
+              ...(input.data.command.videoFrames === undefined || input.data.command.videoFrames.length === 0
+                ? {}
+                : { videoFrames: input.data.command.videoFrames }),
             },
           });
         }
@@ -45,13 +80,22 @@ export const effectsOf = (
         break;
       case "ResponseStarted":
         if (event.data.source !== "model") {
+          const create = responseCreateOf(input);
           effects.push({
             kind: "submit",
             unit: {
               kind: "respond",
               epoch: after.epoch,
+              responseId: event.data.responseId,
               instructions: event.data.instructions,
               modalities: event.data.modalities,
+              conversation: event.data.conversation ?? "auto",
+              input: responseInputOf(create, before.history, event.data.responseId),
+              metadata: event.data.metadata,
+              tools: create?.tools ?? after.config.tools,
+              toolChoice: create?.toolChoice ?? after.config.toolChoice,
+              temperature: create?.temperature ?? after.config.temperature,
+              maxOutputTokens: create?.maxOutputTokens ?? after.config.maxResponseOutputTokens,
             },
           });
         }
@@ -63,16 +107,36 @@ export const effectsOf = (
         effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.text } });
         break;
       case "ItemCreated":
-        if (event.data.item.text !== "" && event.data.item.role !== "assistant") {
+        if (event.data.item.type === "function_call_output") {
+          effects.push({
+            kind: "submit",
+            unit: {
+              kind: "function_call_output",
+              epoch: after.epoch,
+              itemId: event.data.item.id,
+              callId: event.data.item.callId ?? "",
+              output: event.data.item.output ?? "",
+            },
+          });
+        } else if (event.data.item.text !== "" && event.data.item.role !== "assistant") {
           effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.item.text } });
         }
         break;
       case "InputCleared":
         effects.push({ kind: "submit", unit: { kind: "clear", epoch: after.epoch } });
         break;
-      case "SessionConfigured":
-        effects.push({ kind: "configure", config: event.data.config });
+      case "SessionConfigured": {
+        const patch =
+          input.type === "CommandReceived" && input.data.command.type === "session.update"
+            ? input.data.command.patch
+            : null;
+        effects.push(
+          patch?.refAudio === undefined
+            ? { kind: "configure", config: event.data.config }
+            : { kind: "configure", config: event.data.config, refAudio: patch.refAudio },
+        );
         break;
+      }
       case "SessionClosed":
         effects.push({ kind: "close" });
         break;

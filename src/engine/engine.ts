@@ -74,6 +74,8 @@ const equalHex = (a: string, b: string): boolean =>
  */
 export interface Engine {
   readonly capabilities: Capabilities;
+  /** The model id sessions report by default (the profile's, else the runner's name). */
+  readonly model: string;
   readonly limits: EngineLimits;
   /**
    * Opens a session: allocates its id (`sess_` + 128 random bits) and resume token (32 random bytes, URL-safe
@@ -135,10 +137,9 @@ export const createEngine = (deps: EngineDeps): Engine => {
         createResampler: deps.createResampler,
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
-        openRunner: (id, emit) =>
-          deps.runner.open({ sessionId: id, config: host.current.config }, (output) =>
-            emit({ type: "StageOutputReceived", at: now(), data: { output } }),
-          ),
+        openRunner: (id, config, emit) => deps.runner.open({ sessionId: id, config }, emit),
+        onRunnerFault: (faulty, operation, error) =>
+          deps.log?.error({ err: error, sessionId: faulty.sessionId, operation }, "model runner failed; session ended"),
         onClosed: (closed) => {
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
@@ -177,6 +178,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
 
   const engine: Engine = {
     capabilities: deps.runner.capabilities,
+    model,
     limits,
     open(options = {}) {
       const live = [...hosts.values()].filter((h) => !h.isClosed).length;

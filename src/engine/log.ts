@@ -6,6 +6,7 @@ import {
   type Input,
   type InputType,
   initialState,
+  type RefAudioInput,
   type SessionState,
 } from "../domain/index.ts";
 import {
@@ -89,11 +90,12 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
   return steps;
 };
 
-/** A session rebuilt from its log after a restart. */
+/** A session rebuilt from its log after a restart; `refAudio` is the clip in force, read from the update that set it. */
 export interface RecoveredLog {
   readonly state: SessionState;
   readonly wire: WireState;
   readonly revision: number;
+  readonly refAudio: RefAudioInput | null;
 }
 
 /**
@@ -104,12 +106,21 @@ export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & 
   let state = initialState;
   let wire = initialWireState;
   const replay: WireEvent[] = [];
+  let refAudio: RefAudioInput | null = null;
   for (const step of stepsOf(entries)) {
+    const input = step.input;
+    if (input.type === "CommandReceived" && input.data.command.type === "session.update") {
+      const clip = input.data.command.patch.refAudio;
+      // Only an update that was accepted changed the clip: its SessionConfigured follows in the same step.
+      if (clip !== undefined && step.decisions.some((d) => d.envelope.event.type === "SessionConfigured")) {
+        refAudio = clip;
+      }
+    }
     for (const { envelope } of step.decisions) {
       state = evolve(state, envelope.event);
       wire = reduceWire(wire, envelope);
       replay.push(...wire.emitted);
     }
   }
-  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay };
+  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay, refAudio };
 };

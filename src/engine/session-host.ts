@@ -1,15 +1,21 @@
+import { createHash } from "node:crypto";
 import { Subject } from "rxjs";
 import {
   type AudioAppend,
+  type CloseReason,
   type Command,
   type DomainEvent,
   decide,
   evolve,
   type Input,
   initialState,
+  type RefAudioInput,
+  type RunnerOperation,
   type SessionConfig,
   type SessionId,
   type SessionState,
+  type StageOutput,
+  stageOutputProblem,
 } from "../domain/index.ts";
 import {
   type EventEnvelope,
@@ -36,10 +42,14 @@ export interface SessionHostDeps {
   readonly store: EventStore;
   readonly vad: VadStream | null;
   readonly createResampler: ResamplerFactory;
+  /** Opens the model side of the session; `emit` takes what the runner emits (checked by the host). */
   readonly openRunner: (
     sessionId: SessionId,
-    emit: (output: Input & { type: "StageOutputReceived" }) => void,
+    config: SessionConfig,
+    emit: (output: StageOutput) => void,
   ) => RunnerSession;
+  /** Observes a runner that broke its port's contract (for the server's log); the session records and ends it. */
+  readonly onRunnerFault?: (host: SessionHost, operation: RunnerOperation, error: unknown) => void;
   readonly now: () => number;
   readonly onClosed: (host: SessionHost) => void;
   readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
@@ -55,12 +65,13 @@ export interface SessionHostDeps {
 /**
  * Where a session's server events go: the socket that holds it. `send` takes the exact JSON text; `replaced` is
  * called on a socket that a resume superseded (it sends `session.replaced` and closes); `ended` after the last
- * event of a session that ended.
+ * event of a session that ended, with why it closed.
  */
 export interface SessionSink {
   send(json: string): void;
   replaced(attachmentGeneration: number): void;
-  ended(lastType: string): void;
+  /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
+  ended(lastType: string, reason: CloseReason | null): void;
 }
 
 interface Pending {
@@ -104,6 +115,10 @@ export class SessionHost {
   /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
   private pendingBytes = 0;
   private pendingTurns = 0;
+  /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
+  private refAudio: RefAudioInput | null;
+  /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
+  private runnerFaulted = false;
 
   constructor(
     readonly sessionId: SessionId,
@@ -117,6 +132,7 @@ export class SessionHost {
     this.revision = recovered?.revision ?? "no_stream";
     this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
+    this.refAudio = recovered?.refAudio ?? null;
   }
 
   /** The state after the last drain. */
@@ -251,6 +267,13 @@ export class SessionHost {
         return { ...frame, headSeq: this.wire.seq };
       case "input_audio_buffer.append":
         return this.prepareAppend(frame, state);
+      case "session.update": {
+        const clip = frame.patch.refAudio;
+        // The clip's digest is stamped before the command is recorded: the decider compares clips by it.
+        if (clip === undefined || clip === null) return frame;
+        const sha256 = createHash("sha256").update(clip.audio).digest("hex");
+        return { ...frame, patch: { ...frame.patch, refAudio: { ...clip, sha256 } } };
+      }
       default:
         return frame;
     }
@@ -264,19 +287,32 @@ export class SessionHost {
   /** Stops the runner without deciding anything (server shutdown: the session stays open in the log). */
   async stop(): Promise<void> {
     await this.settled();
-    await this.runner?.close();
+    const runner = this.runner;
     this.runner = null;
+    try {
+      await runner?.close();
+    } catch (error) {
+      this.deps.onRunnerFault?.(this, "close", error);
+    }
   }
 
   private push(input: Pending["input"], barrier = false): Promise<void> {
     if (this.failed) return Promise.resolve();
     this.queue.push({ input, barrier });
-    if (this.draining === null) {
-      this.draining = this.drain().finally(() => {
-        this.draining = null;
-      });
-    }
-    return this.draining;
+    return this.draining ?? this.startDrain();
+  }
+
+  /**
+   * Drains the mailbox. An input enqueued after the drain's last look at the queue but before it settled (a runner's
+   * promise rejecting in a microtask, say) starts the next drain, so no input is left waiting.
+   */
+  private startDrain(): Promise<void> {
+    const draining = this.drain().finally(() => {
+      this.draining = null;
+      if (this.queue.length > 0 && !this.failed) void this.startDrain();
+    });
+    this.draining = draining;
+    return draining;
   }
 
   private async prepareAppend(
@@ -295,6 +331,8 @@ export class SessionHost {
     let sum = 0;
     for (const s of samples) sum += (s / 32768) ** 2;
     const rms = samples.length === 0 ? 0 : Math.sqrt(sum / samples.length);
+    // Camera frames are kept (and logged) only where the model consumes video; elsewhere they are ignored.
+    const frames = state.capabilities.supportsVideo ? frame.videoFrames : [];
     return {
       type: "input_audio_buffer.append",
       eventId: frame.eventId,
@@ -302,6 +340,7 @@ export class SessionHost {
       isSpeech: frame.isSpeech,
       vad,
       rms: Math.round(rms * 1e6) / 1e6,
+      ...(frames.length === 0 ? {} : { videoFrames: frames }),
     };
   }
 
@@ -347,7 +386,9 @@ export class SessionHost {
       } catch (error) {
         this.failed = true;
         this.deps.onAppendFailed(this, error);
-        await this.runner?.close();
+        const runner = this.runner;
+        this.runner = null;
+        this.guard("close", () => runner?.close());
         return;
       }
       this.state = state;
@@ -357,7 +398,11 @@ export class SessionHost {
       for (const envelope of envelopes) this.events$.next(envelope);
       this.run(effects);
       if (state.phase === "closed") {
-        this.sink?.ended(outgoing.at(-1)?.type ?? "session.closed");
+        const closed = envelopes.findLast((e) => e.event.type === "SessionClosed")?.event;
+        this.sink?.ended(
+          outgoing.at(-1)?.type ?? "session.closed",
+          closed?.type === "SessionClosed" ? closed.data.reason : null,
+        );
         this.sink = null;
         this.wire$.complete();
         this.events$.complete();
@@ -383,25 +428,74 @@ export class SessionHost {
     this.sink?.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);
   }
 
+  /**
+   * Calls the runner, confining a broken contract to this session: a throw, or a returned promise that rejects,
+   * becomes a `RunnerFaulted` input (recorded, then decided: the session ends with a coded error).
+   */
+  private guard(operation: RunnerOperation, call: () => unknown): void {
+    try {
+      const result = call();
+      if (result instanceof Promise) result.catch((error: unknown) => this.fault(operation, error));
+    } catch (error) {
+      this.fault(operation, error);
+    }
+  }
+
+  private fault(operation: RunnerOperation, error: unknown): void {
+    if (this.runnerFaulted) return;
+    this.runnerFaulted = true;
+    this.deps.onRunnerFault?.(this, operation, error);
+    const message = error instanceof Error ? error.message : String(error);
+    void this.enqueue({ type: "RunnerFaulted", at: this.deps.now(), data: { operation, message } });
+  }
+
+  /** What the runner emits: checked, stamped with the engine clock, and enqueued as an input. */
+  private received(output: StageOutput): void {
+    if (this.runnerFaulted || this.isClosed) return;
+    const problem = stageOutputProblem(output);
+    if (problem !== null) {
+      this.fault("emit", new Error(`malformed stage output: ${problem}`));
+      return;
+    }
+    void this.enqueue({ type: "StageOutputReceived", at: this.deps.now(), data: { output } });
+  }
+
+  private openRunner(): RunnerSession | null {
+    try {
+      this.runner = this.deps.openRunner(this.sessionId, this.state.config, (output) => this.received(output));
+      return this.runner;
+    } catch (error) {
+      this.fault("open", error);
+      return null;
+    }
+  }
+
   private run(effects: readonly Effect[]): void {
     for (const effect of effects) {
-      if (this.runner === null && effect.kind !== "close") {
-        this.runner = this.deps.openRunner(this.sessionId, (output) => void this.enqueue(output));
-        this.runner.configure(this.state.config);
+      if (effect.kind === "configure" && effect.refAudio !== undefined) this.refAudio = effect.refAudio;
+      if (this.runnerFaulted) {
+        if (effect.kind === "close") this.runner = null;
+        continue;
       }
+      if (this.runner === null && effect.kind !== "close") {
+        const opened = this.openRunner();
+        if (opened === null) continue;
+        this.guard("configure", () => opened.configure(this.state.config, this.refAudio));
+      }
+      const runner = this.runner;
       switch (effect.kind) {
         case "submit":
-          this.runner?.submit(effect.unit);
+          this.guard("submit", () => runner?.submit(effect.unit));
           break;
         case "abort":
-          this.runner?.abort(effect.epoch);
+          this.guard("abort", () => runner?.abort(effect.epoch));
           break;
         case "configure":
-          this.runner?.configure(effect.config);
+          this.guard("configure", () => runner?.configure(effect.config, this.refAudio));
           break;
         case "close":
-          void this.runner?.close();
           this.runner = null;
+          this.guard("close", () => runner?.close());
           break;
         default: {
           const unhandled: never = effect;

@@ -10,6 +10,31 @@ import { z } from "zod";
  */
 const durationS = z.number().positive();
 
+/**
+ * A model profile (src/domain/profiles.ts) written out in full, as deploy/minicpmo_4_5.yaml and its siblings carry
+ * the reference's capability table; or just the name of a built-in one (`profile: personaplex`).
+ */
+const profileSchema = z.union([
+  z.enum(["minicpmo_4_5", "personaplex", "nemotron_voicechat"]),
+  z
+    .object({
+      name: z.string().regex(/^[A-Za-z0-9_.-]+$/, "expected letters, digits, '_', '.' or '-'"),
+      model: z.string().min(1),
+      implementation_level: z.literal("model_native_duplex"),
+      native_duplex: z.enum(["always", "opt_in"]),
+      chunk_period_ms: z.number().int().positive(),
+      supports_session_resume: z.boolean(),
+      supports_barge_in: z.boolean(),
+      supports_audio_truncate: z.boolean(),
+      supports_video_input: z.boolean(),
+      supports_tool_calls: z.boolean(),
+      ref_audio: z.enum(["required", "optional"]),
+    })
+    .strict(),
+]);
+
+export type ProfileConfig = z.infer<typeof profileSchema>;
+
 export const configSchema = z
   .object({
     session_mode: z.enum(["duplex", "turn"]).default("duplex"),
@@ -38,8 +63,10 @@ export const configSchema = z
         z
           .object({
             kind: z.literal("echo"),
-            chunk_period_ms: z.number().int().positive().default(200),
+            /** Length of a spoken unit, ms; default: the profile's chunk period, else 200. */
+            chunk_period_ms: z.number().int().positive().optional(),
             speed_factor: z.number().positive().default(4),
+            profile: profileSchema.optional(),
           })
           .strict(),
         z
@@ -47,10 +74,11 @@ export const configSchema = z
             kind: z.literal("scripted"),
             /** A script file (YAML), e.g. deploy/scripts/greeting.yaml. */
             script: z.string().min(1),
+            profile: profileSchema.optional(),
           })
           .strict(),
       ])
-      .default({ kind: "echo", chunk_period_ms: 200, speed_factor: 4 }),
+      .default({ kind: "echo", speed_factor: 4 }),
     auth: z
       .object({ api_keys: z.array(z.string().min(1)).default([]) })
       .strict()

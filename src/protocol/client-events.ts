@@ -22,13 +22,56 @@ const turnDetection = z
 
 const gaFormat = z.object({ type: z.string(), rate: z.number().int().positive().optional() });
 
+/** A function tool (OpenAI `tools[]`): the name OpenAI allows, a JSON Schema object of parameters. */
+const tool = z.object({
+  type: z.literal("function"),
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "expected 1 to 64 letters, digits, '_' or '-'"),
+  description: z.string().max(1024).optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+});
+
+const toolChoice = z.union([
+  z.enum(["auto", "none", "required"]),
+  z.object({ type: z.literal("function"), name: z.string().min(1) }),
+]);
+
+/** `max_response_output_tokens` / `max_output_tokens`: 1..4096 tokens, or "inf" (OpenAI Realtime). */
+const maxTokens = z.union([z.number().int().min(1).max(4096), z.literal("inf")]);
+
+const modalities = z
+  .array(z.enum(["audio", "text"]))
+  .min(1)
+  .refine((m) => new Set(m).size === m.length, "lists a modality twice");
+
+/** The parts of an item a client gives (conversation.item.create, response.input). */
+const itemSchema = z.object({
+  id: z.string().min(1).optional(),
+  type: z.enum(["message", "function_call_output"]),
+  role: z.enum(["user", "assistant", "system"]).optional(),
+  content: z
+    .array(
+      z.object({
+        type: z.enum(["input_text", "text", "output_text", "input_audio", "output_audio", "audio"]),
+        text: z.string().optional(),
+        audio: z.string().optional(),
+        transcript: z.string().nullable().optional(),
+      }),
+    )
+    .optional(),
+  call_id: z.string().optional(),
+  output: z.string().optional(),
+});
+
+/** An entry of `response.input`: an item, or `{type: "item_reference", id}`. */
+const responseInputItem = z.union([z.object({ type: z.literal("item_reference"), id: z.string().min(1) }), itemSchema]);
+
 export const sessionSchema = z.object({
   model: z.string().optional(),
   session_id: z.string().optional(),
   instructions: z.string().optional(),
-  voice: z.string().nullable().optional(),
-  modalities: z.array(z.enum(["audio", "text"])).optional(),
-  output_modalities: z.array(z.enum(["audio", "text"])).optional(),
+  voice: z.string().min(1).max(256).nullable().optional(),
+  modalities: modalities.optional(),
+  output_modalities: modalities.optional(),
   input_audio_format: z.union([z.string(), gaFormat]).optional(),
   output_audio_format: z.union([z.string(), gaFormat]).optional(),
   input_sample_rate_hz: z.number().int().positive().optional(),
@@ -43,16 +86,32 @@ export const sessionSchema = z.object({
           noise_reduction: z.record(z.string(), z.unknown()).nullable().optional(),
         })
         .optional(),
-      output: z.object({ format: gaFormat.optional(), voice: z.string().nullable().optional() }).optional(),
+      output: z
+        .object({ format: gaFormat.optional(), voice: z.string().min(1).max(256).nullable().optional() })
+        .optional(),
     })
     .optional(),
   overlap_policy: z.enum(["listen_only", "barge_in_on_speech"]).optional(),
   playback_commit_policy: z.enum(["ack_only", "commit_all_on_done"]).optional(),
   temperature: z.number().finite().nullable().optional(),
+  tools: z.array(tool).max(128).optional(),
+  tool_choice: toolChoice.optional(),
+  max_response_output_tokens: maxTokens.optional(),
+  max_output_tokens: maxTokens.optional(),
+  /** The assistant voice clip: a data URL (`data:audio/wav;base64,...`) only; null removes it. */
+  ref_audio: z.string().nullable().optional(),
   idle_timeout_s: z.number().positive().nullable().optional(),
   input_audio_transcription: z.record(z.string(), z.unknown()).nullable().optional(),
   input_audio_noise_reduction: z.record(z.string(), z.unknown()).nullable().optional(),
-  extra_body: z.object({ auto_response: z.boolean().optional() }).optional(),
+  extra_body: z
+    .object({
+      auto_response: z.boolean().optional(),
+      native_duplex: z.boolean().optional(),
+      /** Deprecated alias of native_duplex (reference, "Endpoint and transport"). */
+      minicpmo45_native_duplex: z.boolean().optional(),
+      ref_audio: z.string().nullable().optional(),
+    })
+    .optional(),
 });
 
 export const clientEventSchemas = {
@@ -66,7 +125,8 @@ export const clientEventSchemas = {
     is_speech: z.boolean().optional(),
     duration_ms: z.number().nonnegative().optional(),
     audio_end_ms: z.number().nonnegative().optional(),
-    video_frames: z.array(z.string()).optional(),
+    video_frames: z.array(z.string()).max(64).optional(),
+    max_slice_nums: z.number().int().positive().optional(),
   }),
   "input_audio_buffer.commit": z.object({
     event_id: eventId,
@@ -81,8 +141,15 @@ export const clientEventSchemas = {
       .object({
         metadata: z.record(z.string(), z.unknown()).nullable().optional(),
         instructions: z.string().optional(),
-        modalities: z.array(z.enum(["audio", "text"])).optional(),
-        output_modalities: z.array(z.enum(["audio", "text"])).optional(),
+        modalities: modalities.optional(),
+        output_modalities: modalities.optional(),
+        conversation: z.enum(["auto", "none"]).optional(),
+        input: z.array(responseInputItem).optional(),
+        tools: z.array(tool).max(128).optional(),
+        tool_choice: toolChoice.optional(),
+        temperature: z.number().finite().optional(),
+        max_output_tokens: maxTokens.optional(),
+        max_response_output_tokens: maxTokens.optional(),
       })
       .optional(),
   }),
@@ -116,23 +183,7 @@ export const clientEventSchemas = {
   "conversation.item.create": z.object({
     event_id: eventId,
     previous_item_id: z.string().nullable().optional(),
-    item: z.object({
-      id: z.string().min(1).optional(),
-      type: z.enum(["message", "function_call_output"]),
-      role: z.enum(["user", "assistant", "system"]).optional(),
-      content: z
-        .array(
-          z.object({
-            type: z.enum(["input_text", "text", "output_text", "input_audio", "output_audio", "audio"]),
-            text: z.string().optional(),
-            audio: z.string().optional(),
-            transcript: z.string().nullable().optional(),
-          }),
-        )
-        .optional(),
-      call_id: z.string().optional(),
-      output: z.string().optional(),
-    }),
+    item: itemSchema,
   }),
   "conversation.item.retrieve": z.object({ event_id: eventId, item_id: z.string().min(1) }),
   "conversation.item.delete": z.object({ event_id: eventId, item_id: z.string().min(1) }),

@@ -5,13 +5,15 @@ import {
   type ErrorCode,
   G711_RATE_HZ,
   type ItemContent,
+  type ItemCreate,
   type ItemId,
   type ResponseId,
+  type ResponseInputItem,
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
 import { bytesPerSample, decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
-import { inputFormatOf, sessionPatchOf } from "./session-patch.ts";
+import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
 /** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
@@ -27,6 +29,8 @@ export interface DecodedAppend {
   readonly pcm16: Uint8Array;
   readonly sampleRateHz: number;
   readonly isSpeech: boolean | null;
+  /** `video_frames`: the bytes of each JPEG or PNG camera frame (empty when none). */
+  readonly videoFrames: readonly Uint8Array[];
 }
 
 /**
@@ -111,9 +115,84 @@ const decodeAppend = (
   const bytes = Uint8Array.from(Buffer.from(event.audio, "base64"));
   const samples = decodeAudio({ encoding: format.encoding, rate }, bytes);
   if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
+  const videoFrames: Uint8Array[] = [];
+  for (const [i, frame] of (event.video_frames ?? []).entries()) {
+    const image = decodeVideoFrame(frame);
+    if (typeof image === "string")
+      return invalid("invalid_video_frames", `video_frames[${i}]: ${image}`, eventId, type, `video_frames.${i}`);
+    videoFrames.push(image);
+  }
   // pcm16 is passed on as it came; the other encodings are re-encoded as little-endian PCM16 at their rate.
   const pcm16 = format.encoding === "pcm16" ? bytes : encodeAudio({ encoding: "pcm16", rate }, samples);
-  return { type, eventId, pcm16, sampleRateHz: rate, isSpeech: event.is_speech ?? null };
+  return { type, eventId, pcm16, sampleRateHz: rate, isSpeech: event.is_speech ?? null, videoFrames };
+};
+
+/**
+ * One `video_frames` entry (reference, "input_audio_buffer.append" with camera frames): bare base64 of a JPEG or PNG
+ * image (a `data:image/...;base64,` prefix is accepted and stripped). Returns the image bytes, or why it is refused.
+ */
+const decodeVideoFrame = (frame: string): Uint8Array | string => {
+  const payload = frame.startsWith("data:") ? frame.slice(frame.indexOf(",") + 1) : frame;
+  if (payload.length === 0 || payload.length % 4 !== 0 || !BASE64.test(payload)) {
+    return "expected standard padded base64 of a JPEG or PNG image";
+  }
+  const bytes = Uint8Array.from(Buffer.from(payload, "base64"));
+  const jpeg = bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff;
+  const png = bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
+  return jpeg || png ? bytes : "the image is neither JPEG nor PNG (by its first bytes)";
+};
+
+/** A client item (conversation.item.create, response.input), or why it is refused (`param` relative to `at`). */
+const decodeItem = (
+  item: z.infer<(typeof clientEventSchemas)["conversation.item.create"]>["item"],
+  ctx: DecodeContext,
+  at: string,
+): ItemCreate["item"] | { code: ErrorCode; message: string; param: string } => {
+  if (item.type === "function_call_output") {
+    if (item.call_id === undefined || item.output === undefined) {
+      return {
+        code: "invalid_function_call_output",
+        message: "a function_call_output item needs call_id and output",
+        param: `${at}.call_id`,
+      };
+    }
+    return { type: "function_call_output", callId: item.call_id, output: item.output };
+  }
+  const content: ItemContent[] = [];
+  for (const [i, part] of (item.content ?? []).entries()) {
+    const path = `${at}.content.${i}`;
+    if (part.type === "input_text" || part.type === "text" || part.type === "output_text") {
+      if (part.text === undefined)
+        return { code: "bad_event", message: `${path}: a ${part.type} part needs text`, param: `${path}.text` };
+      content.push({ type: part.type, text: part.text });
+      continue;
+    }
+    let audioMs = 0;
+    if (part.audio !== undefined) {
+      if (part.audio.length % 4 !== 0 || !BASE64.test(part.audio)) {
+        return { code: "bad_audio", message: `${path}.audio must be standard base64`, param: `${path}.audio` };
+      }
+      const bytes =
+        Math.floor((part.audio.length * 3) / 4) - (part.audio.endsWith("==") ? 2 : part.audio.endsWith("=") ? 1 : 0);
+      // The audio of an item is in the session's input format.
+      const { encoding, rate } = inputFormatOf(ctx);
+      const size = bytesPerSample(encoding);
+      if (bytes % size !== 0)
+        return {
+          code: "bad_audio",
+          message:
+            size === 2
+              ? `${path}.audio: ${encoding} needs an even byte count, got ${bytes}`
+              : `${path}.audio: ${encoding} needs a whole number of ${size}-byte samples, got ${bytes} bytes`,
+          param: `${path}.audio`,
+        };
+      audioMs = (bytes / size / rate) * 1000;
+    }
+    content.push({ type: part.type, transcript: part.transcript ?? null, audioMs });
+  }
+  if (content.length === 0)
+    return { code: "bad_event", message: "a message item needs at least one content part", param: `${at}.content` };
+  return { type: "message", role: item.role ?? "user", content };
 };
 
 const decodeItemCreate = (
@@ -122,72 +201,50 @@ const decodeItemCreate = (
   ctx: DecodeContext,
 ): DecodedFrame => {
   const type = "conversation.item.create" as const;
-  const base = {
+  const item = decodeItem(event.item, ctx, "item");
+  if ("code" in item) return invalid(item.code, item.message, eventId, type, item.param);
+  return {
     type,
     eventId,
     previousItemId: (event.previous_item_id ?? null) as ItemId | null,
     itemId: (event.item.id ?? null) as ItemId | null,
+    item,
   };
-  const { item } = event;
-  if (item.type === "function_call_output") {
-    if (item.call_id === undefined || item.output === undefined) {
-      return invalid(
-        "bad_event",
-        "a function_call_output item needs call_id and output",
-        eventId,
-        type,
-        "item.call_id",
-      );
-    }
-    return { ...base, item: { type: "function_call_output", callId: item.call_id, output: item.output } };
-  }
-  const content: ItemContent[] = [];
-  for (const [i, part] of (item.content ?? []).entries()) {
-    if (part.type === "input_text" || part.type === "text" || part.type === "output_text") {
-      if (part.text === undefined)
-        return invalid(
-          "bad_event",
-          `item.content.${i}: a ${part.type} part needs text`,
-          eventId,
-          type,
-          `item.content.${i}.text`,
-        );
-      content.push({ type: part.type, text: part.text });
-      continue;
-    }
-    let audioMs = 0;
-    if (part.audio !== undefined) {
-      if (part.audio.length % 4 !== 0 || !BASE64.test(part.audio)) {
-        return invalid(
-          "bad_audio",
-          `item.content.${i}.audio must be standard base64`,
-          eventId,
-          type,
-          `item.content.${i}.audio`,
-        );
+};
+
+const decodeResponseCreate = (
+  event: z.infer<(typeof clientEventSchemas)["response.create"]>,
+  eventId: string | null,
+  ctx: DecodeContext,
+): DecodedFrame => {
+  const type = "response.create" as const;
+  const r = event.response;
+  let input: ResponseInputItem[] | null = null;
+  if (r?.input !== undefined) {
+    input = [];
+    for (const [i, entry] of r.input.entries()) {
+      if (entry.type === "item_reference") {
+        input.push({ type: "item_reference", id: entry.id as ItemId });
+        continue;
       }
-      const bytes =
-        Math.floor((part.audio.length * 3) / 4) - (part.audio.endsWith("==") ? 2 : part.audio.endsWith("=") ? 1 : 0);
-      // The audio of an item is in the session's input format.
-      const { encoding, rate } = inputFormatOf(ctx);
-      const size = bytesPerSample(encoding);
-      if (bytes % size !== 0)
-        return invalid(
-          "bad_audio",
-          size === 2
-            ? `item.content.${i}.audio: ${encoding} needs an even byte count, got ${bytes}`
-            : `item.content.${i}.audio: ${encoding} needs a whole number of ${size}-byte samples, got ${bytes} bytes`,
-          eventId,
-          type,
-          `item.content.${i}.audio`,
-        );
-      audioMs = (bytes / size / rate) * 1000;
+      const item = decodeItem(entry, ctx, `response.input.${i}`);
+      if ("code" in item) return invalid(item.code, item.message, eventId, type, item.param);
+      input.push(item);
     }
-    content.push({ type: part.type, transcript: part.transcript ?? null, audioMs });
   }
-  if (content.length === 0)
-    return invalid("bad_event", "a message item needs at least one content part", eventId, type, "item.content");
-  return { ...base, item: { type: "message", role: item.role ?? "user", content } };
+  return {
+    type,
+    eventId,
+    metadata: r?.metadata ?? null,
+    instructions: r?.instructions ?? null,
+    modalities: r?.output_modalities ?? r?.modalities ?? null,
+    conversation: r?.conversation ?? "auto",
+    input,
+    tools: r?.tools === undefined ? null : toolsOf(r.tools),
+    toolChoice: r?.tool_choice ?? null,
+    temperature: r?.temperature ?? null,
+    maxOutputTokens: r?.max_output_tokens ?? r?.max_response_output_tokens ?? null,
+  };
 };
 
 const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null, ctx: DecodeContext): DecodedFrame => {
@@ -216,16 +273,8 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
     case "session.heartbeat":
     case "session.close":
       return { type, eventId };
-    case "response.create": {
-      const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
-      return {
-        type,
-        eventId,
-        metadata: event.response?.metadata ?? null,
-        instructions: event.response?.instructions ?? null,
-        modalities: event.response?.output_modalities ?? event.response?.modalities ?? null,
-      };
-    }
+    case "response.create":
+      return decodeResponseCreate(parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>, eventId, ctx);
     case "session.event_ack": {
       const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
       return { type, eventId, seq: event.server_event_seq, headSeq: -1 };

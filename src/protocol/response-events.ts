@@ -44,9 +44,10 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
             error: d.error === null ? null : { type: "server_error", code: d.error.code, message: d.error.message },
           };
   const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
+  out.push({ type: "response.output_item.done", response_id: d.responseId, output_index: 0, item });
+  // An out-of-band response's item is in no conversation: no conversation.item.* event names it.
+  if (d.outOfBand !== true) out.push({ type: "conversation.item.done", previous_item_id: d.previousItemId, item });
   out.push(
-    { type: "response.output_item.done", response_id: d.responseId, output_index: 0, item },
-    { type: "conversation.item.done", previous_item_id: d.previousItemId, item },
     {
       type: "response.done",
       response_id: d.responseId,
@@ -58,7 +59,7 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
         output: [item, ...calls],
         modalities: ["audio", "text"],
         output_modalities: d.text !== null && !d.spoke ? ["text"] : ["audio"],
-        conversation_id: sessionId,
+        conversation_id: d.outOfBand === true ? null : sessionId,
         usage: null,
         metadata: d.metadata ?? {
           duplex_event: {

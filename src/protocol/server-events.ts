@@ -117,7 +117,8 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "ResponseStarted": {
       const { responseId, itemId, previousItemId } = event.data;
       const item = messageItem(itemId, "in_progress", null, null);
-      return [
+      const outOfBand = event.data.conversation === "none";
+      const created: ServerEventBody[] = [
         {
           type: "response.created",
           response_id: responseId,
@@ -130,7 +131,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
             // GA output_modalities is audio (with its transcript) or text alone; beta modalities list both.
             modalities: (event.data.modalities ?? ["audio"]).includes("audio") ? ["audio", "text"] : ["text"],
             output_modalities: (event.data.modalities ?? ["audio"]).includes("audio") ? ["audio"] : ["text"],
-            conversation_id: sessionId,
+            conversation_id: outOfBand ? null : sessionId,
             metadata: event.data.metadata ?? {
               duplex_event: {
                 type: "response.created",
@@ -142,10 +143,15 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
             },
           },
         },
-        { type: "conversation.item.added", previous_item_id: previousItemId, item },
-        { type: "conversation.item.created", previous_item_id: previousItemId, item },
-        { type: "response.output_item.added", response_id: responseId, output_index: 0, item },
       ];
+      if (!outOfBand) {
+        created.push(
+          { type: "conversation.item.added", previous_item_id: previousItemId, item },
+          { type: "conversation.item.created", previous_item_id: previousItemId, item },
+        );
+      }
+      created.push({ type: "response.output_item.added", response_id: responseId, output_index: 0, item });
+      return created;
     }
     case "ResponseSpoke": {
       const ids = { response_id: event.data.responseId, item_id: event.data.itemId, output_index: 0, content_index: 0 };
@@ -205,6 +211,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
       const { call, responseId, outputIndex, previousItemId } = event.data;
       const item = functionCallItem(call.itemId, call.callId, call.name, call.arguments);
       const ids = { response_id: responseId, item_id: call.itemId, output_index: outputIndex, call_id: call.callId };
+      const inConversation = event.data.outOfBand !== true;
       return [
         {
           type: "response.output_item.added",
@@ -212,12 +219,16 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           output_index: outputIndex,
           item: { ...item, status: "in_progress", arguments: "" },
         },
-        { type: "conversation.item.added", previous_item_id: previousItemId, item },
-        { type: "conversation.item.created", previous_item_id: previousItemId, item },
+        ...(inConversation
+          ? [
+              { type: "conversation.item.added", previous_item_id: previousItemId, item },
+              { type: "conversation.item.created", previous_item_id: previousItemId, item },
+            ]
+          : []),
         { type: "response.function_call_arguments.delta", ...ids, delta: call.arguments },
         { type: "response.function_call_arguments.done", ...ids, name: call.name, arguments: call.arguments },
         { type: "response.output_item.done", response_id: responseId, output_index: outputIndex, item },
-        { type: "conversation.item.done", previous_item_id: previousItemId, item },
+        ...(inConversation ? [{ type: "conversation.item.done", previous_item_id: previousItemId, item }] : []),
       ];
     }
     case "MalformedFunctionCall":
@@ -349,6 +360,8 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
       ];
     case "HeartbeatAcknowledged":
       return [{ type: "session.heartbeat_ack", session_id: sessionId }];
+    case "RunnerFailed":
+      return [errorBody(event.data.code, event.data.message, null, null)];
     case "SessionClosed":
       return event.data.reason === "idle_ttl_expired" || event.data.reason === "disconnect_grace_expired"
         ? [{ type: "session.expired", session_id: sessionId, incarnation: 0, reason: event.data.reason }]

@@ -1,4 +1,12 @@
-import type { Capabilities, SessionConfig, SessionSnapshot } from "../domain/index.ts";
+import {
+  type Capabilities,
+  implementationLevelOf,
+  type SessionConfig,
+  type SessionSnapshot,
+  type ToolChoice,
+  type ToolDefinition,
+  withConfigDefaults,
+} from "../domain/index.ts";
 import { formatSpellings, toWireAudioFormat } from "./audio-formats.ts";
 
 /** The `realtime.session` object with both the beta and the GA spellings (reference, "Tier 2": session.created). */
@@ -24,9 +32,18 @@ const turnDetectionJson = (config: SessionConfig): Record<string, unknown> | nul
         interrupt_response: config.turnDetection.interruptResponse,
       };
 
-/** Renders the capabilities object of `session.created` (reference, "Capability negotiation by model"). */
-export const capabilitiesJson = (c: Capabilities): Record<string, unknown> => ({
-  implementation_level: c.implementationLevel,
+/**
+ * Renders the capabilities object of `session.created`, `GET /v1/models` and `duplex conform` (reference,
+ * "Capability negotiation by model"), spelled as on the wire. With a session's `config`, `implementation_level` is
+ * the level the session runs at (an `opt_in` model is in the chat-fallback lane, `turn_based`, until it opts in).
+ */
+export const capabilitiesJson = (
+  c: Capabilities,
+  config?: Pick<SessionConfig, "autoResponse">,
+): Record<string, unknown> => ({
+  implementation_level: config === undefined ? c.implementationLevel : implementationLevelOf(c, config),
+  native_duplex: c.nativeDuplex ?? "always",
+  profile: c.profile ?? null,
   supports_input_append: true,
   supports_barge_in: c.supportsBargeIn,
   supports_session_resume: c.supportsSessionResume,
@@ -34,17 +51,30 @@ export const capabilitiesJson = (c: Capabilities): Record<string, unknown> => ({
   supports_multi_session: true,
   supports_audio_truncate: c.supportsAudioTruncate,
   supports_tool_calls: c.supportsToolCalls,
+  supports_video_input: c.supportsVideo,
+  ref_audio: c.refAudio ?? "optional",
   chunk_period_ms: c.chunkPeriodMs,
-  input_modes: ["append_audio_chunk"],
+  input_modes: c.supportsVideo ? ["append_audio_chunk", "video_frames"] : ["append_audio_chunk"],
   signal_sources: ["model_native", "client_event", "server_policy"],
   input_sample_rate_hz: c.inputSampleRateHz,
   output_sample_rate_hz: c.outputSampleRateHz,
   target_barge_in_latency_ms: null,
 });
 
+/** A tool as `session.tools[]` spells it. */
+export const toolJson = (t: ToolDefinition): Record<string, unknown> => ({
+  type: t.type,
+  name: t.name,
+  description: t.description,
+  parameters: t.parameters,
+});
+
+/** `tool_choice` as the wire spells it. */
+export const toolChoiceJson = (c: ToolChoice): unknown => (typeof c === "string" ? c : { type: c.type, name: c.name });
+
 /** Renders the session object. Pure; the same context always renders the same JSON. */
 export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown> => {
-  const { config } = ctx;
+  const config = withConfigDefaults(ctx.config);
   const turnDetection = turnDetectionJson(config);
   const input = formatSpellings(toWireAudioFormat(config.inputAudio));
   const output = formatSpellings(toWireAudioFormat(config.outputAudio));
@@ -80,11 +110,15 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
     turn_detection: turnDetection,
     input_audio_transcription: config.inputTranscription ?? null,
     input_audio_noise_reduction: config.inputNoiseReduction ?? null,
-    tools: [],
-    tool_choice: "auto",
+    tools: config.tools.map(toolJson),
+    tool_choice: toolChoiceJson(config.toolChoice),
     temperature: config.temperature,
-    max_response_output_tokens: "inf",
-    max_output_tokens: "inf",
+    max_response_output_tokens: config.maxResponseOutputTokens,
+    max_output_tokens: config.maxResponseOutputTokens,
+    ref_audio:
+      config.refAudio === null
+        ? null
+        : { mime_type: config.refAudio.mimeType, bytes: config.refAudio.bytes, sha256: config.refAudio.sha256 },
     tracing: null,
     idle_timeout_s: config.idleTimeoutS,
     overlap_policy: config.overlapPolicy,
@@ -99,7 +133,10 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
       played_ms: Math.floor(ctx.view?.playback.playedMs ?? 0),
       committed_ms: Math.floor(ctx.view?.playback.committedMs ?? 0),
     },
-    extra_body: { auto_response: config.autoResponse },
-    capabilities: capabilitiesJson(ctx.capabilities),
+    extra_body: {
+      auto_response: config.autoResponse,
+      native_duplex: implementationLevelOf(ctx.capabilities, config) === "model_native_duplex",
+    },
+    capabilities: capabilitiesJson(ctx.capabilities, config),
   };
 };

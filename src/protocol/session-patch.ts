@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ErrorCode, SessionPatch } from "../domain/index.ts";
+import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition } from "../domain/index.ts";
 import { parseAudioFormat, toAudioFormat, type WireAudioFormat } from "./audio-formats.ts";
 import type { sessionSchema } from "./client-events.ts";
 import type { DecodeContext } from "./decode.ts";
@@ -9,6 +9,67 @@ export const inputFormatOf = (ctx: DecodeContext): WireAudioFormat =>
   ctx.inputAudio === undefined
     ? { encoding: "pcm16", rate: ctx.inputRateHz }
     : { encoding: ctx.inputAudio.format, rate: ctx.inputAudio.rate };
+
+/** The largest `ref_audio` clip accepted, in bytes of the decoded clip (8 MiB: minutes of 16 kHz PCM16 WAV). */
+export const MAX_REF_AUDIO_BYTES = 8 * 1024 * 1024;
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Reads a `ref_audio` value (reference, "Tier 2": ref_audio): a data URL of an audio media type only
+ * (`data:audio/wav;base64,...`), at most {@link MAX_REF_AUDIO_BYTES} once decoded. A URL or a path is never
+ * fetched or read: `unsupported_ref_audio_path`. The `sha256` of the result is left empty: the engine stamps it.
+ */
+export const parseRefAudio = (
+  value: string,
+  param: string,
+): RefAudioInput | { code: ErrorCode; message: string; param: string } => {
+  const match = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s.exec(value);
+  if (match === null) {
+    return {
+      code: "unsupported_ref_audio_path",
+      message: "ref_audio must be a data URL (data:audio/wav;base64,...); URLs and file paths are not fetched",
+      param,
+    };
+  }
+  const mimeType = (match[1] ?? "").toLowerCase();
+  const params = (match[2] ?? "").toLowerCase();
+  const payload = match[3] ?? "";
+  if (!mimeType.startsWith("audio/") || !params.split(";").includes("base64")) {
+    return {
+      code: "bad_event",
+      message: `ref_audio must be a base64 data URL of an audio type (data:audio/wav;base64,...); got data:${mimeType}${params}`,
+      param,
+    };
+  }
+  if (payload.length === 0 || payload.length % 4 !== 0 || !BASE64.test(payload)) {
+    return { code: "bad_event", message: "ref_audio: the data URL's payload is not standard padded base64", param };
+  }
+  const bytes = (payload.length / 4) * 3 - (payload.endsWith("==") ? 2 : payload.endsWith("=") ? 1 : 0);
+  if (bytes > MAX_REF_AUDIO_BYTES) {
+    return {
+      code: "bad_event",
+      message: `ref_audio is ${bytes} bytes; the limit is ${MAX_REF_AUDIO_BYTES} bytes`,
+      param,
+    };
+  }
+  return { mimeType, audio: Uint8Array.from(Buffer.from(payload, "base64")), sha256: "" };
+};
+
+/** A tool in our spelling: no description is "", no parameters is an empty object schema. */
+const toolOf = (t: {
+  name: string;
+  description?: string | undefined;
+  parameters?: Record<string, unknown> | undefined;
+}): ToolDefinition => ({
+  type: "function",
+  name: t.name,
+  description: t.description ?? "",
+  parameters: t.parameters ?? { type: "object", properties: {} },
+});
+
+/** The tools of a `tools` array in our spelling. */
+export const toolsOf = (tools: readonly Parameters<typeof toolOf>[0][]): ToolDefinition[] => tools.map(toolOf);
 
 /** The output rate (Hz) assumed for an output format declared without one, before a session exists. */
 export const DEFAULT_OUTPUT_RATE_HZ = 24000;
@@ -69,6 +130,20 @@ export const sessionPatchOf = (
       ...(td.interrupt_response === undefined ? {} : { interruptResponse: td.interrupt_response }),
     };
   }
+  if (session.tools !== undefined) patch.tools = toolsOf(session.tools);
+  if (session.tool_choice !== undefined) patch.toolChoice = session.tool_choice;
+  const maxTokens = session.max_response_output_tokens ?? session.max_output_tokens;
+  if (maxTokens !== undefined) patch.maxResponseOutputTokens = maxTokens;
+  const refAudio = session.ref_audio !== undefined ? session.ref_audio : session.extra_body?.ref_audio;
+  if (refAudio === null) patch.refAudio = null;
+  else if (refAudio !== undefined) {
+    const parsed = parseRefAudio(
+      refAudio,
+      session.ref_audio !== undefined ? "session.ref_audio" : "session.extra_body.ref_audio",
+    );
+    if ("code" in parsed) return parsed;
+    patch.refAudio = parsed;
+  }
   if (session.overlap_policy !== undefined) patch.overlapPolicy = session.overlap_policy;
   if (session.playback_commit_policy !== undefined) patch.playbackCommitPolicy = session.playback_commit_policy;
   if (session.temperature !== undefined) patch.temperature = session.temperature;
@@ -77,6 +152,12 @@ export const sessionPatchOf = (
   if (transcription !== undefined) patch.inputTranscription = transcription;
   const noise = session.audio?.input?.noise_reduction ?? session.input_audio_noise_reduction;
   if (noise !== undefined) patch.inputNoiseReduction = noise;
-  if (session.extra_body?.auto_response !== undefined) patch.autoResponse = session.extra_body.auto_response;
+  // The model-native lane: `auto_response`, or `native_duplex` (deprecated alias minicpmo45_native_duplex), which
+  // opts an `opt_in` model (MiniCPM-o 4.5) into it.
+  const native =
+    session.extra_body?.auto_response ??
+    session.extra_body?.native_duplex ??
+    session.extra_body?.minicpmo45_native_duplex;
+  if (native !== undefined) patch.autoResponse = native;
   return patch;
 };

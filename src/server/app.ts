@@ -2,7 +2,7 @@ import Fastify from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
-import { dialectOf } from "../protocol/index.ts";
+import { capabilitiesJson, dialectOf } from "../protocol/index.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
@@ -48,7 +48,12 @@ export const buildApp = (options: AppOptions) => {
   app.get("/v1/models", async () => ({
     object: "list",
     data: [
-      { id: options.model, object: "model", owned_by: "duplex-server", capabilities: options.engine.capabilities },
+      {
+        id: options.model,
+        object: "model",
+        owned_by: "duplex-server",
+        capabilities: capabilitiesJson(options.engine.capabilities),
+      },
     ],
   }));
 

@@ -86,13 +86,15 @@ export const serveRealtimeSocket = (
       socket.send(sessionReplaced(host?.sessionId ?? "", generation));
       socket.close(1000, "session replaced");
     },
-    ended: (lastType) => {
+    ended: (lastType, reason) => {
       if (lastType === "session.expired") {
         state = "expired";
         return;
       }
       state = "closed";
-      if (socket.readyState === socket.OPEN) socket.close(1000, "session closed");
+      if (socket.readyState !== socket.OPEN) return;
+      if (reason === "runner_failed") socket.close(1011, "model runner failed");
+      else socket.close(1000, "session closed");
     },
   };
 
@@ -121,6 +123,18 @@ export const serveRealtimeSocket = (
       }
       bind(resumed);
       log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
+      return;
+    }
+    if (engine.capabilities.refAudio === "required" && !(frame.type === "session.update" && frame.patch.refAudio)) {
+      // The model needs its voice clip before anything else (BEHAVIOUR.md, "Identity"): the first session.update
+      // carrying ref_audio opens the session, as in the seed. The socket stays open for that update.
+      socket.send(
+        handshakeError(
+          "ref_audio_required",
+          `${engine.model} needs a voice clip: send session.update with session.ref_audio (a data:audio/wav;base64,... URL) first`,
+          frame.eventId,
+        ),
+      );
       return;
     }
     if (options.query?.autostart === false) {

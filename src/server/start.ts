@@ -1,10 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { pino } from "pino";
-import { createEngine, type Engine, type EventStore } from "../engine/index.ts";
+import { createEngine, type Engine, type EventStore, type ModelRunner } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
 import { createSqliteEventStore } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
+import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
@@ -30,16 +31,26 @@ export interface RunningServer {
  */
 export const startServer = async (
   config: DeployConfig,
-  options: { firstMessageTimeoutMs?: number } = {},
+  options: {
+    firstMessageTimeoutMs?: number;
+    /** A runner of the caller's instead of the configured one (embedding, tests); the profile still applies. */
+    runner?: ModelRunner;
+  } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
   const log = pino({ level: config.log_level, base: { service: "duplex" } });
   const store = createSqliteEventStore({ path: config.event_store.path });
   const vad = await createSileroVad();
-  const runner =
-    config.runner.kind === "echo"
-      ? createEchoRunner({ chunkPeriodMs: config.runner.chunk_period_ms, speedFactor: config.runner.speed_factor })
-      : createScriptedRunner(await loadScript(config.runner.script));
+  const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
+  const base =
+    options.runner ??
+    (config.runner.kind === "echo"
+      ? createEchoRunner({
+          chunkPeriodMs: config.runner.chunk_period_ms ?? profile?.chunkPeriodMs ?? 200,
+          speedFactor: config.runner.speed_factor,
+        })
+      : createScriptedRunner(await loadScript(config.runner.script)));
+  const runner = profile === null ? base : withModelProfile(base, profile);
   const metrics = createMetrics();
   const engine = createEngine({
     store,
@@ -61,12 +72,23 @@ export const startServer = async (
   const recovered = await engine.recover();
   if (recovered.length > 0) log.info({ sessions: recovered }, "sessions recovered from the log; waiting for resumes");
   metrics.bind(engine);
-  const app = buildApp({ engine, log, model: runner.name, apiKeys: config.auth.api_keys, tls, metrics, ...options });
+  const app = buildApp({
+    engine,
+    log,
+    model: runner.name,
+    apiKeys: config.auth.api_keys,
+    tls,
+    metrics,
+    ...(options.firstMessageTimeoutMs === undefined ? {} : { firstMessageTimeoutMs: options.firstMessageTimeoutMs }),
+  });
   await app.listen({ host: config.listen.host, port: config.listen.port });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;
   const url = `${tls === undefined ? "ws" : "wss"}://${config.listen.host}:${port}/v1/realtime`;
-  log.info({ url, store: config.event_store.path, runner: runner.name }, "duplex server listening");
+  log.info(
+    { url, store: config.event_store.path, runner: base.name, model: runner.name, profile: profile?.name ?? null },
+    "duplex server listening",
+  );
   return {
     url,
     port,

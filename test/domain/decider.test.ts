@@ -80,6 +80,10 @@ describe("session opening", () => {
       temperature: null,
       autoResponse: true,
       idleTimeoutS: 300,
+      tools: [],
+      toolChoice: "auto",
+      maxResponseOutputTokens: "inf",
+      refAudio: null,
     });
   });
 

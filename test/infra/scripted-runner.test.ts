@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   defaultSessionConfig,
+  type ItemId,
+  type ResponseId,
   type RunnerUnit,
   SERVER_VAD_DEFAULTS,
   type SessionConfig,
@@ -23,7 +25,22 @@ function setup(yaml: string, options: ScriptedRunnerOptions = {}, patch: Partial
   return { runner, session, out, config };
 }
 
-const respond = (epoch: number): RunnerUnit => ({ kind: "respond", epoch, instructions: null, modalities: ["audio"] });
+/** A `respond` unit of the session's conversation with the session's options. */
+const respondUnit = (epoch: number, modalities: readonly ("audio" | "text")[]): RunnerUnit => ({
+  kind: "respond",
+  epoch,
+  responseId: "resp_01234567_1" as ResponseId,
+  instructions: null,
+  modalities,
+  conversation: "auto",
+  input: null,
+  metadata: null,
+  tools: [],
+  toolChoice: "auto",
+  temperature: null,
+  maxOutputTokens: "inf",
+});
+const respond = (epoch: number): RunnerUnit => respondUnit(epoch, ["audio"]);
 const append = (epoch: number, speechStoppedAtMs: number | null): RunnerUnit => ({
   kind: "append",
   epoch,
@@ -240,8 +257,8 @@ turns:
     native.session.submit(append(0, 1200));
     vi.runAllTimers();
     expect(native.out).toEqual([{ kind: "text", epoch: 0, text: "heard" }]);
-    native.session.configure(native.config);
-    native.session.configure(native.config);
+    native.session.configure(native.config, null);
+    native.session.configure(native.config, null);
     native.session.submit({ kind: "text", epoch: 0, text: "hello" });
     vi.runAllTimers();
     expect(native.out.slice(1)).toEqual([
@@ -276,12 +293,7 @@ turns:
     match: { text: "listen" }
     actions: [{ listen: model_listen }]
 `);
-    const respondWith = (modalities: ("audio" | "text")[]): RunnerUnit => ({
-      kind: "respond",
-      epoch: 0,
-      instructions: null,
-      modalities,
-    });
+    const respondWith = (modalities: ("audio" | "text")[]): RunnerUnit => respondUnit(0, modalities);
     session.submit(respondWith(["text"]));
     session.submit(respondWith(["audio", "text"]));
     session.submit(respondWith(["text"]));
@@ -460,7 +472,7 @@ describe("script files", () => {
     expect(failure.turns[0]?.actions.map((a) => a.kind)).toEqual(["speak", "fail"]);
   });
 
-  it("plays the tools example: a tool call first, then the spoken result", async () => {
+  it("plays the tools example: a tool call first, then an answer spoken from the tool's output", async () => {
     const runner = createScriptedRunner(await loadScript(deployScript("tools.yaml")));
     const out: StageOutput[] = [];
     const session = runner.open(
@@ -479,6 +491,13 @@ describe("script files", () => {
       },
       { kind: "end_of_turn", epoch: 0 },
     ]);
+    session.submit({
+      kind: "function_call_output",
+      epoch: 0,
+      itemId: "item_01234567_u1" as ItemId,
+      callId: "call_weather_1",
+      output: '{"temperature_c":24,"sky":"clear"}',
+    });
     session.submit(respond(0));
     await vi.waitFor(() => expect(kinds(out.slice(2)).at(-1)).toBe("end_of_turn@0"));
     expect(kinds(out.slice(2))[0]).toBe("speak@0");
@@ -487,7 +506,33 @@ describe("script files", () => {
       audioOf(out)
         .map((o) => o.transcript)
         .join(""),
-    ).toBe("It is 18 degrees and sunny in Paris.");
+    ).toBe('The weather service says: {"temperature_c":24,"sky":"clear"}');
+    await runner.close();
+  });
+
+  it("answers from whichever output the client sent: another output, another answer", async () => {
+    const runner = createScriptedRunner(await loadScript(deployScript("tools.yaml")));
+    const out: StageOutput[] = [];
+    const session = runner.open(
+      { sessionId: SESSION_ID, config: defaultSessionConfig("scripted", runner.capabilities) },
+      (output) => out.push(output),
+    );
+    session.submit(respond(0));
+    await vi.waitFor(() => expect(out).toHaveLength(2));
+    session.submit({
+      kind: "function_call_output",
+      epoch: 0,
+      itemId: "item_01234567_u1" as ItemId,
+      callId: "call_weather_1",
+      output: "snow, -3 degrees",
+    });
+    session.submit(respond(0));
+    await vi.waitFor(() => expect(kinds(out.slice(2)).at(-1)).toBe("end_of_turn@0"));
+    expect(
+      audioOf(out)
+        .map((o) => o.transcript)
+        .join(""),
+    ).toBe("The weather service says: snow, -3 degrees");
     await runner.close();
   });
 });

@@ -176,8 +176,15 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
   ItemTruncated: [{ type: "ItemTruncated", data: { itemId: I, contentIndex: 0, audioEndMs: 400 } }],
   HistoryCommitted: [{ type: "HistoryCommitted", data: { item: history, committedMs: null } }],
   HeartbeatAcknowledged: [{ type: "HeartbeatAcknowledged", data: {} }],
+  RunnerFailed: [
+    {
+      type: "RunnerFailed",
+      data: { operation: "submit", code: "runtime_data_plane_stream_failed", message: "the runner threw" },
+    },
+  ],
   SessionClosed: [
     { type: "SessionClosed", data: { reason: "session_close" } },
+    { type: "SessionClosed", data: { reason: "runner_failed" } },
     { type: "SessionClosed", data: { reason: "idle_ttl_expired" } },
   ],
   SessionResumed: [

@@ -285,6 +285,10 @@ describe("session.update audio formats", () => {
       temperature: null,
       autoResponse: false,
       idleTimeoutS: null,
+      tools: [],
+      toolChoice: "auto" as const,
+      maxResponseOutputTokens: "inf" as const,
+      refAudio: null,
     });
     const capabilities = {
       implementationLevel: "turn_based" as const,

@@ -10,7 +10,7 @@ export const sharedAudio = (name: string): string => resolve(process.cwd(), "../
 /** A real server on 127.0.0.1 port 0 with its own sqlite store in a temp folder. `stop()` closes and removes it. */
 export const startTestServer = async (
   overrides: Record<string, unknown> = {},
-  options: { firstMessageTimeoutMs?: number } = {},
+  options: Parameters<typeof startServer>[1] = {},
 ): Promise<RunningServer & { dataDir: string; stop(): Promise<void> }> => {
   const dataDir = await mkdtemp(join(tmpdir(), "duplex-test-"));
   const config = parseConfig({

@@ -1,4 +1,11 @@
-import type { Capabilities, RunnerUnit, SessionConfig, SessionId, StageOutput } from "../../domain/index.ts";
+import type {
+  Capabilities,
+  RefAudioInput,
+  RunnerUnit,
+  SessionConfig,
+  SessionId,
+  StageOutput,
+} from "../../domain/index.ts";
 
 /**
  * The model stage port (DESIGN.md, "Ports": ModelRunner). A runner declares its capabilities, opens one
@@ -16,12 +23,20 @@ export interface ModelRunner {
   close(): Promise<void>;
 }
 
+/**
+ * The model side of one session. A model failure is emitted as a `failure` output and fails one response. A call
+ * that throws (or returns a promise that rejects), or an emitted value that is not a `StageOutput`, breaks the
+ * contract: the engine ends that session with `runtime_data_plane_stream_failed`, and only that session.
+ */
 export interface RunnerSession {
-  /** Hands one unit to the model. Never throws; a failure is emitted as a `failure` output. */
+  /** Hands one unit to the model. */
   submit(unit: RunnerUnit): void;
   /** Aborts all work of epochs older than `epoch` (the session's new epoch). */
   abort(epoch: number): void;
-  /** The session's configuration changed (session.update). */
-  configure(config: SessionConfig): void;
+  /**
+   * The session's configuration (at the first unit, and after every session.update): instructions, voice, tools,
+   * tool choice, temperature, token limit, modalities, and the `ref_audio` clip in force (its bytes; null: none).
+   */
+  configure(config: SessionConfig, refAudio: RefAudioInput | null): void;
   close(): Promise<void>;
 }

@@ -127,10 +127,10 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
 
     /** A text-modality answer: what the runner last heard, said in words (it has no speech recognition). */
     let lastText: string | null = null;
-    const respondInText = (unitEpoch: number): void => {
+    const respondInText = (unitEpoch: number, written: string | null): void => {
       const said =
-        lastText !== null
-          ? `You wrote: ${lastText}`
+        written !== null
+          ? `You wrote: ${written}`
           : `I heard ${((lastUtterance?.length ?? 0) / INPUT_RATE).toFixed(1)} seconds of speech.`;
       for (const word of said.split(/(?<= )/)) emit({ kind: "text", epoch: unitEpoch, text: word });
       emit({ kind: "end_of_turn", epoch: unitEpoch });
@@ -172,13 +172,18 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
             return;
           case "respond":
             if (!unit.modalities.includes("audio")) {
-              respondInText(unit.epoch);
+              // An answer to given input (`response.input`) echoes its last text, else what the session said.
+              const given = (unit.input ?? []).findLast((item) => item.text !== "")?.text;
+              respondInText(unit.epoch, given ?? lastText);
               return;
             }
             speak(lastUtterance ?? new Int16Array(Math.round(INPUT_RATE / 2)), unit.epoch);
             return;
           case "text":
             lastText = unit.text;
+            return;
+          case "function_call_output":
+            // The echo model calls no tools: an output answers nothing it asked.
             return;
           case "clear":
             kept = [];

@@ -103,6 +103,9 @@ const words = (text: string): string[] => text.split(/(?<=\s)(?=\S)/);
  * - `commit`, `respond`, `text`: a unit of that kind;
  * - `open`: the first `configure` of the session.
  *
+ * The text of `speak` and `text` actions may hold `{{function_call_output}}` (the latest output the client sent back
+ * with a `function_call_output` item) or `{{function_call_output:CALL_ID}}` (that call's), filled in when the turn
+ * is triggered: an answer after a tool call is generated from the tool's output.
  * Each trigger plays the first turn with a `match` that its unit fits, else the next turn written for it without
  * one (then `when_exhausted` decides). A turn's outputs carry the epoch of the unit that triggered it and start one
  * macrotask after the trigger; a trigger that arrives while a turn plays queues its turn after it. `speak` emits
@@ -146,7 +149,9 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     return samples;
   };
 
-  const beatsOf = (action: ScriptAction, epoch: number): Beat[] => {
+  const beatsOf = (scripted: ScriptAction, epoch: number, fill: (text: string) => string): Beat[] => {
+    const action =
+      scripted.kind === "speak" || scripted.kind === "text" ? { ...scripted, text: fill(scripted.text) } : scripted;
     switch (action.kind) {
       case "speak": {
         const samples = speechFor(
@@ -205,6 +210,14 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     let queued: Playback[] = [];
     /** How many times each trigger fired, to pick its next turn. */
     const fired = new Map<ScriptTrigger, number>();
+    /** The outputs of function calls the client sent back, by call id, and the latest one. */
+    const toolOutputs = new Map<string, string>();
+    let latestToolOutput = "";
+    /** `{{function_call_output}}` (the latest) and `{{function_call_output:CALL_ID}}` in a turn's text. */
+    const fill = (text: string): string =>
+      text.replace(/\{\{function_call_output(?::([A-Za-z0-9_.-]+))?\}\}/g, (_m, callId: string | undefined) =>
+        callId === undefined ? latestToolOutput : (toolOutputs.get(callId) ?? ""),
+      );
 
     const pickTurn = (trigger: ScriptTrigger, unit: RunnerUnit | null): ScriptTurn | null => {
       const matched = matchedTurns.find((turn) => turn.on === trigger && fits(turn.match, unit));
@@ -259,7 +272,7 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     const trigger = (on: ScriptTrigger, unitEpoch: number, unit: RunnerUnit | null = null): void => {
       const turn = pickTurn(on, unit);
       if (turn === null) return;
-      const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch));
+      const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch, fill));
       queued.push({ epoch: unitEpoch, beats, next: 0 });
       startNext();
     };
@@ -295,6 +308,10 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             trigger("text", unit.epoch, unit);
             return;
           case "clear":
+            return;
+          case "function_call_output":
+            toolOutputs.set(unit.callId, unit.output);
+            latestToolOutput = unit.output;
             return;
           default: {
             const unhandled: never = unit;

@@ -1,0 +1,49 @@
+import type { ResponseCreate } from "./commands.ts";
+import { MAX_TEMPERATURE } from "./config.ts";
+import { type Rejection, reject } from "./errors.ts";
+import type { SessionState } from "./state.ts";
+
+/**
+ * Why the per-response options of `response.create` are refused, or null (OpenAI Realtime, "response.create";
+ * reference, "Capability negotiation by model"): every `item_reference` of `response.input` must name an item of the
+ * conversation (`item_not_found`), tools need a model that calls them (`tool_calls_unsupported`), a `tool_choice`
+ * naming a function needs that function among the response's tools (else the session's), and the temperature is
+ * within 0..2 (`bad_event`). `param` is the dotted path of the field at fault.
+ */
+export const responseCreateRefusal = (state: SessionState, command: ResponseCreate): Rejection | null => {
+  for (const [i, item] of (command.input ?? []).entries()) {
+    if (item.type === "item_reference" && !state.history.some((h) => h.id === item.id)) {
+      return reject(
+        "item_not_found",
+        `response.input[${i}] names item ${item.id}, which is not in the conversation`,
+        `response.input.${i}.id`,
+      );
+    }
+  }
+  if (command.tools !== undefined && command.tools !== null && command.tools.length > 0) {
+    if (!state.capabilities.supportsToolCalls) {
+      return reject(
+        "tool_calls_unsupported",
+        "this model does not call tools (capabilities.supports_tool_calls is false)",
+        "response.tools",
+      );
+    }
+  }
+  const tools = command.tools ?? state.config.tools;
+  const choice = command.toolChoice ?? null;
+  if (choice !== null && typeof choice === "object" && !tools.some((t) => t.name === choice.name)) {
+    return reject(
+      "bad_event",
+      `tool_choice names function "${choice.name}", which is not among the response's tools`,
+      "response.tool_choice",
+    );
+  }
+  if (choice === "required" && tools.length === 0) {
+    return reject("bad_event", 'tool_choice "required" needs at least one tool', "response.tool_choice");
+  }
+  const t = command.temperature ?? null;
+  if (t !== null && !(t >= 0 && t <= MAX_TEMPERATURE)) {
+    return reject("bad_event", `temperature must be within 0..${MAX_TEMPERATURE}; got ${t}`, "response.temperature");
+  }
+  return null;
+};

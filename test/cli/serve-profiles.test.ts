@@ -1,0 +1,89 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterEach, describe, expect, it } from "vitest";
+import { RealtimeClient } from "../../src/client/index.ts";
+
+/**
+ * `npx duplex serve --config deploy/<profile>.yaml` as a user runs it (the real command in a child process): the
+ * echo runner starts under that model's profile, `GET /v1/models` and `session.created` show the profile's
+ * capabilities, and what the profile does not support is refused with its code.
+ */
+const serve = async (profile: string) => {
+  const data = await mkdtemp(join(tmpdir(), "duplex-serve-"));
+  const child = spawn(
+    process.execPath,
+    ["bin/duplex.js", "serve", "--config", `deploy/${profile}.yaml`, "--port", "0", "--data", data],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`duplex serve --config deploy/${profile}.yaml did not listen`)),
+      20_000,
+    );
+    child.once("exit", (code) => reject(new Error(`duplex serve exited with ${code}`)));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const entry = JSON.parse(line) as { msg?: string; url?: string };
+      if (entry.msg === "duplex server listening" && entry.url !== undefined) {
+        clearTimeout(timer);
+        resolve(entry.url);
+      }
+    });
+  });
+  return { child, url, data };
+};
+
+const stop = async (child: ChildProcess): Promise<number | null> =>
+  new Promise((resolve) => {
+    child.once("exit", (code) => resolve(code));
+    child.kill("SIGTERM");
+  });
+
+describe("duplex serve --config deploy/<profile>.yaml", () => {
+  let running: Awaited<ReturnType<typeof serve>> | null = null;
+  afterEach(async () => {
+    if (running !== null) {
+      await stop(running.child);
+      await rm(running.data, { recursive: true, force: true });
+      running = null;
+    }
+  });
+
+  it.each([
+    ["personaplex", "nvidia/personaplex-7b-v1", { supports_barge_in: false, supports_session_resume: false }],
+    ["nemotron_voicechat", "nvidia/nemotron-voicechat", { supports_barge_in: false, supports_tool_calls: true }],
+  ])(
+    "%s: reports %s and refuses barge_in with barge_in_unsupported",
+    async (profile, model, capabilities) => {
+      running = await serve(profile);
+      const port = new URL(running.url).port;
+      const models = (await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as {
+        data: { id: string; capabilities: Record<string, unknown> }[];
+      };
+      expect(models.data).toEqual([
+        expect.objectContaining({ id: model, capabilities: expect.objectContaining({ profile, ...capabilities }) }),
+      ]);
+      const client = await RealtimeClient.connect(running.url);
+      client.send({ type: "session.update", session: {} });
+      const created = await client.waitFor("session.created", { since: 0 });
+      expect(created.session).toMatchObject({ model, capabilities: { profile, ...capabilities } });
+      const eventId = client.send({ type: "barge_in" });
+      const error = await client.waitFor("error", { since: 0 });
+      expect(error.error).toMatchObject({ code: "barge_in_unsupported", event_id: eventId });
+      await client.close();
+    },
+    30_000,
+  );
+
+  it("minicpmo_4_5: refuses a first session.update without ref_audio with ref_audio_required", async () => {
+    running = await serve("minicpmo_4_5");
+    const client = await RealtimeClient.connect(running.url);
+    client.send({ type: "session.update", session: {} });
+    const error = await client.waitFor("error", { since: 0 });
+    expect(error.code).toBe("ref_audio_required");
+    expect(client.types()).not.toContain("session.created");
+    await client.close();
+  }, 30_000);
+});

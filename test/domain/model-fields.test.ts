@@ -1,0 +1,405 @@
+import { describe, expect, it } from "vitest";
+import {
+  type Capabilities,
+  type Command,
+  type DomainEvent,
+  decide,
+  evolve,
+  type Input,
+  type ItemId,
+  MODEL_PROFILES,
+  type RefAudioInput,
+  type ResponseId,
+  type SessionState,
+  withProfile,
+} from "../../src/domain/index.ts";
+import { type Effect, effectsOf } from "../../src/engine/effects.ts";
+import {
+  ack,
+  append,
+  audio,
+  cancel,
+  command,
+  create,
+  ECHO_CAPABILITIES,
+  given,
+  opened,
+  stage,
+  truncate,
+  update,
+} from "./decider-spec.ts";
+
+/** Derived ids of SESSION_ID (tag "01234567"). */
+const R1 = "resp_01234567_1";
+const R2 = "resp_01234567_2";
+const I1 = `item_${R1}`;
+const I2 = `item_${R2}`;
+const U1 = "item_01234567_u1";
+
+const PERSONAPLEX = withProfile(ECHO_CAPABILITIES, MODEL_PROFILES.personaplex);
+const NEMOTRON = withProfile(ECHO_CAPABILITIES, MODEL_PROFILES.nemotron_voicechat);
+const MINICPMO = withProfile(ECHO_CAPABILITIES, MODEL_PROFILES.minicpmo_4_5);
+const TOOLS: Capabilities = { ...ECHO_CAPABILITIES, supportsToolCalls: true };
+
+const WEATHER = {
+  type: "function" as const,
+  name: "get_weather",
+  description: "",
+  parameters: { type: "object" },
+};
+
+const clip = (sha: string, bytes = 44): RefAudioInput => ({
+  mimeType: "audio/wav",
+  audio: new Uint8Array(bytes),
+  sha256: sha.repeat(64 / sha.length),
+});
+
+const text = (t: string): Command => ({
+  type: "conversation.item.create",
+  eventId: null,
+  previousItemId: null,
+  itemId: null,
+  item: { type: "message", role: "user", content: [{ type: "input_text", text: t }] },
+});
+
+/** The effects the engine derives from deciding `input` on `state`. */
+const effectsOfForTest = (state: SessionState, input: Input): Effect[] => {
+  const events = decide(state, input);
+  return effectsOf(input, events, state, events.reduce(evolve, state));
+};
+
+const types = (events: readonly DomainEvent[]): string[] => events.map((e) => e.type);
+const history = (state: SessionState, id: string) => state.history.find((h) => h.id === id);
+
+describe("model-facing session fields", () => {
+  it("keeps tools and tool_choice required as sent, on a model that calls tools", () => {
+    const w = given(opened(TOOLS)).when(command(update({ tools: [WEATHER], toolChoice: "required" })));
+    w.then([{ type: "SessionConfigured", data: { config: { tools: [WEATHER], toolChoice: "required" } } }]);
+    expect(w.after.config.tools).toEqual([WEATHER]);
+    expect(w.after.config.toolChoice).toBe("required");
+  });
+
+  it("refuses tools on a model that does not call them, and keeps the config", () => {
+    given(opened(ECHO_CAPABILITIES))
+      .when(command(update({ tools: [WEATHER], toolChoice: "required" }, "evt_tools")))
+      .thenRejects("tool_calls_unsupported", "evt_tools");
+  });
+
+  it("accepts tools: [] everywhere (what stock clients send)", () => {
+    const w = given(opened(PERSONAPLEX)).when(command(update({ tools: [], toolChoice: "auto" })));
+    expect(types(w.events)).toEqual(["SessionConfigured"]);
+  });
+
+  it("refuses a tool_choice naming a function that is not a tool, a required choice without tools, twin tools", () => {
+    given(opened(TOOLS))
+      .when(command(update({ tools: [WEATHER], toolChoice: { type: "function", name: "get_time" } })))
+      .thenRejects("bad_event");
+    given(opened(TOOLS))
+      .when(command(update({ toolChoice: "required" })))
+      .thenRejects("bad_event");
+    given(opened(TOOLS))
+      .when(command(update({ tools: [WEATHER, WEATHER] })))
+      .thenRejects("bad_event");
+  });
+
+  it("keeps instructions, voice, temperature, output token limit and modalities as in force", () => {
+    const w = given(opened()).when(
+      command(
+        update({
+          instructions: "Be brief.",
+          voice: "alloy",
+          temperature: 0.7,
+          maxResponseOutputTokens: 512,
+          outputModalities: ["text"],
+        }),
+      ),
+    );
+    expect(w.after.config).toMatchObject({
+      instructions: "Be brief.",
+      voice: "alloy",
+      temperature: 0.7,
+      maxResponseOutputTokens: 512,
+      outputModalities: ["text"],
+    });
+  });
+
+  it("refuses a temperature outside 0..2", () => {
+    given(opened())
+      .when(command(update({ temperature: 3 }, "evt_hot")))
+      .thenRejects("bad_event", "evt_hot");
+    given(opened())
+      .when(command(update({ temperature: -0.1 })))
+      .thenRejects("bad_event");
+  });
+
+  it("hands the session's tools and options to a response, with a response's own overriding them", () => {
+    const s = given(opened(TOOLS), command(update({ tools: [WEATHER], temperature: 0.8 }))).state;
+    const respond = effectsOfForTest(
+      s,
+      command({ ...(create() as Extract<Command, { type: "response.create" }>), temperature: 0.6, toolChoice: "none" }),
+    ).find((e) => e.kind === "submit" && e.unit.kind === "respond");
+    expect(respond).toMatchObject({
+      unit: { kind: "respond", tools: [WEATHER], toolChoice: "none", temperature: 0.6, maxOutputTokens: "inf" },
+    });
+  });
+
+  it("hands a function_call_output item to the runner", () => {
+    const s = given(opened(TOOLS)).state;
+    const effects = effectsOfForTest(
+      s,
+      command({
+        type: "conversation.item.create",
+        eventId: null,
+        previousItemId: null,
+        itemId: null,
+        item: { type: "function_call_output", callId: "call_1", output: '{"ok":true}' },
+      }),
+    );
+    expect(effects).toEqual([
+      {
+        kind: "submit",
+        unit: { kind: "function_call_output", epoch: 0, itemId: U1, callId: "call_1", output: '{"ok":true}' },
+      },
+    ]);
+  });
+});
+
+describe("capability gates of a model profile", () => {
+  it("refuses barge_in and turn.signal barge_in where barge-in is unsupported", () => {
+    for (const caps of [PERSONAPLEX, NEMOTRON]) {
+      given(opened(caps))
+        .when(command({ type: "barge_in", eventId: "evt_b" }))
+        .thenRejects("barge_in_unsupported", "evt_b");
+      given(opened(caps))
+        .when(command({ type: "turn.signal", eventId: "evt_t", event: "barge_in", payload: null }))
+        .thenRejects("barge_in_unsupported", "evt_t");
+    }
+    expect(types(given(opened(MINICPMO)).when(command({ type: "barge_in", eventId: null })).events)).toEqual([
+      "EpochAdvanced",
+    ]);
+  });
+
+  it("refuses overlap_policy barge_in_on_speech and interrupt_response true without barge-in", () => {
+    given(opened(PERSONAPLEX))
+      .when(command(update({ overlapPolicy: "barge_in_on_speech" })))
+      .thenRejects("barge_in_unsupported");
+    given(opened(PERSONAPLEX))
+      .when(command(update({ turnDetection: { type: "server_vad", interruptResponse: true } })))
+      .thenRejects("barge_in_unsupported");
+  });
+
+  it("gives server VAD without barge-in interrupt_response false: endpointing without interruption", () => {
+    const w = given(opened(PERSONAPLEX)).when(command(update({ turnDetection: { type: "server_vad" } })));
+    expect(w.after.config.turnDetection).toMatchObject({ type: "server_vad", interruptResponse: false });
+    expect(w.after.config.overlapPolicy).toBe("listen_only");
+  });
+
+  it("refuses conversation.item.truncate without audio truncation, and takes a truncating ack as a plain ack", () => {
+    const spoken = [
+      opened(PERSONAPLEX),
+      command(create()),
+      stage(audio(1000, "hello")),
+      stage({ kind: "end_of_turn", epoch: 0 }),
+    ];
+    given(...spoken)
+      .when(command(truncate(I1, 200, "evt_cut")))
+      .thenRejects("audio_truncate_unsupported", "evt_cut");
+    const w = given(...spoken).when(command(ack({ responseId: R1, playedMs: 400, truncate: true })));
+    w.then([
+      { type: "PlaybackAcknowledged", data: { playedMs: 400, committedMs: 400, truncate: false } },
+      { type: "HistoryCommitted" },
+    ]);
+    expect(w.after.audio[I1]?.truncatedAtMs).toBeNull();
+    // A later ack still moves history forward: nothing capped it.
+    const later = given(...spoken, command(ack({ responseId: R1, playedMs: 400, truncate: true }))).when(
+      command(ack({ responseId: R1, playedMs: 1000 })),
+    );
+    expect(history(later.after, I1)?.text).toBe("hello");
+  });
+
+  it("ignores a tool call from a model that does not call tools", () => {
+    given(opened(PERSONAPLEX), command(create()))
+      .when(stage({ kind: "tool_call", epoch: 0, callId: "call_1", name: "get_weather", arguments: "{}" }))
+      .thenNothing();
+    const nemotron = given(opened(NEMOTRON), command(create())).when(
+      stage({ kind: "tool_call", epoch: 0, callId: "call_1", name: "get_weather", arguments: "{}" }),
+    );
+    expect(types(nemotron.events)).toEqual(["FunctionCallDelivered"]);
+  });
+
+  it("puts MiniCPM-o's sessions in the chat-fallback lane until they opt in to native duplex", () => {
+    const s = given(opened(MINICPMO)).state;
+    expect(s.config.autoResponse).toBe(false);
+    const w = given(opened(MINICPMO)).when(command(update({ autoResponse: true })));
+    expect(w.after.config.autoResponse).toBe(true);
+    expect(given(opened(PERSONAPLEX)).state.config.autoResponse).toBe(true);
+  });
+});
+
+describe("ref_audio", () => {
+  it("keeps the clip's description in the config, never its bytes", () => {
+    const w = given(opened(MINICPMO)).when(command(update({ refAudio: clip("ab", 1000) })));
+    expect(w.after.config.refAudio).toEqual({ mimeType: "audio/wav", bytes: 1000, sha256: "ab".repeat(32) });
+    // No bytes in the decision: the clip is in the log once, in the update (the input) that carried it.
+    const binary = (value: unknown): boolean =>
+      value instanceof Uint8Array || (typeof value === "object" && value !== null && Object.values(value).some(binary));
+    expect(binary(w.events)).toBe(false);
+    expect(binary(w.events.map((e) => ({ ...e, data: { ...e.data, audio: new Uint8Array(1) } })))).toBe(true);
+  });
+
+  it("refuses removing the clip a model requires", () => {
+    given(opened(MINICPMO), command(update({ refAudio: clip("ab") })))
+      .when(command(update({ refAudio: null }, "evt_rm")))
+      .thenRejects("ref_audio_required", "evt_rm");
+  });
+
+  it("refuses another clip once the session has audio, and takes the same clip again", () => {
+    const started = [opened(MINICPMO), command(update({ refAudio: clip("ab") })), command(append(320, 0))];
+    given(...started)
+      .when(command(update({ refAudio: clip("cd") }, "evt_voice")))
+      .thenRejects("ref_audio_update_unsupported", "evt_voice");
+    expect(types(given(...started).when(command(update({ refAudio: clip("ab") }))).events)).toEqual([
+      "SessionConfigured",
+    ]);
+  });
+});
+
+describe("out-of-band responses", () => {
+  const oob = (extra: Partial<Extract<Command, { type: "response.create" }>> = {}): Command => ({
+    ...(create({ purpose: "classify" }) as Extract<Command, { type: "response.create" }>),
+    conversation: "none",
+    ...extra,
+  });
+
+  it("starts a response outside the conversation: no history entry, no previous item", () => {
+    const w = given(opened(), command(text("hello"))).when(command(oob()));
+    w.then([
+      {
+        type: "ResponseStarted",
+        data: { responseId: R1, conversation: "none", previousItemId: null, metadata: { purpose: "classify" } },
+      },
+    ]);
+    expect(w.after.history.map((h) => h.id)).toEqual([U1]);
+    expect(w.after.lastItemId).toBe(U1);
+  });
+
+  it("keeps its output out of history, out of retrieval and out of previous_item_id after it ends", () => {
+    const done = given(
+      opened(),
+      command(text("hello")),
+      command(oob()),
+      stage(audio(400, "classified")),
+      stage({ kind: "end_of_turn", epoch: 0 }),
+    );
+    expect(done.state.history.map((h) => h.id)).toEqual([U1]);
+    done
+      .when(command({ type: "conversation.item.retrieve", eventId: "evt_r", itemId: I1 as ItemId }))
+      .thenRejects("item_not_found", "evt_r");
+    const next = done.when(command(create()));
+    expect(next.events[0]).toMatchObject({ type: "ResponseStarted", data: { responseId: R2, previousItemId: U1 } });
+    expect(history(next.after, I2)).toBeDefined();
+  });
+
+  it("ends cancelled without a history entry", () => {
+    const w = given(opened(), command(oob()), stage(audio(400, "partial"))).when(command(cancel()));
+    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded"]);
+    expect(w.events[1]).toMatchObject({ data: { outOfBand: true, status: "cancelled" } });
+    expect(w.after.history).toEqual([]);
+  });
+
+  it("refuses an item_reference to an item that is not in the conversation", () => {
+    given(opened())
+      .when(command(oob({ input: [{ type: "item_reference", id: "item_missing" as ItemId }] })))
+      .thenRejects("item_not_found");
+  });
+
+  it("hands its input items (references resolved) to the runner", () => {
+    const s = given(opened(), command(text("hello"))).state;
+    const respond = effectsOfForTest(
+      s,
+      command(
+        oob({
+          input: [
+            { type: "item_reference", id: U1 as ItemId },
+            { type: "message", role: "user", content: [{ type: "input_text", text: "Is this spam?" }] },
+          ],
+        }),
+      ),
+    ).find((e) => e.kind === "submit");
+    expect(respond).toMatchObject({
+      unit: {
+        kind: "respond",
+        conversation: "none",
+        metadata: { purpose: "classify" },
+        input: [
+          { id: U1, text: "hello" },
+          { id: `${R1}_input1`, role: "user", text: "Is this spam?" },
+        ],
+      },
+    });
+  });
+});
+
+describe("text responses", () => {
+  it("keep their text in history, as an output_text item", () => {
+    const w = given(
+      opened(),
+      command(update({ outputModalities: ["text"] })),
+      command(text("hello")),
+      command(create()),
+      stage({ kind: "text", epoch: 0, text: "You wrote: " }),
+      stage({ kind: "text", epoch: 0, text: "hello" }),
+    ).when(stage({ kind: "end_of_turn", epoch: 0 }));
+    expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted"]);
+    expect(history(w.after, I1)).toEqual({
+      id: I1,
+      type: "message",
+      role: "assistant",
+      text: "You wrote: hello",
+      audioMs: 0,
+      status: "completed",
+      audio: false,
+    });
+    const retrieved = given(
+      opened(),
+      command(update({ outputModalities: ["text"] })),
+      command(text("hello")),
+      command(create()),
+      stage({ kind: "text", epoch: 0, text: "You wrote: hello" }),
+      stage({ kind: "end_of_turn", epoch: 0 }),
+    ).when(command({ type: "conversation.item.retrieve", eventId: null, itemId: I1 as ItemId }));
+    retrieved.then([{ type: "ItemRetrieved", data: { item: { id: I1, text: "You wrote: hello", audio: false } } }]);
+  });
+
+  it("keep what was delivered when cancelled, as incomplete", () => {
+    const w = given(opened(), command(create({}, null)), stage({ kind: "text", epoch: 0, text: "Half an " })).when(
+      command(cancel(R1 as ResponseId)),
+    );
+    expect(history(w.after, I1)).toMatchObject({ text: "Half an ", status: "incomplete", audio: false });
+  });
+});
+
+describe("a runner that breaks its contract", () => {
+  it("ends its session: the response fails, the client gets a coded error, the session closes", () => {
+    const w = given(opened(), command(create()), stage(audio(200, "hel"))).when({
+      type: "RunnerFaulted",
+      at: 5,
+      data: { operation: "submit", message: "boom" },
+    });
+    expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted", "RunnerFailed", "SessionClosed"]);
+    expect(w.events[0]).toMatchObject({
+      data: { status: "failed", reason: "model_failure", error: { code: "runtime_data_plane_stream_failed" } },
+    });
+    expect(w.events[2]).toMatchObject({
+      data: { operation: "submit", code: "runtime_data_plane_stream_failed", message: expect.stringContaining("boom") },
+    });
+    expect(w.events[3]).toMatchObject({ data: { reason: "runner_failed" } });
+    expect(w.after.phase).toBe("closed");
+  });
+
+  it("decides nothing once the session is closed", () => {
+    given(opened(), command({ type: "session.close", eventId: null }))
+      .when({ type: "RunnerFaulted", at: 5, data: { operation: "close", message: "boom" } })
+      .thenNothing();
+  });
+});

@@ -1,0 +1,113 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
+import { startTestServer } from "../support/server.ts";
+
+/**
+ * What the client tells the model reaches it, over a real socket (issue: "Everything the client tells the model
+ * reaches it"): tools echoed as in force, a tool's output generating the next answer, out-of-band responses kept
+ * out of the conversation, and text responses kept in history.
+ */
+const userText = (text: string) => ({
+  type: "conversation.item.create",
+  item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
+});
+
+/** Sends `event` and resolves with the first `type` received after it. */
+const ask = async (client: RealtimeClient, event: { type: string } & Record<string, unknown>, type: string) => {
+  const since = client.received.length;
+  client.send(event);
+  return client.waitFor(type, { since, timeoutMs: 10_000 });
+};
+
+const eventsSince = (client: RealtimeClient, since: number): ServerEvent[] =>
+  client.received.slice(since).map((r) => r.event);
+
+describe("model-facing fields over a socket", () => {
+  let server: Awaited<ReturnType<typeof startTestServer>> | null = null;
+  afterEach(async () => {
+    await server?.stop();
+    server = null;
+  });
+
+  it("echoes tools and tool_choice required as in force, and answers after a tool call from its output", async () => {
+    server = await startTestServer({ runner: { kind: "scripted", script: "deploy/scripts/tools.yaml" } });
+    const client = await RealtimeClient.connect(server.url);
+    const tool = { type: "function", name: "get_weather", parameters: { type: "object" } };
+    client.send({ type: "session.update", session: { tools: [tool], tool_choice: "required" } });
+    const updated = await client.waitFor("session.updated", { since: 0 });
+    expect(updated.session).toMatchObject({
+      tools: [{ type: "function", name: "get_weather", description: "", parameters: { type: "object" } }],
+      tool_choice: "required",
+    });
+    const called = await ask(client, { type: "response.create" }, "response.function_call_arguments.done");
+    expect(called).toMatchObject({ call_id: "call_weather_1", name: "get_weather" });
+    await client.waitFor("response.done", { since: 0 });
+    await ask(
+      client,
+      {
+        type: "conversation.item.create",
+        item: { type: "function_call_output", call_id: "call_weather_1", output: '{"temperature_c":24}' },
+      },
+      "conversation.item.done",
+    );
+    const answer = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    expect(answer.transcript).toBe('The weather service says: {"temperature_c":24}');
+    await client.close();
+  });
+
+  it("keeps an out-of-band response out of the conversation: no item events, not retrievable, never a previous item", async () => {
+    server = await startTestServer();
+    const client = await RealtimeClient.connect(server.url);
+    client.send({ type: "session.update", session: { output_modalities: ["text"] } });
+    await client.waitFor("session.updated", { since: 0 });
+    const user = await ask(client, userText("hello"), "conversation.item.done");
+    const userId = String((user.item as { id: string }).id);
+    const since = client.received.length;
+    client.send({
+      type: "response.create",
+      response: {
+        conversation: "none",
+        metadata: { purpose: "classify" },
+        input: [{ type: "message", role: "user", content: [{ type: "input_text", text: "Is this spam?" }] }],
+      },
+    });
+    const done = await client.waitFor("response.done", { since });
+    const oob = eventsSince(client, since);
+    expect(oob.map((e) => e.type).filter((t) => t.startsWith("conversation.item"))).toEqual([]);
+    expect(done.response).toMatchObject({
+      status: "completed",
+      conversation_id: null,
+      metadata: { purpose: "classify" },
+      output: [{ content: [{ type: "output_text", text: "You wrote: Is this spam?" }] }],
+    });
+    const oobItem = String(((done.response as { output: { id: string }[] }).output[0] ?? { id: "" }).id);
+    const missing = await ask(client, { type: "conversation.item.retrieve", item_id: oobItem }, "error");
+    expect(missing.error).toMatchObject({ code: "item_not_found" });
+    // The next in-band response follows the user's item, not the out-of-band one.
+    const added = await ask(client, { type: "response.create" }, "conversation.item.added");
+    expect(added.previous_item_id).toBe(userId);
+    await client.close();
+  });
+
+  it("keeps a text-only response's text in history", async () => {
+    server = await startTestServer();
+    const client = await RealtimeClient.connect(server.url);
+    client.send({ type: "session.update", session: { output_modalities: ["text"] } });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, userText("hello"), "conversation.item.done");
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    const itemId = String(((done.response as { output: { id: string }[] }).output[0] ?? { id: "" }).id);
+    const retrieved = await ask(
+      client,
+      { type: "conversation.item.retrieve", item_id: itemId },
+      "conversation.item.retrieved",
+    );
+    expect(retrieved.item).toMatchObject({
+      id: itemId,
+      role: "assistant",
+      status: "completed",
+      content: [{ type: "output_text", text: "You wrote: hello" }],
+    });
+    await client.close();
+  });
+});
