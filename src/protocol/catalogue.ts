@@ -1,3 +1,5 @@
+import { ERROR_CODES } from "../domain/index.ts";
+
 /**
  * The event catalogue of the wire contract (reference/realtime-duplex-api.md, "Event catalogue"): every client
  * and server event, its tier (1: identical to OpenAI Realtime; 2: an OpenAI name with duplex extensions; 3: duplex
@@ -35,7 +37,7 @@ export const CLIENT_EVENTS: readonly CatalogueEntry[] = [
     "session.update",
     2,
     ["session"],
-    "Open handshake on first send (creates the session); later sends reconfigure it.",
+    "Open handshake on first send (creates the session); later sends reconfigure it (instructions, voice, tools, tool_choice, temperature, max_response_output_tokens, modalities, audio formats, turn_detection, ref_audio, extra_body, ...).",
   ),
   c("session.heartbeat", 3, [], "Keepalive; refreshes the session lease."),
   c("session.event_ack", 3, ["server_event_seq"], "Acknowledges received server events by server_event_seq."),
@@ -62,8 +64,9 @@ export const CLIENT_EVENTS: readonly CatalogueEntry[] = [
       "duration_ms",
       "audio_end_ms",
       "video_frames",
+      "max_slice_nums",
     ],
-    "Append one audio chunk.",
+    "Append one audio chunk; `video_frames` (base64 JPEG/PNG) are consumed where `capabilities.supports_video_input`, ignored elsewhere.",
     ["push_chunk", "input.audio.append"],
   ),
   c(
@@ -94,7 +97,7 @@ export const CLIENT_EVENTS: readonly CatalogueEntry[] = [
     "response.create",
     1,
     ["response"],
-    "Request a response with per-response overrides (modalities, instructions, metadata).",
+    "Request a response with per-response overrides (modalities, instructions, metadata, tools, tool_choice, temperature, max_output_tokens); `conversation: none` with `input` items makes it out of band.",
   ),
   c("response.cancel", 1, ["response_id"], "Cancel the active (or named) response; advances epoch."),
   c("output_audio_buffer.clear", 1, [], "Discard queued output audio; cancels the active response."),
@@ -213,6 +216,18 @@ export const renderWireDoc = (): string => {
     "| event | tier | fields | aliases | description |",
     "| --- | --- | --- | --- | --- |",
     ...SERVER_EVENTS.map(row),
+    "",
+    `## Error codes (${Object.keys(ERROR_CODES).length})`,
+    "",
+    "`error.code` of the `error` event (and of the flat handshake errors), its `error.type`, and the WebSocket close",
+    "code that follows where the error ends the socket (`src/domain/errors.ts`).",
+    "",
+    "| code | type | close | meaning |",
+    "| --- | --- | --- | --- |",
+    ...Object.entries(ERROR_CODES).map(
+      ([code, spec]) =>
+        `| \`${code}\` | ${spec.type} | ${"closeCode" in spec ? spec.closeCode : "—"} | ${spec.message} |`,
+    ),
     "",
   ].join("\n");
 };
