@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
 import type { RefAudioInput, RunnerUnit } from "../../src/domain/index.ts";
@@ -222,6 +222,50 @@ describe("model profiles on the echo runner", () => {
       "ref_audio_update_unsupported",
     );
     await client.close();
+  });
+
+  it("minicpmo_4_5: after a server restart the resumed session's runner gets the clip back from the log", async () => {
+    const before = recording();
+    const config = await deployed("minicpmo_4_5");
+    server = await startTestServer(config, { runner: before.runner });
+    const wav = await readFile(sharedAudio("jfk_16k.wav"));
+    const client = await RealtimeClient.connect(server.url);
+    client.send({ type: "session.update", session: { ref_audio: `data:audio/wav;base64,${wav.toString("base64")}` } });
+    const created = await client.waitFor("session.created", { since: 0 });
+    await client.waitFor("session.updated", { since: 0 });
+    const id = String((created.session as { id: string }).id);
+    // The restart: this server goes (a disconnect for its client), another starts on the same store.
+    const path = `${server.dataDir}/duplex.sqlite`;
+    await server.close();
+    await client.closed;
+    const after = recording();
+    const restarted = await startTestServer(
+      { ...config, event_store: { kind: "sqlite", path } },
+      { runner: after.runner },
+    );
+    const dataDir = server.dataDir;
+    server = {
+      ...restarted,
+      stop: async () => {
+        await restarted.stop();
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+    const again = await RealtimeClient.connect(server.url);
+    again.send({
+      type: "session.resume",
+      session_id: id,
+      resume_token: String(created.resume_token),
+      last_received_server_event_seq: 1,
+    });
+    await again.waitFor("session.resumed", { since: 0 });
+    const beat = again.received.length;
+    again.send({ type: "input_audio_buffer.append", audio: SILENCE });
+    again.send({ type: "session.heartbeat" });
+    await again.waitFor("session.heartbeat_ack", { since: beat });
+    expect(after.configured.length).toBeGreaterThanOrEqual(1);
+    expect(Buffer.from(after.configured[0]?.refAudio?.audio ?? []).equals(wav)).toBe(true);
+    await again.close();
   });
 });
 
