@@ -139,7 +139,10 @@ export const createEngine = (deps: EngineDeps): Engine => {
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
         openRunner: (id, config, emit) => deps.runner.open({ sessionId: id, config }, emit),
         onRunnerFault: (faulty, operation, error) =>
-          deps.log?.error({ err: error, sessionId: faulty.sessionId, operation }, "model runner broke its contract; its session is ended"),
+          deps.log?.error(
+            { err: error, sessionId: faulty.sessionId, operation },
+            "model runner broke its contract; its session is ended",
+          ),
         onClosed: (closed) => {
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
