@@ -9,7 +9,7 @@ import { appendAudio, commitInput } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
-import { applyStageOutput, cancelResponse, endResponse, startResponse } from "./response-flow.ts";
+import { applyStageOutput, cancelResponse, endSession, startResponse } from "./response-flow.ts";
 import { responseCreateRefusal } from "./response-options.ts";
 import { initialState, type SessionState } from "./state.ts";
 
@@ -270,13 +270,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       if (state.phase !== "open") return [];
       const b = decisionBuilder(state);
       const message = `the model runner failed in ${input.data.operation}: ${input.data.message}`;
-      endResponse(b, input.at, "failed", "model_failure", { code: "runtime_data_plane_stream_failed", message });
-      b.push({
-        type: "RunnerFailed",
-        data: { operation: input.data.operation, code: "runtime_data_plane_stream_failed", message },
-      });
-      b.push(...settleEstimatedItems(b.state, input.at));
-      b.push({ type: "SessionClosed", data: { reason: "runner_failed" } });
+      endSession(b, input.at, input.data.operation, "runtime_data_plane_stream_failed", message);
       return [...b.events];
     }
     case "SessionRecovered": {

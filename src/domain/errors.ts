@@ -52,6 +52,8 @@ export const ERROR_CODES = {
   internal_error: server("Internal server error.", 1011),
   runtime_append_failed: server("The session log could not be appended to.", 1011),
   runtime_data_plane_stream_failed: server("The model stage failed."),
+  upstream_unavailable: server("The upstream model server cannot be reached, or went away.", 1011),
+  upstream_protocol_error: server("The upstream model server broke the protocol.", 1011),
   server_vad_unavailable: server("Server VAD is not available."),
   commit_aborted: server("The commit was aborted."),
   resource_exhausted: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },

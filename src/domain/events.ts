@@ -4,7 +4,7 @@ import type { EndpointerState } from "./endpointing.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
-import type { StageOutput } from "./stage.ts";
+import type { StageLossCode, StageOutput } from "./stage.ts";
 
 /** A message: a discriminated union member `{ type, data }` (STYLE.md, "Messages are discriminated unions"). */
 export interface Message<T extends string, D> {
@@ -317,8 +317,9 @@ export type DomainEvent =
   | Message<
       "RunnerFailed",
       {
-        readonly operation: RunnerOperation;
-        readonly code: "runtime_data_plane_stream_failed";
+        /** The runner call that broke its contract, or `stage` when the runner reported its stage lost. */
+        readonly operation: RunnerOperation | "stage";
+        readonly code: "runtime_data_plane_stream_failed" | StageLossCode;
         readonly message: string;
       }
     >

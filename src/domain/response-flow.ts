@@ -1,8 +1,9 @@
 import type { DecisionBuilder } from "./builder.ts";
-import type { EndReason } from "./events.ts";
+import type { ErrorCode } from "./errors.ts";
+import type { EndReason, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
-import type { StageOutput } from "./stage.ts";
+import type { StageLossCode, StageOutput } from "./stage.ts";
 
 /**
  * The response lifecycle (BEHAVIOUR.md, "Turn-taking"; reference/realtime-duplex-api.md, "Response lifecycle"):
@@ -55,7 +56,7 @@ const ending = (
   b: DecisionBuilder,
   status: "completed" | "cancelled" | "failed",
   reason: EndReason | null,
-  error: { code: "runtime_data_plane_stream_failed"; message: string } | null,
+  error: { code: ErrorCode; message: string } | null,
 ) => {
   const response = b.state.response;
   const audio = response === null ? undefined : b.state.audio[response.itemId];
@@ -87,7 +88,7 @@ export const endResponse = (
   at: number,
   status: "completed" | "failed",
   reason: EndReason | null,
-  error: { code: "runtime_data_plane_stream_failed"; message: string } | null,
+  error: { code: ErrorCode; message: string } | null,
 ): void => {
   const response = b.state.response;
   const event = ending(b, status, reason, error);
@@ -138,7 +139,13 @@ const lastUserItem = (b: DecisionBuilder): ItemId | null =>
  * (BEHAVIOUR.md, "Identity"): it leaves its input in the log and decides nothing.
  */
 export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOutput): void => {
-  if (b.state.phase !== "open" || output.epoch !== b.state.epoch) return;
+  if (b.state.phase !== "open") return;
+  // A lost stage ends the session whatever epoch it names: nothing of any epoch can follow.
+  if (output.kind === "stage_lost") {
+    endSession(b, at, "stage", output.code, output.message);
+    return;
+  }
+  if (output.epoch !== b.state.epoch) return;
   switch (output.kind) {
     case "speak":
       ensureSpeaking(b, at);
@@ -235,4 +242,22 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
       throw new Error(`applyStageOutput: unhandled output ${JSON.stringify(unhandled)}`);
     }
   }
+};
+
+/**
+ * Ends the session because its model stage is gone: the runner broke its port's contract (`operation`), or reported
+ * its stage lost (`stage`, e.g. an upstream model server went away). The active response fails with `code`, the
+ * client gets an `error` with `code`, history keeps what was heard, and the session closes (`runner_failed`).
+ */
+export const endSession = (
+  b: DecisionBuilder,
+  at: number,
+  operation: RunnerOperation | "stage",
+  code: "runtime_data_plane_stream_failed" | StageLossCode,
+  message: string,
+): void => {
+  endResponse(b, at, "failed", "model_failure", { code, message });
+  b.push({ type: "RunnerFailed", data: { operation, code, message } });
+  b.push(...settleEstimatedItems(b.state, at));
+  b.push({ type: "SessionClosed", data: { reason: "runner_failed" } });
 };

@@ -39,7 +39,20 @@ export type StageOutput =
       readonly transcript: string;
     }
   | { readonly kind: "end_of_turn"; readonly epoch: number }
-  | { readonly kind: "failure"; readonly epoch: number; readonly message: string };
+  | { readonly kind: "failure"; readonly epoch: number; readonly message: string }
+  | {
+      /**
+       * The model stage is gone for this session (an upstream model server refused, timed out, dropped or sent
+       * garbage): the session ends with `code`, whatever the epoch.
+       */
+      readonly kind: "stage_lost";
+      readonly epoch: number;
+      readonly code: StageLossCode;
+      readonly message: string;
+    };
+
+/** Why a model stage was lost (the error code its session ends with). */
+export type StageLossCode = "upstream_unavailable" | "upstream_protocol_error";
 
 /**
  * Why `value` is not a `StageOutput` a decider can take, or null when it is one: a known `kind`, a non-negative
@@ -76,6 +89,10 @@ export const stageOutputProblem = (value: unknown): string | null => {
       return text("transcript");
     case "failure":
       return text("message");
+    case "stage_lost":
+      return o.code === "upstream_unavailable" || o.code === "upstream_protocol_error"
+        ? text("message")
+        : `stage_lost: unknown code ${JSON.stringify(o.code)}`;
     default:
       return `unknown output kind ${JSON.stringify(o.kind)}`;
   }

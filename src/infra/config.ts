@@ -71,6 +71,20 @@ export const configSchema = z
           .strict(),
         z
           .object({
+            kind: z.literal("upstream"),
+            /** The upstream's realtime endpoint, `ws://` or `wss://` (a duplex server: `.../v1/realtime?duplex=1`). */
+            url: z.string().regex(/^wss?:\/\//, "expected a ws:// or wss:// URL"),
+            dialect: z.enum(["duplex", "openai"]).default("duplex"),
+            model: z.string().min(1).optional(),
+            /** The environment variable holding the upstream's API key (the key itself is never in a file). */
+            api_key_env: z.string().min(1).optional(),
+            headers: z.record(z.string(), z.string()).default({}),
+            connect_timeout_ms: z.number().int().positive().default(5000),
+            profile: profileSchema.optional(),
+          })
+          .strict(),
+        z
+          .object({
             kind: z.literal("scripted"),
             /** A script file (YAML), e.g. deploy/scripts/greeting.yaml. */
             script: z.string().min(1),

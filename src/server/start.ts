@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { pino } from "pino";
+import type { ModelProfile } from "../domain/index.ts";
 import { createEngine, type Engine, type EventStore, type ModelRunner } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
@@ -8,6 +9,7 @@ import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
+import { createUpstreamRunner } from "../infra/runners/upstream.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp } from "./app.ts";
 import { createMetrics } from "./metrics.ts";
@@ -42,14 +44,7 @@ export const startServer = async (
   const store = createSqliteEventStore({ path: config.event_store.path });
   const vad = await createSileroVad();
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
-  const base =
-    options.runner ??
-    (config.runner.kind === "echo"
-      ? createEchoRunner({
-          chunkPeriodMs: config.runner.chunk_period_ms ?? profile?.chunkPeriodMs ?? 200,
-          speedFactor: config.runner.speed_factor,
-        })
-      : createScriptedRunner(await loadScript(config.runner.script)));
+  const base = options.runner ?? (await createConfiguredRunner(config.runner, profile));
   const runner = profile === null ? base : withModelProfile(base, profile);
   const metrics = createMetrics();
   const engine = createEngine({
@@ -115,4 +110,41 @@ const readTlsFiles = async (paths: { cert: string; key: string }): Promise<{ cer
     }
   };
   return { cert: await read("cert"), key: await read("key") };
+};
+
+/**
+ * The runner a deployment configures. @throws ConfigError when an upstream's `api_key_env` names an unset variable;
+ *   ScriptError when a script cannot be read.
+ */
+const createConfiguredRunner = async (
+  runner: DeployConfig["runner"],
+  profile: ModelProfile | null,
+): Promise<ModelRunner> => {
+  switch (runner.kind) {
+    case "echo":
+      return createEchoRunner({
+        chunkPeriodMs: runner.chunk_period_ms ?? profile?.chunkPeriodMs ?? 200,
+        speedFactor: runner.speed_factor,
+      });
+    case "scripted":
+      return createScriptedRunner(await loadScript(runner.script));
+    case "upstream": {
+      const apiKey = runner.api_key_env === undefined ? undefined : process.env[runner.api_key_env];
+      if (runner.api_key_env !== undefined && (apiKey === undefined || apiKey === "")) {
+        throw new ConfigError(`runner.api_key_env: the environment variable ${runner.api_key_env} is not set`);
+      }
+      return createUpstreamRunner({
+        url: runner.url,
+        dialect: runner.dialect,
+        headers: runner.headers,
+        connectTimeoutMs: runner.connect_timeout_ms,
+        ...(runner.model === undefined ? {} : { model: runner.model }),
+        ...(apiKey === undefined ? {} : { apiKey }),
+      });
+    }
+    default: {
+      const unhandled: never = runner;
+      throw new Error(`unhandled runner ${JSON.stringify(unhandled)}`);
+    }
+  }
 };

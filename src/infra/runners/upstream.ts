@@ -1,0 +1,391 @@
+import { WebSocket } from "ws";
+import type {
+  Capabilities,
+  HistoryItem,
+  RefAudioInput,
+  RunnerUnit,
+  SessionConfig,
+  StageLossCode,
+  StageOutput,
+} from "../../domain/index.ts";
+import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
+import { createResampler, pcm16FromBytes, pcm16ToBytes, resamplePcm16, type StreamResampler } from "../audio/index.ts";
+
+/**
+ * Options of the `upstream` runner. `url` is the upstream's realtime endpoint (`ws:` or `wss:`); `apiKey` is sent
+ * as `Authorization: Bearer` and never logged; `connectTimeoutMs` bounds the connection and the upstream's
+ * `session.created`.
+ */
+export interface UpstreamRunnerOptions {
+  readonly url: string;
+  /**
+   * `duplex`: a server of the duplex contract (reference/realtime-duplex-api.md; vLLM-Omni's `/v1/realtime?duplex=1`,
+   * or this server): the model decides when to speak in the model-native lane. `openai`: any OpenAI
+   * Realtime-compatible server (GA names, beta accepted): our turn lane maps onto its commit and `response.create`,
+   * and it is sent 24 kHz pcm16.
+   */
+  readonly dialect: "duplex" | "openai";
+  /** The model the upstream is asked for (`?model=` and `session.model`); default: the upstream's own. */
+  readonly model?: string;
+  readonly apiKey?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** ms; default 5000. */
+  readonly connectTimeoutMs?: number;
+}
+
+/** The rate the engine gives the runner (Hz): what Silero VAD runs at. */
+const INPUT_RATE = 16000;
+/** The rate the runner gives the engine (Hz). */
+const OUTPUT_RATE = 24000;
+/** What an OpenAI Realtime server takes as `pcm16` (Hz). */
+const OPENAI_RATE = 24000;
+
+type Json = Record<string, unknown>;
+
+const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
+const obj = (value: unknown): Json | null =>
+  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
+const base64 = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+
+/** A history item as an OpenAI item (for `response.input`). */
+const itemJson = (item: HistoryItem): Json =>
+  item.type === "function_call_output"
+    ? { type: "function_call_output", call_id: item.callId, output: item.output }
+    : item.type === "function_call"
+      ? { type: "function_call", call_id: item.callId, name: item.name, arguments: item.arguments }
+      : {
+          type: "message",
+          role: item.role,
+          content: [{ type: item.role === "assistant" ? "output_text" : "input_text", text: item.text }],
+        };
+
+/**
+ * The capabilities an upstream runner announces before any session exists: a model-native duplex server
+ * (`duplex`) or a turn-based OpenAI server (`openai`). A deployment's `profile` replaces them with the real model's.
+ */
+export const upstreamCapabilities = (dialect: "duplex" | "openai"): Capabilities => ({
+  implementationLevel: dialect === "duplex" ? "model_native_duplex" : "turn_based",
+  chunkPeriodMs: 200,
+  supportsBargeIn: true,
+  supportsSessionResume: true,
+  supportsAudioTruncate: true,
+  supportsToolCalls: true,
+  supportsVideo: dialect === "duplex",
+  inputSampleRateHz: INPUT_RATE,
+  outputSampleRateHz: OUTPUT_RATE,
+});
+
+/**
+ * The `upstream` runner (DESIGN.md, "Ports": ModelRunner): drives a realtime model server over WebSocket, one
+ * upstream socket per session, so the engine (log, replay, resume, conformance) sits in front of a model served
+ * elsewhere. Units become client events of the upstream; the upstream's response events become stage outputs,
+ * which the engine records before they take effect, so a session replays offline without the upstream.
+ *
+ * - Fencing: an upstream response is stamped with the epoch in force when it was created; `abort` cancels it
+ *   upstream, and its late events keep their old epoch, so the decider drops them (the drop is in the log).
+ * - Faults: a refused or timed-out connection, a dropped socket or an upstream session that ends emit
+ *   `stage_lost{upstream_unavailable}`; a frame that is not a JSON event, `stage_lost{upstream_protocol_error}`.
+ *   The session ends with that code; other sessions have sockets of their own.
+ * - Audio deltas are paired with the transcript delta that follows them (the contract pairs them one to one), and
+ *   resampled to 24 kHz when the upstream speaks at another rate.
+ */
+export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilities?: Capabilities): ModelRunner => {
+  const caps = capabilities ?? upstreamCapabilities(options.dialect);
+  const open = new Set<RunnerSession>();
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+
+  const openSession = (_session: { config: SessionConfig }, emit: (output: StageOutput) => void): RunnerSession => {
+    let epoch = 0;
+    let closed = false;
+    let lost = false;
+    let ready = false;
+    const outbox: string[] = [];
+    /** The upstream response being answered: its id and the epoch its events are stamped with. */
+    let active: { id: string; epoch: number } | null = null;
+    let pendingAudio: { audio: Uint8Array; epoch: number } | null = null;
+    let sentRefAudio: string | null = null;
+    const toOpenAi: StreamResampler | null =
+      options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
+
+    const url = new URL(options.url);
+    if (options.model !== undefined && !url.searchParams.has("model")) url.searchParams.set("model", options.model);
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.apiKey !== undefined) headers.Authorization = `Bearer ${options.apiKey}`;
+    if (options.dialect === "openai") headers["OpenAI-Beta"] = headers["OpenAI-Beta"] ?? "realtime=v1";
+    const socket = new WebSocket(url, { headers, handshakeTimeout: connectTimeoutMs });
+
+    const loseStage = (code: StageLossCode, message: string): void => {
+      if (lost || closed) return;
+      lost = true;
+      clearTimeout(readyTimer);
+      emit({ kind: "stage_lost", epoch, code, message });
+      socket.terminate();
+    };
+    const readyTimer = setTimeout(
+      () => loseStage("upstream_unavailable", `no session.created from ${url.origin} within ${connectTimeoutMs} ms`),
+      connectTimeoutMs,
+    );
+
+    const send = (event: Json): void => {
+      if (lost || closed) return;
+      const text = JSON.stringify(event);
+      if (ready && socket.readyState === WebSocket.OPEN) socket.send(text);
+      else outbox.push(text);
+    };
+
+    const flushAudio = (transcript: string): void => {
+      if (pendingAudio === null) return;
+      emit({ kind: "audio", epoch: pendingAudio.epoch, audio: pendingAudio.audio, transcript });
+      pendingAudio = null;
+    };
+    const stampOf = (): number => active?.epoch ?? epoch;
+
+    const onEvent = (event: Json): void => {
+      const type = str(event.type) ?? "";
+      switch (type) {
+        case "session.created":
+          if (!ready) {
+            ready = true;
+            clearTimeout(readyTimer);
+            for (const text of outbox.splice(0)) socket.send(text);
+          }
+          return;
+        case "response.created": {
+          const response = obj(event.response);
+          active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch };
+          return;
+        }
+        case "response.speak":
+          emit({ kind: "speak", epoch: stampOf() });
+          return;
+        case "response.output_audio.delta":
+        case "response.audio.delta": {
+          flushAudio("");
+          const bytes = Uint8Array.from(Buffer.from(str(event.delta) ?? "", "base64"));
+          if (bytes.byteLength % 2 !== 0) {
+            loseStage("upstream_protocol_error", `${type} carries ${bytes.byteLength} bytes: not whole pcm16 samples`);
+            return;
+          }
+          const rate = typeof event.sample_rate_hz === "number" ? event.sample_rate_hz : OUTPUT_RATE;
+          const audio =
+            rate === OUTPUT_RATE ? bytes : pcm16ToBytes(resamplePcm16(pcm16FromBytes(bytes), rate, OUTPUT_RATE));
+          pendingAudio = { audio, epoch: stampOf() };
+          return;
+        }
+        case "response.output_audio_transcript.delta":
+        case "response.audio_transcript.delta":
+          if (pendingAudio !== null) flushAudio(str(event.delta) ?? "");
+          return;
+        case "response.output_audio.done":
+        case "response.audio.done":
+          flushAudio("");
+          return;
+        case "response.output_text.delta":
+        case "response.text.delta":
+          emit({ kind: "text", epoch: stampOf(), text: str(event.delta) ?? "" });
+          return;
+        case "response.function_call_arguments.done":
+          emit({
+            kind: "tool_call",
+            epoch: stampOf(),
+            callId: str(event.call_id),
+            name: str(event.name),
+            arguments: str(event.arguments) ?? "",
+          });
+          return;
+        case "duplex.function_call.done": {
+          const raw = obj(event.event) ?? {};
+          emit({ kind: "tool_call", epoch: stampOf(), callId: null, name: null, arguments: str(raw.arguments) ?? "" });
+          return;
+        }
+        case "conversation.item.input_audio_transcription.completed":
+          emit({ kind: "input_transcript", epoch, transcript: str(event.transcript) ?? "" });
+          return;
+        case "response.listen": {
+          const metadata = obj(obj(event.response)?.metadata);
+          emit({ kind: "listen", epoch: stampOf(), reason: str(metadata?.reason) ?? "model_listen" });
+          return;
+        }
+        case "response.done": {
+          flushAudio("");
+          const response = obj(event.response);
+          const stamp = stampOf();
+          active = null;
+          if (response?.status === "failed") {
+            const details = obj(response.status_details);
+            const message = str(obj(details?.error)?.message) ?? "the upstream response failed";
+            emit({ kind: "failure", epoch: stamp, message });
+          } else {
+            emit({ kind: "end_of_turn", epoch: stamp });
+          }
+          return;
+        }
+        case "session.expired":
+        case "session.closed":
+          loseStage("upstream_unavailable", `the upstream session ended (${str(event.reason) ?? type})`);
+          return;
+        default:
+          // Everything else (items, VAD, rate limits, acks, heartbeats) is this server's own to decide.
+          return;
+      }
+    };
+
+    socket.on("message", (data, isBinary) => {
+      if (closed || lost) return;
+      let event: unknown;
+      try {
+        event = isBinary ? null : JSON.parse(data.toString());
+      } catch {
+        event = null;
+      }
+      const parsed = obj(event);
+      if (parsed === null || typeof parsed.type !== "string") {
+        loseStage("upstream_protocol_error", "the upstream sent a frame that is not a JSON event with a type");
+        return;
+      }
+      if (parsed.type === "error" && !ready) {
+        const message = str(parsed.error) ?? str(obj(parsed.error)?.message) ?? "refused";
+        loseStage("upstream_unavailable", `the upstream refused the session: ${message}`);
+        return;
+      }
+      onEvent(parsed);
+    });
+    socket.on("unexpected-response", (_request, response) => {
+      loseStage("upstream_unavailable", `the upstream answered the upgrade with HTTP ${response.statusCode}`);
+    });
+    socket.on("error", (error) => loseStage("upstream_unavailable", `cannot reach the upstream: ${error.message}`));
+    socket.on("close", (code, reason) => {
+      loseStage("upstream_unavailable", `the upstream closed the connection (${code} ${reason.toString()})`.trim());
+    });
+    socket.on("open", () => {
+      // The session's first session.update (queued by `configure`) opens a duplex upstream session, which answers
+      // with session.created (an OpenAI server sends session.created at once); everything else waits for it.
+      const first = outbox[0];
+      if (first?.startsWith('{"type":"session.update"')) socket.send(outbox.shift() ?? first);
+    });
+
+    const sessionFields = (config: SessionConfig, refAudio: RefAudioInput | null): Json => {
+      const fields: Json = {
+        instructions: config.instructions,
+        output_modalities: config.outputModalities,
+        modalities: config.outputModalities,
+        tools: config.tools.map((t) => ({ ...t })),
+        tool_choice: config.toolChoice,
+        max_response_output_tokens: config.maxResponseOutputTokens,
+        input_audio_format: "pcm16",
+        output_audio_format: "pcm16",
+        turn_detection: null,
+      };
+      if (options.model !== undefined) fields.model = options.model;
+      if (config.voice !== null) fields.voice = config.voice;
+      if (config.temperature !== null) fields.temperature = config.temperature;
+      if (options.dialect === "duplex") {
+        fields.input_sample_rate_hz = INPUT_RATE;
+        fields.extra_body = { auto_response: config.autoResponse };
+        if (refAudio !== null && refAudio.sha256 !== sentRefAudio) {
+          fields.ref_audio = `data:${refAudio.mimeType};base64,${base64(refAudio.audio)}`;
+          sentRefAudio = refAudio.sha256;
+        }
+      }
+      return fields;
+    };
+
+    const respond = (unit: Extract<RunnerUnit, { kind: "respond" }>): Json => ({
+      type: "response.create",
+      response: {
+        modalities: unit.modalities,
+        output_modalities: unit.modalities,
+        conversation: unit.conversation,
+        tools: unit.tools.map((t) => ({ ...t })),
+        tool_choice: unit.toolChoice,
+        max_output_tokens: unit.maxOutputTokens,
+        ...(unit.instructions === null ? {} : { instructions: unit.instructions }),
+        ...(unit.temperature === null ? {} : { temperature: unit.temperature }),
+        ...(unit.metadata === null ? {} : { metadata: unit.metadata }),
+        ...(unit.input === null ? {} : { input: unit.input.map(itemJson) }),
+      },
+    });
+
+    const runnerSession: RunnerSession = {
+      submit(unit) {
+        if (closed || lost || unit.epoch < epoch) return;
+        if (unit.epoch > epoch) runnerSession.abort(unit.epoch);
+        switch (unit.kind) {
+          case "append": {
+            const samples = pcm16FromBytes(unit.audio);
+            const audio = toOpenAi === null ? unit.audio : pcm16ToBytes(toOpenAi.push(samples));
+            send({
+              type: "input_audio_buffer.append",
+              audio: base64(audio),
+              ...(options.dialect === "duplex" ? { sample_rate_hz: INPUT_RATE } : {}),
+              ...(unit.videoFrames === undefined ? {} : { video_frames: unit.videoFrames.map(base64) }),
+            });
+            return;
+          }
+          case "commit":
+            send({ type: "input_audio_buffer.commit" });
+            return;
+          case "respond":
+            send(respond(unit));
+            return;
+          case "text":
+            send(
+              options.dialect === "duplex"
+                ? { type: "input.text.append", text: unit.text }
+                : {
+                    type: "conversation.item.create",
+                    item: { type: "message", role: "user", content: [{ type: "input_text", text: unit.text }] },
+                  },
+            );
+            return;
+          case "clear":
+            send({ type: "input_audio_buffer.clear" });
+            return;
+          case "function_call_output":
+            send({
+              type: "conversation.item.create",
+              item: { type: "function_call_output", call_id: unit.callId, output: unit.output },
+            });
+            return;
+          default: {
+            const unhandled: never = unit;
+            throw new Error(`upstream runner: unhandled unit ${JSON.stringify(unhandled)}`);
+          }
+        }
+      },
+      abort(newEpoch) {
+        if (newEpoch <= epoch) return;
+        epoch = newEpoch;
+        pendingAudio = null;
+        if (active !== null && active.epoch < newEpoch) {
+          send({ type: "response.cancel", response_id: active.id });
+        }
+      },
+      configure(config, refAudio) {
+        send({ type: "session.update", session: sessionFields(config, refAudio) });
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        clearTimeout(readyTimer);
+        open.delete(runnerSession);
+        if (socket.readyState === WebSocket.OPEN) {
+          socket.send(JSON.stringify({ type: "session.close" }));
+          socket.close(1000, "session closed");
+        } else socket.terminate();
+      },
+    };
+    open.add(runnerSession);
+    return runnerSession;
+  };
+
+  return {
+    name: options.model ?? `upstream:${new URL(options.url).host}`,
+    capabilities: caps,
+    open: openSession,
+    async close() {
+      await Promise.all([...open].map((s) => s.close()));
+    },
+  };
+};
