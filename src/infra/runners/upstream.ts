@@ -282,7 +282,9 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       if (config.temperature !== null) fields.temperature = config.temperature;
       if (options.dialect === "duplex") {
         fields.input_sample_rate_hz = INPUT_RATE;
-        fields.extra_body = { auto_response: config.autoResponse };
+        // The upstream answers by itself only in our model-native lane; in our turn lane commits and
+        // response.create drive it, as they drive us.
+        fields.extra_body = { auto_response: config.autoResponse && config.turnDetection === null };
         if (refAudio !== null && refAudio.sha256 !== sentRefAudio) {
           fields.ref_audio = `data:${refAudio.mimeType};base64,${base64(refAudio.audio)}`;
           sentRefAudio = refAudio.sha256;
