@@ -20,6 +20,12 @@ export interface SessionConfig {
   readonly temperature: number | null;
   /** `extra_body.auto_response`: the model-native lane, where the model decides when to answer. */
   readonly autoResponse: boolean;
+  /**
+   * `extra_body.native_duplex`: the model's native duplex implementation is in use. Always true on a model that has
+   * no other (`capabilities.native_duplex: always`); on an `opt_in` model (MiniCPM-o 4.5) false until the session
+   * opts in, and the session is then in the chat-fallback (turn) lane.
+   */
+  readonly nativeDuplex: boolean;
   readonly idleTimeoutS: number | null;
   /**
    * `input_audio_transcription` / `audio.input.transcription` and the noise reduction setting, kept as the client
@@ -114,6 +120,8 @@ export interface SessionPatch {
   readonly playbackCommitPolicy?: PlaybackCommitPolicy;
   readonly temperature?: number | null;
   readonly autoResponse?: boolean;
+  /** `extra_body.native_duplex`; on an `always` model it stands for `auto_response` when that is not given. */
+  readonly nativeDuplex?: boolean;
   readonly idleTimeoutS?: number | null;
   readonly inputTranscription?: Readonly<Record<string, unknown>> | null;
   readonly inputNoiseReduction?: Readonly<Record<string, unknown>> | null;
@@ -156,9 +164,19 @@ export interface Capabilities {
  */
 export const implementationLevelOf = (
   capabilities: Capabilities,
-  config: Pick<SessionConfig, "autoResponse">,
+  config: Pick<SessionConfig, "nativeDuplex">,
 ): Capabilities["implementationLevel"] =>
-  capabilities.nativeDuplex === "opt_in" && !config.autoResponse ? "turn_based" : capabilities.implementationLevel;
+  capabilities.implementationLevel === "model_native_duplex" && config.nativeDuplex !== false
+    ? "model_native_duplex"
+    : "turn_based";
+
+/**
+ * Whether a configuration puts its session in the model-native lane, as far as the configuration tells: the model
+ * answers by itself (`auto_response`), its native implementation is in use, and no turn detection commits. What a
+ * runner checks; the decider also checks the model's level (`laneOf`).
+ */
+export const inModelNativeLane = (config: SessionConfig): boolean =>
+  config.autoResponse && config.nativeDuplex !== false && config.turnDetection === null;
 
 /** Server VAD defaults of BEHAVIOUR.md, "Turn-taking". */
 export const SERVER_VAD_DEFAULTS: ServerVadConfig = {
@@ -197,7 +215,8 @@ export const defaultSessionConfig = (
   overlapPolicy: "listen_only",
   playbackCommitPolicy: "ack_only",
   temperature: null,
-  autoResponse: capabilities.implementationLevel === "model_native_duplex" && capabilities.nativeDuplex !== "opt_in",
+  autoResponse: capabilities.implementationLevel === "model_native_duplex",
+  nativeDuplex: capabilities.nativeDuplex !== "opt_in",
   idleTimeoutS,
   tools: [],
   toolChoice: "auto",
@@ -211,6 +230,7 @@ export const defaultSessionConfig = (
  */
 export const withConfigDefaults = (config: SessionConfig): SessionConfig => ({
   ...config,
+  nativeDuplex: config.nativeDuplex ?? true,
   tools: config.tools ?? [],
   toolChoice: config.toolChoice ?? "auto",
   maxResponseOutputTokens: config.maxResponseOutputTokens ?? "inf",
@@ -282,9 +302,10 @@ const toolRefusal = (
  * Applies a patch to a configuration. Returns the new configuration, or the rejection that leaves the session
  * on its previous configuration (BEHAVIOUR.md scenario 17: `semantic_vad` -> `unsupported_turn_detection`).
  * Capability gates (reference, "Capability negotiation by model"): on a model without barge-in,
- * `overlap_policy: barge_in_on_speech` and `turn_detection.interrupt_response: true` are `barge_in_unsupported`, and
- * server VAD defaults to `interrupt_response: false` (endpointing without interruption); tools on a model that does
- * not call them are `tool_calls_unsupported`; removing the `ref_audio` a model requires is `ref_audio_required`.
+ * `overlap_policy: barge_in_on_speech` is `barge_in_unsupported`; server VAD is `unsupported_turn_detection` on a
+ * model-native one, and on a turn-based one defaults to `interrupt_response: false` (endpointing without
+ * interruption; `true` is `barge_in_unsupported`); tools on a model that does not call them are
+ * `tool_calls_unsupported`; removing the `ref_audio` a model requires is `ref_audio_required`.
  */
 export const applySessionPatch = (
   config: SessionConfig,
@@ -308,6 +329,16 @@ export const applySessionPatch = (
       return reject(
         "unsupported_turn_detection",
         `turn_detection.type "${td.type}" is not supported; use "server_vad" or null`,
+        "session.turn_detection.type",
+      );
+    }
+    const nativeAfter = capabilities.nativeDuplex === "opt_in" ? (patch.nativeDuplex ?? config.nativeDuplex) : true;
+    const level = implementationLevelOf(capabilities, { nativeDuplex: nativeAfter });
+    if (level === "model_native_duplex" && !capabilities.supportsBargeIn) {
+      // The reference gates server VAD behind barge-in: a model-native model without barge-in decides turns itself.
+      return reject(
+        "unsupported_turn_detection",
+        "server VAD needs a model that supports barge-in (capabilities.supports_barge_in is false); this model decides when to speak: use turn_detection null",
         "session.turn_detection.type",
       );
     }
@@ -358,6 +389,7 @@ export const applySessionPatch = (
       "session.output_audio_format",
     );
   }
+  const optIn = capabilities.nativeDuplex === "opt_in";
   const refAudio =
     patch.refAudio === undefined
       ? config.refAudio
@@ -375,7 +407,9 @@ export const applySessionPatch = (
     overlapPolicy,
     playbackCommitPolicy: patch.playbackCommitPolicy ?? config.playbackCommitPolicy,
     temperature: patch.temperature === undefined ? config.temperature : patch.temperature,
-    autoResponse: patch.autoResponse ?? config.autoResponse,
+    // On an opt_in model native_duplex selects the implementation; elsewhere it is the lane switch it always was.
+    autoResponse: patch.autoResponse ?? (optIn ? undefined : patch.nativeDuplex) ?? config.autoResponse,
+    nativeDuplex: optIn ? (patch.nativeDuplex ?? config.nativeDuplex) : true,
     idleTimeoutS: patch.idleTimeoutS === undefined ? config.idleTimeoutS : patch.idleTimeoutS,
     ...(patch.inputTranscription === undefined && config.inputTranscription === undefined
       ? {}

@@ -212,7 +212,14 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       const defaults = defaultSessionConfig(input.data.model, input.data.capabilities, input.data.idleTimeoutS);
       // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
       const nativeDuplex = input.data.nativeDuplex ?? null;
-      const config = nativeDuplex === null ? defaults : { ...defaults, autoResponse: nativeDuplex };
+      // `?native_duplex=` opts an opt_in model in or out of its native implementation; on any other model it is the
+      // lane switch (false: the turn lane).
+      const config =
+        nativeDuplex === null
+          ? defaults
+          : input.data.capabilities.nativeDuplex === "opt_in"
+            ? { ...defaults, nativeDuplex }
+            : { ...defaults, autoResponse: nativeDuplex };
       return [
         {
           type: "SessionCreated",

@@ -246,6 +246,8 @@ export type DomainEvent =
         readonly functionCalls: readonly FunctionCallItem[];
         /** An out-of-band response: its item is in no conversation (absent: in-band). */
         readonly outOfBand?: boolean;
+        /** What the response was asked to contain (absent in older logs: judged by what it produced). */
+        readonly modalities?: readonly ("audio" | "text")[];
       }
     >
   | Message<"TextStarted", { readonly responseId: ResponseId; readonly itemId: ItemId }>

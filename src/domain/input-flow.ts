@@ -1,6 +1,6 @@
 import type { DecisionBuilder } from "./builder.ts";
 import type { AudioAppend } from "./commands.ts";
-import { SERVER_VAD_DEFAULTS } from "./config.ts";
+import { implementationLevelOf, inModelNativeLane, SERVER_VAD_DEFAULTS } from "./config.ts";
 import { stepEndpointer } from "./endpointing.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
@@ -15,9 +15,7 @@ export const VAD_FRAME_MS = 32;
  * model-native runner, no turn detection), else `turn`, where commits create items and responses.
  */
 export const laneOf = (state: SessionState): "native" | "turn" =>
-  state.config.autoResponse &&
-  state.config.turnDetection === null &&
-  state.capabilities.implementationLevel === "model_native_duplex"
+  inModelNativeLane(state.config) && implementationLevelOf(state.capabilities, state.config) === "model_native_duplex"
     ? "native"
     : "turn";
 

@@ -58,7 +58,7 @@ export const acknowledgePlayback = (b: DecisionBuilder, at: number, ack: Playbac
       committedMs: committed,
       truncate,
       playback: { ...target.ledger, playedMs: played, committedMs: committed },
-      historyCommitted: target.ended,
+      historyCommitted: target.ended && !target.outOfBand,
     },
   });
   const updated = b.state.audio[target.itemId];

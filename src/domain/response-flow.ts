@@ -78,6 +78,7 @@ const ending = (
       text: response.text,
       functionCalls: response.functionCalls,
       ...(response.outOfBand ? { outOfBand: true } : {}),
+      modalities: response.modalities,
     },
   };
 };
@@ -143,6 +144,13 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
   // A lost stage ends the session whatever epoch it names: nothing of any epoch can follow.
   if (output.kind === "stage_lost") {
     endSession(b, at, "stage", output.code, output.message);
+    return;
+  }
+  // Units are stamped with epochs the session already reached: an output from a later one is no output of this
+  // session's model, and breaks the runner's contract.
+  if (output.epoch > b.state.epoch) {
+    const message = `the model runner failed in emit: ${output.kind} names epoch ${output.epoch}, beyond the session's ${b.state.epoch}`;
+    endSession(b, at, "emit", "runtime_data_plane_stream_failed", message);
     return;
   }
   if (output.epoch !== b.state.epoch) return;

@@ -28,18 +28,26 @@ export const responseCreateRefusal = (state: SessionState, command: ResponseCrea
         "response.tools",
       );
     }
+    const names = command.tools.map((t) => t.name);
+    const twin = names.find((name, i) => names.indexOf(name) !== i);
+    if (twin !== undefined) {
+      return reject("bad_event", `response.tools declares "${twin}" twice`, "response.tools");
+    }
   }
+  // What the runner will be given: the response's tools and choice, else the session's.
   const tools = command.tools ?? state.config.tools;
-  const choice = command.toolChoice ?? null;
-  if (choice !== null && typeof choice === "object" && !tools.some((t) => t.name === choice.name)) {
+  const choice = command.toolChoice ?? state.config.toolChoice;
+  const param =
+    command.toolChoice === undefined || command.toolChoice === null ? "response.tools" : "response.tool_choice";
+  if (typeof choice === "object" && !tools.some((t) => t.name === choice.name)) {
     return reject(
       "bad_event",
-      `tool_choice names function "${choice.name}", which is not among the response's tools`,
-      "response.tool_choice",
+      `tool_choice names function "${choice.name}", which is not among the response's tools (${tools.map((t) => t.name).join(", ") || "none"})`,
+      param,
     );
   }
   if (choice === "required" && tools.length === 0) {
-    return reject("bad_event", 'tool_choice "required" needs at least one tool', "response.tool_choice");
+    return reject("bad_event", 'tool_choice "required" needs at least one tool', param);
   }
   const t = command.temperature ?? null;
   if (t !== null && !(t >= 0 && t <= MAX_TEMPERATURE)) {

@@ -131,6 +131,7 @@ export const initialState: SessionState = {
     playbackCommitPolicy: "ack_only",
     temperature: null,
     autoResponse: false,
+    nativeDuplex: true,
     idleTimeoutS: null,
     tools: [],
     toolChoice: "auto",

@@ -266,6 +266,16 @@ export class SessionHost {
         // The head is stamped in mailbox order, so the log records what the ack was checked against.
         return { ...frame, headSeq: this.wire.seq };
       case "input_audio_buffer.append":
+        if (frame.videoFramesError !== null && state.capabilities.supportsVideo) {
+          return {
+            type: "invalid",
+            eventId: frame.eventId,
+            code: "invalid_video_frames",
+            message: frame.videoFramesError.message,
+            param: frame.videoFramesError.param,
+            eventType: "input_audio_buffer.append",
+          };
+        }
         return this.prepareAppend(frame, state);
       case "session.update": {
         const clip = frame.patch.refAudio;

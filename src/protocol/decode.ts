@@ -29,8 +29,13 @@ export interface DecodedAppend {
   readonly pcm16: Uint8Array;
   readonly sampleRateHz: number;
   readonly isSpeech: boolean | null;
-  /** `video_frames`: the bytes of each JPEG or PNG camera frame (empty when none). */
+  /** `video_frames`: the bytes of each JPEG or PNG camera frame (empty when none, or when one is bad). */
   readonly videoFrames: readonly Uint8Array[];
+  /**
+   * Why a frame is not a JPEG or PNG image, or null. The session refuses the append with `invalid_video_frames` only
+   * where the model consumes video; elsewhere frames are ignored, bad or not (reference, "Capability negotiation").
+   */
+  readonly videoFramesError: { readonly message: string; readonly param: string } | null;
 }
 
 /**
@@ -116,15 +121,26 @@ const decodeAppend = (
   const samples = decodeAudio({ encoding: format.encoding, rate }, bytes);
   if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
   const videoFrames: Uint8Array[] = [];
+  let videoFramesError: DecodedAppend["videoFramesError"] = null;
   for (const [i, frame] of (event.video_frames ?? []).entries()) {
     const image = decodeVideoFrame(frame);
-    if (typeof image === "string")
-      return invalid("invalid_video_frames", `video_frames[${i}]: ${image}`, eventId, type, `video_frames.${i}`);
+    if (typeof image === "string") {
+      videoFramesError = { message: `video_frames[${i}]: ${image}`, param: `video_frames.${i}` };
+      break;
+    }
     videoFrames.push(image);
   }
   // pcm16 is passed on as it came; the other encodings are re-encoded as little-endian PCM16 at their rate.
   const pcm16 = format.encoding === "pcm16" ? bytes : encodeAudio({ encoding: "pcm16", rate }, samples);
-  return { type, eventId, pcm16, sampleRateHz: rate, isSpeech: event.is_speech ?? null, videoFrames };
+  return {
+    type,
+    eventId,
+    pcm16,
+    sampleRateHz: rate,
+    isSpeech: event.is_speech ?? null,
+    videoFrames: videoFramesError === null ? videoFrames : [],
+    videoFramesError,
+  };
 };
 
 /**

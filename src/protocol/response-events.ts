@@ -14,7 +14,9 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
   const sessionId = ctx.sessionId;
   const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0 };
   const itemStatus = d.status === "completed" ? "completed" : "incomplete";
-  const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, d.text);
+  // A text-only response shows its text part even when it produced none (as history holds it).
+  const textOnly = d.modalities !== undefined ? !d.modalities.includes("audio") : d.text !== null && !d.spoke;
+  const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, textOnly ? (d.text ?? "") : d.text);
   const out: ServerEventBody[] = [];
   if (d.status === "cancelled" && d.audioSent)
     out.push({ type: "output_audio_buffer.cleared", response_id: d.responseId });
@@ -57,8 +59,8 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
         status: d.status,
         status_details: statusDetails,
         output: [item, ...calls],
-        modalities: ["audio", "text"],
-        output_modalities: d.text !== null && !d.spoke ? ["text"] : ["audio"],
+        modalities: textOnly ? ["text"] : ["audio", "text"],
+        output_modalities: textOnly ? ["text"] : ["audio"],
         conversation_id: d.outOfBand === true ? null : sessionId,
         usage: null,
         metadata: d.metadata ?? {

@@ -39,7 +39,7 @@ const turnDetectionJson = (config: SessionConfig): Record<string, unknown> | nul
  */
 export const capabilitiesJson = (
   c: Capabilities,
-  config?: Pick<SessionConfig, "autoResponse">,
+  config?: Pick<SessionConfig, "nativeDuplex">,
 ): Record<string, unknown> => ({
   implementation_level: config === undefined ? c.implementationLevel : implementationLevelOf(c, config),
   native_duplex: c.nativeDuplex ?? "always",
@@ -133,10 +133,7 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
       played_ms: Math.floor(ctx.view?.playback.playedMs ?? 0),
       committed_ms: Math.floor(ctx.view?.playback.committedMs ?? 0),
     },
-    extra_body: {
-      auto_response: config.autoResponse,
-      native_duplex: implementationLevelOf(ctx.capabilities, config) === "model_native_duplex",
-    },
+    extra_body: { auto_response: config.autoResponse, native_duplex: config.nativeDuplex },
     capabilities: capabilitiesJson(ctx.capabilities, config),
   };
 };

@@ -17,8 +17,8 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /**
  * Reads a `ref_audio` value (reference, "Tier 2": ref_audio): a data URL of an audio media type only
- * (`data:audio/wav;base64,...`), at most {@link MAX_REF_AUDIO_BYTES} once decoded. A URL or a path is never
- * fetched or read: `unsupported_ref_audio_path`. The `sha256` of the result is left empty: the engine stamps it.
+ * (`data:audio/wav;base64,...`), at most {@link MAX_REF_AUDIO_BYTES} once decoded; a WAV type must hold a RIFF/WAVE
+ * file. A URL or a path is never fetched or read: `unsupported_ref_audio_path`. The `sha256` of the result is left empty: the engine stamps it.
  */
 export const parseRefAudio = (
   value: string,
@@ -35,7 +35,7 @@ export const parseRefAudio = (
   const mimeType = (match[1] ?? "").toLowerCase();
   const params = (match[2] ?? "").toLowerCase();
   const payload = match[3] ?? "";
-  if (!mimeType.startsWith("audio/") || !params.split(";").includes("base64")) {
+  if (!/^audio\/[a-z0-9][a-z0-9.+-]*$/.test(mimeType) || !params.split(";").includes("base64")) {
     return {
       code: "bad_event",
       message: `ref_audio must be a base64 data URL of an audio type (data:audio/wav;base64,...); got data:${mimeType}${params}`,
@@ -53,7 +53,13 @@ export const parseRefAudio = (
       param,
     };
   }
-  return { mimeType, audio: Uint8Array.from(Buffer.from(payload, "base64")), sha256: "" };
+  const audio = Uint8Array.from(Buffer.from(payload, "base64"));
+  const wav = ["audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"].includes(mimeType);
+  const riff = Buffer.from(audio.subarray(0, 4)).toString("latin1") === "RIFF";
+  if (wav && !(riff && Buffer.from(audio.subarray(8, 12)).toString("latin1") === "WAVE")) {
+    return { code: "bad_event", message: `ref_audio says ${mimeType} but is not a RIFF/WAVE file`, param };
+  }
+  return { mimeType, audio, sha256: "" };
 };
 
 /** A tool in our spelling: no description is "", no parameters is an empty object schema. */
@@ -86,7 +92,7 @@ export const sessionPatchOf = (
   const patch: { -readonly [K in keyof SessionPatch]: SessionPatch[K] } = {};
   if (session.model !== undefined) patch.model = session.model;
   if (session.instructions !== undefined) patch.instructions = session.instructions;
-  const voice = session.voice ?? session.audio?.output?.voice;
+  const voice = session.voice !== undefined ? session.voice : session.audio?.output?.voice;
   if (voice !== undefined) patch.voice = voice;
   const modalities = session.output_modalities ?? session.modalities;
   if (modalities !== undefined) patch.outputModalities = modalities;
@@ -152,12 +158,9 @@ export const sessionPatchOf = (
   if (transcription !== undefined) patch.inputTranscription = transcription;
   const noise = session.audio?.input?.noise_reduction ?? session.input_audio_noise_reduction;
   if (noise !== undefined) patch.inputNoiseReduction = noise;
-  // The model-native lane: `auto_response`, or `native_duplex` (deprecated alias minicpmo45_native_duplex), which
-  // opts an `opt_in` model (MiniCPM-o 4.5) into it.
-  const native =
-    session.extra_body?.auto_response ??
-    session.extra_body?.native_duplex ??
-    session.extra_body?.minicpmo45_native_duplex;
-  if (native !== undefined) patch.autoResponse = native;
+  if (session.extra_body?.auto_response !== undefined) patch.autoResponse = session.extra_body.auto_response;
+  // `native_duplex` (deprecated alias minicpmo45_native_duplex): what it means is the domain's (applySessionPatch).
+  const native = session.extra_body?.native_duplex ?? session.extra_body?.minicpmo45_native_duplex;
+  if (native !== undefined) patch.nativeDuplex = native;
   return patch;
 };

@@ -1,6 +1,13 @@
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import { DEFAULT_INPUT_RATE_HZ, ERROR_CODES, type SessionConfig } from "../domain/index.ts";
+import {
+  applySessionPatch,
+  DEFAULT_INPUT_RATE_HZ,
+  defaultSessionConfig,
+  ERROR_CODES,
+  reject,
+  type SessionConfig,
+} from "../domain/index.ts";
 import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
 import {
   type DecodedFrame,
@@ -125,17 +132,21 @@ export const serveRealtimeSocket = (
       log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
       return;
     }
-    if (engine.capabilities.refAudio === "required" && !(frame.type === "session.update" && frame.patch.refAudio)) {
-      // The model needs its voice clip before anything else (BEHAVIOUR.md, "Identity"): the first session.update
-      // carrying ref_audio opens the session, as in the seed. The socket stays open for that update.
-      socket.send(
-        handshakeError(
-          "ref_audio_required",
-          `${engine.model} needs a voice clip: send session.update with session.ref_audio (a data:audio/wav;base64,... URL) first`,
-          frame.eventId,
-        ),
-      );
-      return;
+    if (engine.capabilities.refAudio === "required") {
+      // The model needs its voice clip before anything else (BEHAVIOUR.md, "Identity"): only a first session.update
+      // that carries ref_audio, and that the session would accept, opens it, as in the seed. The socket stays open
+      // for that update.
+      const refusal =
+        frame.type === "session.update" && frame.patch.refAudio
+          ? applySessionPatch(defaultSessionConfig(engine.model, engine.capabilities), frame.patch, engine.capabilities)
+          : reject(
+              "ref_audio_required",
+              `${engine.model} needs a voice clip: send session.update with session.ref_audio (a data:audio/wav;base64,... URL) first`,
+            );
+      if ("code" in refusal) {
+        socket.send(handshakeError(refusal.code, refusal.message, frame.eventId));
+        return;
+      }
     }
     if (options.query?.autostart === false) {
       socket.send(

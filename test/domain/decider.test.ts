@@ -79,6 +79,7 @@ describe("session opening", () => {
       playbackCommitPolicy: "ack_only",
       temperature: null,
       autoResponse: true,
+      nativeDuplex: true,
       idleTimeoutS: 300,
       tools: [],
       toolChoice: "auto",

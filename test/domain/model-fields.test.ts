@@ -7,6 +7,7 @@ import {
   evolve,
   type Input,
   type ItemId,
+  laneOf,
   MODEL_PROFILES,
   type RefAudioInput,
   type ResponseId,
@@ -143,6 +144,26 @@ describe("model-facing session fields", () => {
     });
   });
 
+  it("refuses a response whose tools and tool choice, with the session's, do not fit together", () => {
+    const withTool = given(
+      opened(TOOLS),
+      command(update({ tools: [WEATHER], toolChoice: { type: "function", name: "get_weather" } })),
+    );
+    const other = { ...WEATHER, name: "get_time" };
+    const respond = (extra: Partial<Extract<Command, { type: "response.create" }>>): Command => ({
+      ...(create() as Extract<Command, { type: "response.create" }>),
+      ...extra,
+    });
+    withTool.when(command(respond({ tools: [other] }))).thenRejects("bad_event");
+    withTool.when(command(respond({ tools: [] }))).thenRejects("bad_event");
+    withTool.when(command(respond({ tools: [other, other], toolChoice: "auto" }))).thenRejects("bad_event");
+    expect(types(withTool.when(command(respond({ tools: [other], toolChoice: "auto" }))).events)).toEqual([
+      "ResponseStarted",
+    ]);
+    const required = given(opened(TOOLS), command(update({ tools: [WEATHER], toolChoice: "required" })));
+    required.when(command(respond({ tools: [] }))).thenRejects("bad_event");
+  });
+
   it("hands a function_call_output item to the runner", () => {
     const s = given(opened(TOOLS)).state;
     const effects = effectsOfForTest(
@@ -179,19 +200,25 @@ describe("capability gates of a model profile", () => {
     ]);
   });
 
-  it("refuses overlap_policy barge_in_on_speech and interrupt_response true without barge-in", () => {
+  it("refuses overlap_policy barge_in_on_speech without barge-in, and server VAD on a model-native model without it", () => {
     given(opened(PERSONAPLEX))
       .when(command(update({ overlapPolicy: "barge_in_on_speech" })))
       .thenRejects("barge_in_unsupported");
-    given(opened(PERSONAPLEX))
-      .when(command(update({ turnDetection: { type: "server_vad", interruptResponse: true } })))
-      .thenRejects("barge_in_unsupported");
+    for (const td of [{ type: "server_vad" }, { type: "server_vad", interruptResponse: false }]) {
+      given(opened(PERSONAPLEX))
+        .when(command(update({ turnDetection: td })))
+        .thenRejects("unsupported_turn_detection");
+    }
   });
 
-  it("gives server VAD without barge-in interrupt_response false: endpointing without interruption", () => {
-    const w = given(opened(PERSONAPLEX)).when(command(update({ turnDetection: { type: "server_vad" } })));
+  it("gives server VAD on a turn-based model without barge-in interrupt_response false, and refuses true", () => {
+    const turnBased: Capabilities = { ...ECHO_CAPABILITIES, implementationLevel: "turn_based", supportsBargeIn: false };
+    const w = given(opened(turnBased)).when(command(update({ turnDetection: { type: "server_vad" } })));
     expect(w.after.config.turnDetection).toMatchObject({ type: "server_vad", interruptResponse: false });
     expect(w.after.config.overlapPolicy).toBe("listen_only");
+    given(opened(turnBased))
+      .when(command(update({ turnDetection: { type: "server_vad", interruptResponse: true } })))
+      .thenRejects("barge_in_unsupported");
   });
 
   it("refuses conversation.item.truncate without audio truncation, and takes a truncating ack as a plain ack", () => {
@@ -228,11 +255,24 @@ describe("capability gates of a model profile", () => {
   });
 
   it("puts MiniCPM-o's sessions in the chat-fallback lane until they opt in to native duplex", () => {
-    const s = given(opened(MINICPMO)).state;
-    expect(s.config.autoResponse).toBe(false);
-    const w = given(opened(MINICPMO)).when(command(update({ autoResponse: true })));
-    expect(w.after.config.autoResponse).toBe(true);
-    expect(given(opened(PERSONAPLEX)).state.config.autoResponse).toBe(true);
+    const fallback = given(opened(MINICPMO)).state;
+    expect(fallback.config).toMatchObject({ nativeDuplex: false, autoResponse: true });
+    expect(laneOf(fallback)).toBe("turn");
+    const native = given(opened(MINICPMO)).when(command(update({ nativeDuplex: true })));
+    expect(laneOf(native.after)).toBe("native");
+    // Native duplex with responses created by the client: the native implementation, in the turn lane.
+    const explicit = given(opened(MINICPMO)).when(command(update({ nativeDuplex: true, autoResponse: false })));
+    expect(explicit.after.config).toMatchObject({ nativeDuplex: true, autoResponse: false });
+    expect(laneOf(explicit.after)).toBe("turn");
+    // auto_response alone does not opt in.
+    expect(laneOf(given(opened(MINICPMO)).when(command(update({ autoResponse: true }))).after)).toBe("turn");
+  });
+
+  it("takes native_duplex false on a model with no other implementation as the switch to the turn lane", () => {
+    const w = given(opened(PERSONAPLEX)).when(command(update({ nativeDuplex: false })));
+    expect(w.after.config).toMatchObject({ nativeDuplex: true, autoResponse: false });
+    expect(laneOf(w.after)).toBe("turn");
+    expect(laneOf(given(opened(PERSONAPLEX)).state)).toBe("native");
   });
 });
 
@@ -304,6 +344,17 @@ describe("out-of-band responses", () => {
     const w = given(opened(), command(oob()), stage(audio(400, "partial"))).when(command(cancel()));
     expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded"]);
     expect(w.events[1]).toMatchObject({ data: { outOfBand: true, status: "cancelled" } });
+    expect(w.after.history).toEqual([]);
+  });
+
+  it("acknowledges its playback without committing anything to history", () => {
+    const w = given(
+      opened(),
+      command(oob()),
+      stage(audio(400, "classified")),
+      stage({ kind: "end_of_turn", epoch: 0 }),
+    ).when(command(ack({ responseId: R1, playedMs: 400 })));
+    w.then([{ type: "PlaybackAcknowledged", data: { playedMs: 400, historyCommitted: false } }]);
     expect(w.after.history).toEqual([]);
   });
 
@@ -395,6 +446,14 @@ describe("a runner that breaks its contract", () => {
     });
     expect(w.events[3]).toMatchObject({ data: { reason: "runner_failed" } });
     expect(w.after.phase).toBe("closed");
+  });
+
+  it("ends its session when it emits an output of an epoch the session never reached", () => {
+    const w = given(opened(), command(create())).when(stage({ kind: "speak", epoch: 5 }));
+    expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted", "RunnerFailed", "SessionClosed"]);
+    expect(w.events[2]).toMatchObject({
+      data: { operation: "emit", message: expect.stringContaining("names epoch 5, beyond the session's 0") },
+    });
   });
 
   it("decides nothing once the session is closed", () => {

@@ -97,9 +97,9 @@ describe("model profiles on the echo runner", () => {
     expect(
       await errorOf(client, {
         type: "session.update",
-        session: { turn_detection: { type: "server_vad", interrupt_response: true } },
+        session: { turn_detection: { type: "server_vad", interrupt_response: false } },
       }),
-    ).toBe("barge_in_unsupported");
+    ).toBe("unsupported_turn_detection");
     expect(
       await errorOf(client, {
         type: "session.update",
@@ -122,9 +122,11 @@ describe("model profiles on the echo runner", () => {
     // Camera frames are ignored: the append is taken, the frames reach neither the runner nor the log.
     const beat = client.received.length;
     client.send({ type: "input_audio_buffer.append", audio: SILENCE, video_frames: [JPEG] });
+    client.send({ type: "input_audio_buffer.append", audio: SILENCE, video_frames: ["not an image!"] });
     client.send({ type: "session.heartbeat" });
     await client.waitFor("session.heartbeat_ack", { since: beat });
-    expect(units.filter((u) => u.kind === "append").map((u) => "videoFrames" in u)).toEqual([false]);
+    expect(client.received.slice(beat).map((r) => r.event.type)).not.toContain("error");
+    expect(units.filter((u) => u.kind === "append").map((u) => "videoFrames" in u)).toEqual([false, false]);
     // Resume is unsupported: a second socket is refused while the first holds the session.
     const id = String((created.session as { id: string }).id);
     const other = await RealtimeClient.connect(server.url);
@@ -176,7 +178,14 @@ describe("model profiles on the echo runner", () => {
     expect(refused).toMatchObject({ code: "ref_audio_required", event_id: first });
     client.send({ type: "input_audio_buffer.append", audio: SILENCE });
     await client.waitFor("error", { since: 1 });
-    expect(client.types()).toEqual(["error", "error"]);
+    // A first update with a clip that the session would refuse opens nothing either: it is refused with its code.
+    client.send({
+      type: "session.update",
+      session: { ref_audio: `data:audio/wav;base64,${wav.toString("base64")}`, temperature: 3 },
+    });
+    const hot = await client.waitFor("error", { since: 2 });
+    expect(hot.code).toBe("bad_event");
+    expect(client.types()).toEqual(["error", "error", "error"]);
     client.send({
       type: "session.update",
       session: { instructions: "Be brief.", ref_audio: `data:audio/wav;base64,${wav.toString("base64")}` },
@@ -204,6 +213,9 @@ describe("model profiles on the echo runner", () => {
     client.send({ type: "input_audio_buffer.append", audio: SILENCE, video_frames: [JPEG] });
     client.send({ type: "session.heartbeat" });
     await client.waitFor("session.heartbeat_ack", { since: beat });
+    expect(
+      await errorOf(client, { type: "input_audio_buffer.append", audio: SILENCE, video_frames: ["not an image!"] }),
+    ).toBe("invalid_video_frames");
     const append = units.find((u) => u.kind === "append");
     expect(append?.kind === "append" && append.videoFrames?.map((f) => Buffer.from(f).toString("base64"))).toEqual([
       JPEG,

@@ -284,6 +284,7 @@ describe("session.update audio formats", () => {
       playbackCommitPolicy: "ack_only" as const,
       temperature: null,
       autoResponse: false,
+      nativeDuplex: true,
       idleTimeoutS: null,
       tools: [],
       toolChoice: "auto" as const,

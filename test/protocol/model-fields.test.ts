@@ -102,11 +102,20 @@ describe("decoding what the client tells the model", () => {
     ["data:image/png;base64,iVBORw0KGgo=", "bad_event"],
     ["data:audio/wav,RIFF", "bad_event"],
     ["data:audio/wav;base64,***", "bad_event"],
+    ["data:audio/;base64,QUJD", "bad_event"],
+    [`data:audio/wav;base64,${Buffer.from("not a wav file at all").toString("base64")}`, "bad_event"],
   ])("refuses ref_audio %s with %s", (url, code) => {
     expect(decode({ type: "session.update", session: { ref_audio: url } })).toMatchObject({
       type: "invalid",
       code,
       param: "session.ref_audio",
+    });
+  });
+
+  it("takes voice null as clearing the voice, in either spelling", () => {
+    expect(decode({ type: "session.update", session: { voice: null } })).toMatchObject({ patch: { voice: null } });
+    expect(decode({ type: "session.update", session: { audio: { output: { voice: null } } } })).toMatchObject({
+      patch: { voice: null },
     });
   });
 
@@ -119,13 +128,18 @@ describe("decoding what the client tells the model", () => {
     });
   });
 
-  it("folds extra_body.native_duplex and its deprecated alias into the model-native lane", () => {
-    expect(decode({ type: "session.update", session: { extra_body: { native_duplex: true } } })).toMatchObject({
-      patch: { autoResponse: true },
+  it("reads extra_body.native_duplex (and its deprecated alias) apart from auto_response", () => {
+    expect(decode({ type: "session.update", session: { extra_body: { native_duplex: true } } })).toEqual({
+      type: "session.update",
+      eventId: null,
+      patch: { nativeDuplex: true },
     });
     expect(
-      decode({ type: "session.update", session: { extra_body: { minicpmo45_native_duplex: false } } }),
-    ).toMatchObject({ patch: { autoResponse: false } });
+      decode({
+        type: "session.update",
+        session: { extra_body: { minicpmo45_native_duplex: true, auto_response: false } },
+      }),
+    ).toEqual({ type: "session.update", eventId: null, patch: { nativeDuplex: true, autoResponse: false } });
   });
 
   it("decodes JPEG and PNG video frames (bare or as data URLs), and refuses anything else", () => {
@@ -141,9 +155,14 @@ describe("decoding what the client tells the model", () => {
       [0x89, 0x50, 0x4e],
     ]);
     for (const bad of ["not base64!", Buffer.from("GIF89a").toString("base64")]) {
+      // The audio still decodes: whether bad frames refuse the append is the session's call (its model's video).
       expect(
         decode({ type: "input_audio_buffer.append", event_id: "evt_v", audio: AUDIO, video_frames: [JPEG, bad] }),
-      ).toMatchObject({ type: "invalid", code: "invalid_video_frames", eventId: "evt_v", param: "video_frames.1" });
+      ).toMatchObject({
+        type: "input_audio_buffer.append",
+        videoFrames: [],
+        videoFramesError: { param: "video_frames.1", message: expect.stringContaining("video_frames[1]") },
+      });
     }
   });
 
@@ -226,7 +245,7 @@ describe("rendering what is in force", () => {
     const native = sessionObject({
       ...ctx,
       capabilities: minicpmo,
-      config: { ...defaultSessionConfig("m", minicpmo), autoResponse: true },
+      config: { ...defaultSessionConfig("m", minicpmo), nativeDuplex: true },
     });
     expect(native.capabilities).toMatchObject({ implementation_level: "model_native_duplex" });
     expect(native.extra_body).toEqual({ auto_response: true, native_duplex: true });
@@ -277,6 +296,33 @@ describe("rendering what is in force", () => {
       "rate_limits.updated",
     ]);
     expect(ended[3]).toMatchObject({ response: { conversation_id: null, metadata: { purpose: "classify" } } });
+  });
+
+  it("renders a text-only response that ended without text as text, in its done events", () => {
+    const ended = renderServerEvents(ctx, {
+      type: "ResponseEnded",
+      data: {
+        responseId: "resp_01234567_1" as never,
+        itemId: "item_resp_01234567_1" as never,
+        previousItemId: null,
+        status: "cancelled",
+        reason: "client_cancelled",
+        transcript: "",
+        spoke: false,
+        audioSent: false,
+        metadata: null,
+        playback: { generatedMs: 0, sentMs: 0, playedMs: 0, committedMs: 0 },
+        error: null,
+        text: null,
+        functionCalls: [],
+        modalities: ["text"],
+      },
+    });
+    const done = ended.find((b) => b.type === "response.done");
+    expect(done).toMatchObject({ response: { modalities: ["text"], output_modalities: ["text"] } });
+    expect(ended.find((b) => b.type === "conversation.item.done")).toMatchObject({
+      item: { content: [{ type: "output_text", text: "" }] },
+    });
   });
 
   it("renders a runner failure as a server_error with its code", () => {

@@ -1,4 +1,10 @@
-import type { Capabilities, RunnerUnit, SessionConfig, StageOutput } from "../../domain/index.ts";
+import {
+  type Capabilities,
+  inModelNativeLane,
+  type RunnerUnit,
+  type SessionConfig,
+  type StageOutput,
+} from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
 import { pcm16FromBytes, pcm16ToBytes } from "../audio/pcm.ts";
 import { resamplePcm16 } from "../audio/resample.ts";
@@ -154,7 +160,7 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
               lastUtterance = cut(speechFromMs, stoppedAt);
               speechFromMs = null;
               forget(stoppedAt);
-              const native = config.autoResponse && config.turnDetection === null;
+              const native = inModelNativeLane(config);
               if (native && lastUtterance.length > 0) speak(lastUtterance, unit.epoch);
             } else if (speechFromMs === null) {
               // Keep one second of lead-in for the prefix padding of the next utterance.

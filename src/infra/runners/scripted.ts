@@ -1,4 +1,10 @@
-import type { Capabilities, RunnerUnit, SessionConfig, StageOutput } from "../../domain/index.ts";
+import {
+  type Capabilities,
+  inModelNativeLane,
+  type RunnerUnit,
+  type SessionConfig,
+  type StageOutput,
+} from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
 import { pcm16ToBytes } from "../audio/pcm.ts";
 import type { Script, ScriptAction, ScriptMatch, ScriptTrigger, ScriptTurn } from "./script.ts";
@@ -99,7 +105,7 @@ const words = (text: string): string[] => text.split(/(?<=\s)(?=\S)/);
  * The `scripted` runner (DESIGN.md, "Ports": ModelRunner): deterministic model behaviour from a `Script`
  * (see script.ts for the file format). Triggers, per session:
  * - `speech_stopped`: an `append` whose `vad.speechStoppedAtMs` is set, in the model-native lane
- *   (`config.autoResponse && config.turnDetection === null`);
+ *   (`inModelNativeLane(config)`: auto_response, native duplex, no turn detection);
  * - `commit`, `respond`, `text`: a unit of that kind;
  * - `open`: the first `configure` of the session.
  *
@@ -294,7 +300,7 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
         if (unit.epoch > epoch) dropOlderThan(unit.epoch);
         switch (unit.kind) {
           case "append": {
-            const native = config.autoResponse && config.turnDetection === null;
+            const native = inModelNativeLane(config);
             if (native && unit.vad.speechStoppedAtMs !== null) trigger("speech_stopped", unit.epoch);
             return;
           }

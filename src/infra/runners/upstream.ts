@@ -1,12 +1,13 @@
 import { WebSocket } from "ws";
-import type {
-  Capabilities,
-  HistoryItem,
-  RefAudioInput,
-  RunnerUnit,
-  SessionConfig,
-  StageLossCode,
-  StageOutput,
+import {
+  type Capabilities,
+  type HistoryItem,
+  inModelNativeLane,
+  type RefAudioInput,
+  type RunnerUnit,
+  type SessionConfig,
+  type StageLossCode,
+  type StageOutput,
 } from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
 import { createResampler, pcm16FromBytes, pcm16ToBytes, resamplePcm16, type StreamResampler } from "../audio/index.ts";
@@ -284,7 +285,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
         fields.input_sample_rate_hz = INPUT_RATE;
         // The upstream answers by itself only in our model-native lane; in our turn lane commits and
         // response.create drive it, as they drive us.
-        fields.extra_body = { auto_response: config.autoResponse && config.turnDetection === null };
+        fields.extra_body = { auto_response: inModelNativeLane(config) };
         if (refAudio !== null && refAudio.sha256 !== sentRefAudio) {
           fields.ref_audio = `data:${refAudio.mimeType};base64,${base64(refAudio.audio)}`;
           sentRefAudio = refAudio.sha256;
