@@ -155,6 +155,9 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
   }
   if (output.epoch !== b.state.epoch) return;
   switch (output.kind) {
+    case "upstream_session":
+      // Recorded as the input it is; nothing of the session changes.
+      return;
     case "speak":
       ensureSpeaking(b, at);
       return;

@@ -42,6 +42,16 @@ export type StageOutput =
   | { readonly kind: "failure"; readonly epoch: number; readonly message: string }
   | {
       /**
+       * The model server's own session behind this one (an upstream runner): its id and the SHA-256 of its resume
+       * token (the token itself stays in the runner's memory). Recorded for the log; it decides nothing.
+       */
+      readonly kind: "upstream_session";
+      readonly epoch: number;
+      readonly sessionId: string;
+      readonly resumeTokenSha256: string | null;
+    }
+  | {
+      /**
        * The model stage is gone for this session (an upstream model server refused, timed out, dropped or sent
        * garbage): the session ends with `code`, whatever the epoch.
        */
@@ -89,6 +99,11 @@ export const stageOutputProblem = (value: unknown): string | null => {
       return text("transcript");
     case "failure":
       return text("message");
+    case "upstream_session":
+      if (o.resumeTokenSha256 !== null && typeof o.resumeTokenSha256 !== "string") {
+        return "upstream_session: resumeTokenSha256 must be a string or null";
+      }
+      return text("sessionId");
     case "stage_lost":
       return o.code === "upstream_unavailable" || o.code === "upstream_protocol_error"
         ? text("message")

@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -136,6 +137,60 @@ describe("the upstream runner", () => {
     expect(error.error).toMatchObject({ code: "upstream_unavailable" });
     const closed = await client.waitFor("session.closed", { since: 0 });
     expect(closed.reason).toBe("runner_failed");
+    expect(await replaysOffline(a, client)).toBe(true);
+  });
+
+  it("a dropped upstream socket is resumed: the response goes on to its end, the log holds the upstream token's hash, never the token", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "duplex-upstream-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const script = join(dir, "steady.yaml");
+    await writeFile(
+      script,
+      'name: steady\nspeed_factor: 2\nturns:\n  - on: respond\n    actions:\n      - speak: { text: "A steady answer that goes on.", duration_ms: 2400 }\n      - end_turn\n',
+    );
+    const b = await start({ runner: { kind: "scripted", script } });
+    // A TCP proxy between A and B: dropping its connections is a network drop for both sides.
+    const links = new Set<Socket>();
+    const proxy = createServer((inbound) => {
+      const outbound = connect(b.port, "127.0.0.1");
+      inbound.pipe(outbound).pipe(inbound);
+      for (const s of [inbound, outbound]) {
+        links.add(s);
+        s.on("close", () => links.delete(s));
+        s.on("error", () => undefined);
+      }
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => proxy.close(() => resolve())));
+    const proxyPort = (proxy.address() as { port: number }).port;
+    const a = await start({
+      runner: { kind: "upstream", url: `ws://127.0.0.1:${proxyPort}/v1/realtime`, dialect: "duplex" },
+    });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, userText("go on"), "conversation.item.done");
+    await ask(client, { type: "response.create" }, "response.output_audio.delta");
+    for (const link of links) link.destroy();
+    const done = await client.waitFor("response.done", { since: 0, timeoutMs: 15_000 });
+    expect(done.response).toMatchObject({ status: "completed" });
+    const transcript = await client.waitFor("response.output_audio_transcript.done", { since: 0 });
+    expect(transcript.transcript).toBe("A steady answer that goes on.");
+    expect(client.types()).not.toContain("error");
+    // The same upstream session, resumed: two records of it, with the rotated token's hash.
+    const log = await a.store.read(streamOf(sessionIdOf(client)));
+    const sessions = log
+      .filter((e) => e.type === "StageOutputReceived")
+      .map((e) => (e.data as { output: { kind: string; sessionId?: string; resumeTokenSha256?: string } }).output)
+      .filter((o) => o.kind === "upstream_session");
+    expect(sessions).toHaveLength(2);
+    expect(sessions[0]?.sessionId).toBe(sessions[1]?.sessionId);
+    expect(sessions[0]?.resumeTokenSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(sessions[1]?.resumeTokenSha256).not.toBe(sessions[0]?.resumeTokenSha256);
+    // No token in A's log: B's session.created / session.resumed tokens are 43 URL-safe base64 characters.
+    const text = JSON.stringify(log.map((e) => e.data));
+    expect(text).not.toMatch(/"resume_token":"[A-Za-z0-9_-]{43}"/);
+    await client.close();
     expect(await replaysOffline(a, client)).toBe(true);
   });
 

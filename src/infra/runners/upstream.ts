@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { WebSocket } from "ws";
 import {
   type Capabilities,
@@ -85,9 +86,11 @@ export const upstreamCapabilities = (dialect: "duplex" | "openai"): Capabilities
  *
  * - Fencing: an upstream response is stamped with the epoch in force when it was created; `abort` cancels it
  *   upstream, and its late events keep their old epoch, so the decider drops them (the drop is in the log).
- * - Faults: a refused or timed-out connection, a dropped socket or an upstream session that ends emit
+ * - Faults: a refused or timed-out connection, or an upstream session that ends, emit
  *   `stage_lost{upstream_unavailable}`; a frame that is not a JSON event, `stage_lost{upstream_protocol_error}`.
- *   The session ends with that code; other sessions have sockets of their own.
+ *   The session ends with that code; other sessions have sockets of their own. A dropped socket of the duplex
+ *   dialect is resumed first (the upstream session's token in memory only; `upstream_session` outputs put its
+ *   SHA-256 in the log); only a failed resume loses the stage.
  * - Audio deltas are paired with the transcript delta that follows them (the contract pairs them one to one), and
  *   resampled to 24 kHz when the upstream speaks at another rate.
  */
@@ -114,7 +117,12 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     const headers: Record<string, string> = { ...options.headers };
     if (options.apiKey !== undefined) headers.Authorization = `Bearer ${options.apiKey}`;
     if (options.dialect === "openai") headers["OpenAI-Beta"] = headers["OpenAI-Beta"] ?? "realtime=v1";
-    const socket = new WebSocket(url, { headers, handshakeTimeout: connectTimeoutMs });
+    /** The upstream session (duplex dialect): its id and current resume token, in memory only. */
+    let upstream: { id: string; token: string | null } | null = null;
+    /** The highest `server_event_seq` received from the upstream: where a resume picks up. */
+    let lastSeq = 0;
+    let resuming = false;
+    let socket: WebSocket;
 
     const loseStage = (code: StageLossCode, message: string): void => {
       if (lost || closed) return;
@@ -123,7 +131,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       emit({ kind: "stage_lost", epoch, code, message });
       socket.terminate();
     };
-    const readyTimer = setTimeout(
+    let readyTimer = setTimeout(
       () => loseStage("upstream_unavailable", `no session.created from ${url.origin} within ${connectTimeoutMs} ms`),
       connectTimeoutMs,
     );
@@ -133,6 +141,90 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       const text = JSON.stringify(event);
       if (ready && socket.readyState === WebSocket.OPEN) socket.send(text);
       else outbox.push(text);
+    };
+
+    /** The upstream session as the log keeps it: its id and the SHA-256 of its resume token. */
+    const announce = (): void => {
+      if (upstream === null) return;
+      const sha = upstream.token === null ? null : createHash("sha256").update(upstream.token).digest("hex");
+      emit({ kind: "upstream_session", epoch, sessionId: upstream.id, resumeTokenSha256: sha });
+    };
+
+    /**
+     * After a drop, the duplex dialect resumes the upstream session on a new socket (reference, "Reconnect and
+     * resume"): `session.resume` with the token and the last seq received; the upstream replays what was missed and
+     * goes on, and this session never notices but for a pause. A failed resume loses the stage.
+     */
+    const resume = (why: string): void => {
+      if (resuming || upstream?.token == null || options.dialect !== "duplex") {
+        loseStage("upstream_unavailable", why);
+        return;
+      }
+      resuming = true;
+      ready = false;
+      const { id, token } = upstream;
+      clearTimeout(readyTimer);
+      readyTimer = setTimeout(
+        () => loseStage("upstream_unavailable", `${why}; no session.resumed within ${connectTimeoutMs} ms`),
+        connectTimeoutMs,
+      );
+      const again = new URL(url);
+      again.searchParams.set("autostart", "0");
+      connect(again, () =>
+        JSON.stringify({
+          type: "session.resume",
+          session_id: id,
+          resume_token: token,
+          last_received_server_event_seq: lastSeq,
+        }),
+      );
+    };
+
+    const connect = (target: URL, first: () => string | null): void => {
+      const current = new WebSocket(target, { headers, handshakeTimeout: connectTimeoutMs });
+      socket = current;
+      current.on("message", (data, isBinary) => {
+        if (closed || lost || current !== socket) return;
+        let event: unknown;
+        try {
+          event = isBinary ? null : JSON.parse(data.toString());
+        } catch {
+          event = null;
+        }
+        const parsed = obj(event);
+        if (parsed === null || typeof parsed.type !== "string") {
+          loseStage("upstream_protocol_error", "the upstream sent a frame that is not a JSON event with a type");
+          return;
+        }
+        if (parsed.type === "error" && !ready) {
+          const message = str(parsed.error) ?? str(obj(parsed.error)?.message) ?? "refused";
+          loseStage("upstream_unavailable", `the upstream refused the session: ${message}`);
+          return;
+        }
+        const seq = typeof parsed.server_event_seq === "number" ? parsed.server_event_seq : null;
+        if (seq !== null) {
+          // A replayed event this session already had (the contract replays only later ones; checked anyway).
+          if (seq <= lastSeq) return;
+          lastSeq = seq;
+        }
+        onEvent(parsed);
+      });
+      current.on("unexpected-response", (_request, response) => {
+        if (current === socket)
+          loseStage("upstream_unavailable", `the upstream answered the upgrade with HTTP ${response.statusCode}`);
+      });
+      current.on("error", (error) => {
+        if (current === socket && !ready)
+          loseStage("upstream_unavailable", `cannot reach the upstream: ${error.message}`);
+      });
+      current.on("close", (code, reason) => {
+        if (current !== socket || closed || lost) return;
+        resume(`the upstream closed the connection (${code} ${reason.toString()})`.trim());
+      });
+      current.on("open", () => {
+        const text = first();
+        if (text !== null) current.send(text);
+      });
     };
 
     const flushAudio = (transcript: string): void => {
@@ -146,12 +238,19 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       const type = str(event.type) ?? "";
       switch (type) {
         case "session.created":
+        case "session.resumed": {
+          const session = obj(event.session);
+          const id = str(session?.id) ?? str(event.session_id);
+          if (id !== null) upstream = { id, token: str(event.resume_token) };
+          announce();
           if (!ready) {
             ready = true;
+            resuming = false;
             clearTimeout(readyTimer);
             for (const text of outbox.splice(0)) socket.send(text);
           }
           return;
+        }
         case "response.created": {
           const response = obj(event.response);
           active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch };
@@ -232,39 +331,9 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       }
     };
 
-    socket.on("message", (data, isBinary) => {
-      if (closed || lost) return;
-      let event: unknown;
-      try {
-        event = isBinary ? null : JSON.parse(data.toString());
-      } catch {
-        event = null;
-      }
-      const parsed = obj(event);
-      if (parsed === null || typeof parsed.type !== "string") {
-        loseStage("upstream_protocol_error", "the upstream sent a frame that is not a JSON event with a type");
-        return;
-      }
-      if (parsed.type === "error" && !ready) {
-        const message = str(parsed.error) ?? str(obj(parsed.error)?.message) ?? "refused";
-        loseStage("upstream_unavailable", `the upstream refused the session: ${message}`);
-        return;
-      }
-      onEvent(parsed);
-    });
-    socket.on("unexpected-response", (_request, response) => {
-      loseStage("upstream_unavailable", `the upstream answered the upgrade with HTTP ${response.statusCode}`);
-    });
-    socket.on("error", (error) => loseStage("upstream_unavailable", `cannot reach the upstream: ${error.message}`));
-    socket.on("close", (code, reason) => {
-      loseStage("upstream_unavailable", `the upstream closed the connection (${code} ${reason.toString()})`.trim());
-    });
-    socket.on("open", () => {
-      // The session's first session.update (queued by `configure`) opens a duplex upstream session, which answers
-      // with session.created (an OpenAI server sends session.created at once); everything else waits for it.
-      const first = outbox[0];
-      if (first?.startsWith('{"type":"session.update"')) socket.send(outbox.shift() ?? first);
-    });
+    // The session's first session.update (queued by `configure`) opens a duplex upstream session, which answers
+    // with session.created (an OpenAI server sends session.created at once); everything else waits for it.
+    connect(url, () => (outbox[0]?.startsWith('{"type":"session.update"') ? (outbox.shift() ?? null) : null));
 
     const sessionFields = (config: SessionConfig, refAudio: RefAudioInput | null): Json => {
       const fields: Json = {
