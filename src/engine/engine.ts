@@ -234,6 +234,10 @@ export const createEngine = (deps: EngineDeps): Engine => {
       if (!host.current.capabilities.supportsSessionResume) {
         return { code: "unsupported_session_resume", message: "this model does not support session resume" };
       }
+      // The token is verified before anything about the journal is answered (BEHAVIOUR.md, "Resume").
+      if (!host.holdsToken(sha256(request.resumeToken), equalHex)) {
+        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+      }
       if (request.lastReceivedSeq > host.headSeq) {
         return {
           code: "journal_gap",

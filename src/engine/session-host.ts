@@ -171,6 +171,12 @@ export class SessionHost {
    * resumes with the same token exactly one wins (BEHAVIOUR.md, "Resume"). Returns the new generation, or null.
    * `tokenSha256` and `newTokenSha256` are hex SHA-256 digests; `equal` compares in constant time.
    */
+  /** Whether `tokenSha256` (hex) is the current token's digest, without claiming anything; `equal` is constant-time. */
+  holdsToken(tokenSha256: string, equal: (a: string, b: string) => boolean): boolean {
+    const current = this.claimedTokenSha256 ?? this.state.resumeTokenSha256;
+    return !this.isClosed && current !== null && equal(tokenSha256, current);
+  }
+
   claim(
     tokenSha256: string,
     newToken: string,

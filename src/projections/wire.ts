@@ -4,8 +4,8 @@ import { type RenderContext, renderServerEvents } from "../protocol/index.ts";
 import type { EventEnvelope } from "./envelope.ts";
 
 /**
- * One server event as sent: its `server_event_seq` (null for `session.created`, which precedes the sequence),
- * its type and its exact JSON text.
+ * One server event as sent: its `server_event_seq` (null for `session.created`, which precedes the sequence, and
+ * `session.resumed`, which stands outside it), its type and its exact JSON text.
  */
 export interface WireEvent {
   readonly seq: number | null;
@@ -44,12 +44,16 @@ export const reduceWire = (state: WireState, envelope: EventEnvelope): WireState
   if (ctx === null) return { ...state, emitted: [] };
   let seq = state.seq;
   const emitted = renderServerEvents(ctx, event).map((body): WireEvent => {
-    if (body.type === "session.created") {
-      return {
-        seq: null,
-        type: body.type,
-        json: JSON.stringify({ event_id: serverEventIdFor(ctx.sessionId, 0), ...body, epoch: ctx.epoch }),
-      };
+    // session.created precedes the sequence; session.resumed stands outside it, so that on one socket
+    // server_event_seq strictly increases: the missed events that follow it have the smaller seqs (BEHAVIOUR.md,
+    // "Resume"). Their event_ids are derived from the attachment generation instead.
+    if (body.type === "session.created" || body.type === "session.resumed") {
+      const generation = typeof body.attachment_generation === "number" ? body.attachment_generation : 1;
+      const eventId =
+        body.type === "session.created"
+          ? serverEventIdFor(ctx.sessionId, 0)
+          : `${serverEventIdFor(ctx.sessionId, 0)}_resumed${generation}`;
+      return { seq: null, type: body.type, json: JSON.stringify({ event_id: eventId, ...body, epoch: ctx.epoch }) };
     }
     seq += 1;
     return {
