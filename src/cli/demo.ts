@@ -1,4 +1,4 @@
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { RealtimeClient, type ServerEvent } from "../client/index.ts";
@@ -20,6 +20,8 @@ export interface DemoOptions {
   /** Give up waiting for responses after this long past the end of the input. Default 30 000 ms. */
   readonly timeoutMs?: number;
   readonly headers?: Record<string, string>;
+  /** A WAV file sent as the session's `ref_audio` voice clip (a data URL), which MiniCPM-o 4.5 requires. */
+  readonly refAudio?: string;
 }
 
 /** The line `duplex demo` prints. Latency in ms; `audio_ms` per response in ms of 24 kHz audio. */
@@ -61,7 +63,41 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const rate = SUPPORTED_RATES.includes(wav.sampleRate) ? wav.sampleRate : 16000;
   const samples = rate === wav.sampleRate ? wav.samples : resamplePcm16(wav.samples, wav.sampleRate, rate);
 
+  const refAudio =
+    options.refAudio === undefined
+      ? {}
+      : { ref_audio: `data:audio/wav;base64,${(await readFile(options.refAudio)).toString("base64")}` };
   const client = await RealtimeClient.connect(options.url, { headers: options.headers ?? {} });
+  // The session can end under the demo (its model failed, the server went away): say so at once, with why.
+  let closing = false;
+  let lastError = "";
+  let ended: Error | null = null;
+  let onEnded: (error: Error) => void = () => undefined;
+  let stopAcker = (): void => undefined;
+  const endedEarly = new Promise<never>((_resolve, reject) => {
+    onEnded = reject;
+  });
+  endedEarly.catch(() => undefined);
+  const end = (error: Error): void => {
+    if (closing || ended !== null) return;
+    ended = error;
+    stopAcker();
+    onEnded(error);
+  };
+  client.onEvent((event) => {
+    if (event.type === "error") {
+      const e = event.error as { code?: string; message?: string } | undefined;
+      lastError = `${e?.code ?? "error"}: ${e?.message ?? ""}`;
+    }
+    if (event.type === "session.closed" || event.type === "session.expired") {
+      end(
+        new Error(`the server ended the session (${String(event.reason)})${lastError === "" ? "" : `; ${lastError}`}`),
+      );
+    }
+  });
+  void client.closed.then(({ code, reason }) =>
+    end(new Error(`connection closed by the server (${code}${reason === "" ? "" : ` ${reason}`})`)),
+  );
   const responses = new Map<string, ResponseAudio>();
   client.onEvent((event: ServerEvent, at: number) => {
     if (event.type !== "response.output_audio.delta") return;
@@ -99,6 +135,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
   };
   const acker = setInterval(ack, 200);
+  stopAcker = () => clearInterval(acker);
 
   client.send({
     type: "session.update",
@@ -107,6 +144,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       playback_commit_policy: "ack_only",
       input_audio_format: "pcm16",
       input_sample_rate_hz: rate,
+      ...refAudio,
     },
   });
   const created = await client
@@ -128,6 +166,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const sentAt: number[] = [];
   const start = performance.now();
   for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkSamples) {
+    if (ended !== null) throw ended;
     sentAt.push(performance.now());
     client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + chunkSamples)), { sample_rate_hz: rate });
     if (!fast) {
@@ -141,11 +180,15 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard.
   const heard = client.received.length;
   client.send({ type: "session.heartbeat" });
-  await client.waitFor("session.heartbeat_ack", { since: heard, timeoutMs: options.timeoutMs ?? 30_000 });
+  await Promise.race([
+    client.waitFor("session.heartbeat_ack", { since: heard, timeoutMs: options.timeoutMs ?? 30_000 }),
+    endedEarly,
+  ]);
   // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
   const deadline = performance.now() + (options.timeoutMs ?? 30_000);
   const quietMs = fast ? 600 : 1500;
   while (performance.now() < deadline) {
+    if (ended !== null) throw ended;
     ack();
     const last = client.received.at(-1)?.at ?? 0;
     const open = [...responses.values()].some((r) => !r.done || r.ackedMs < Math.floor(r.receivedMs));
@@ -157,6 +200,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   }
   clearInterval(acker);
   ack();
+  closing = true;
   client.send({ type: "session.close" });
   await client.waitFor("session.closed", { since: 0, timeoutMs: 5000 }).catch(() => undefined);
   await client.close();

@@ -1,11 +1,15 @@
 import { existsSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { registerConformCommand } from "../conformance/index.ts";
-import { foldLog, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
+import { foldLog, redrive, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
+import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
-import { startServer } from "../server/index.ts";
+import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
+import { createConfiguredRunner, startServer } from "../server/index.ts";
 import { runBench } from "./bench.ts";
 import { runDemo } from "./demo.ts";
 
@@ -70,8 +74,15 @@ program
   .requiredOption("--input <wav>", "mono PCM16 WAV to speak, e.g. ../shared/audio/jfk_16k.wav")
   .option("--out <dir>", "folder for response-N.wav", "./out")
   .option("--fast", "send and play as fast as possible instead of in real time", false)
-  .action(async (opts: { url: string; input: string; out: string; fast: boolean }) => {
-    const summary = await runDemo({ url: opts.url, input: opts.input, out: opts.out, fast: opts.fast });
+  .option("--ref-audio <wav>", "a voice clip sent as the session's ref_audio (MiniCPM-o 4.5 requires one)")
+  .action(async (opts: { url: string; input: string; out: string; fast: boolean; refAudio?: string }) => {
+    const summary = await runDemo({
+      url: opts.url,
+      input: opts.input,
+      out: opts.out,
+      fast: opts.fast,
+      ...(opts.refAudio === undefined ? {} : { refAudio: opts.refAudio }),
+    });
     const { files: _files, trace: _trace, ...line } = summary;
     process.stdout.write(`${JSON.stringify(line)}\n`);
     const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
@@ -80,47 +91,112 @@ program
 
 program
   .command("replay [file]")
-  .description("replay a recorded session offline and check it byte for byte (a session FILE, or --data/--session)")
+  .description(
+    "replay a recorded session offline and check it byte for byte (a session FILE, or --data/--session); with --runner, re-drive its client inputs against a live runner and compare behaviour",
+  )
   .option("--data <dir>", "folder of the embedded event store", "./data")
   .option("--session <id>", "session id to replay from the store")
+  .option("--runner <config>", "a deployment YAML whose runner (and profile) the client inputs are re-driven against")
+  .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
   .option("--json", "print the summary as JSON", false)
-  .action(async (file: string | undefined, opts: { data: string; session?: string; json: boolean }) => {
-    let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
-    if (file !== undefined) {
-      entries = (await readSessionFile(file)).entries;
-    } else {
-      if (opts.session === undefined) throw new InvalidArgumentError("give a session FILE or --session ID");
-      const store = openStore(opts.data);
-      entries = await store.read(streamOf(opts.session));
-      await store.close();
-      if (entries.length === 0) {
-        process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
-        process.exitCode = 2;
+  .action(
+    async (
+      file: string | undefined,
+      opts: { data: string; session?: string; runner?: string; speed: string; json: boolean },
+    ) => {
+      let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
+      if (file !== undefined) {
+        entries = (await readSessionFile(file)).entries;
+      } else {
+        if (opts.session === undefined) throw new InvalidArgumentError("give a session FILE or --session ID");
+        const store = openStore(opts.data);
+        entries = await store.read(streamOf(opts.session));
+        await store.close();
+        if (entries.length === 0) {
+          process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
+          process.exitCode = 2;
+          return;
+        }
+      }
+      if (opts.runner !== undefined) {
+        process.exitCode = await redriveCommand(entries, opts.runner, opts.speed, opts.json);
         return;
       }
-    }
-    const result = replayEntries(entries);
-    const summary = {
-      ok: result.ok,
-      session_id: result.sessionId,
-      inputs: result.inputs,
-      decisions: result.decisions,
-      wire_events: result.wireEvents,
-      divergence: result.divergence,
-    };
-    if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
-    else if (result.ok) {
+      const result = replayEntries(entries);
+      const summary = {
+        ok: result.ok,
+        session_id: result.sessionId,
+        inputs: result.inputs,
+        decisions: result.decisions,
+        wire_events: result.wireEvents,
+        divergence: result.divergence,
+      };
+      if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+      else if (result.ok) {
+        process.stdout.write(
+          `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n`,
+        );
+      } else {
+        const d = result.divergence;
+        process.stdout.write(
+          `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n`,
+        );
+      }
+      process.exitCode = result.ok ? 0 : 1;
+    },
+  );
+
+/**
+ * `duplex replay FILE --runner CONFIG`: re-drives the session's client inputs against the configured runner, in a
+ * store of its own that is removed afterwards, and prints where the behaviour first differs. Returns the exit code.
+ */
+const redriveCommand = async (
+  entries: Awaited<ReturnType<typeof readSessionFile>>["entries"],
+  configPath: string,
+  speedText: string,
+  json: boolean,
+): Promise<number> => {
+  const speed = speedText === "inf" ? Number.POSITIVE_INFINITY : Number(speedText);
+  if (!(speed > 0)) throw new InvalidArgumentError(`--speed: expected a positive number or inf, got ${speedText}`);
+  const config = await loadConfig(configPath);
+  const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
+  const base = await createConfiguredRunner(config.runner, profile);
+  const runner = profile === null ? base : withModelProfile(base, profile);
+  const dir = await mkdtemp(join(tmpdir(), "duplex-redrive-"));
+  const store = createSqliteEventStore({ path: join(dir, "duplex.sqlite") });
+  try {
+    const result = await redrive(entries, { store, runner, createResampler, speed });
+    const sessionId = stepsOf(entries).find((s) => s.input.type === "SessionOpened")?.input;
+    const id = sessionId?.type === "SessionOpened" ? sessionId.data.sessionId : "(unknown)";
+    if (json) {
       process.stdout.write(
-        `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n`,
+        `${JSON.stringify({ ok: result.ok, session_id: id, runner: runner.name, client_inputs: result.clientInputs, divergence: result.divergence })}\n`,
+      );
+    } else if (result.ok) {
+      process.stdout.write(
+        `re-drive of ${id} against ${runner.name}: same behaviour (${result.clientInputs} client inputs, ${result.live.length} behaviour lines)\n`,
       );
     } else {
       const d = result.divergence;
       process.stdout.write(
-        `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n`,
+        [
+          `re-drive of ${id} against ${runner.name}: DIFFERS at behaviour line ${d?.index} (#N is the client input it followed)`,
+          `  recorded: ${d?.recorded}`,
+          `  live:     ${d?.live}`,
+          "  recorded around it:",
+          ...(d?.recordedContext ?? []).map((l) => `    ${l}`),
+          "  live around it:",
+          ...(d?.liveContext ?? []).map((l) => `    ${l}`),
+          "",
+        ].join("\n"),
       );
     }
-    process.exitCode = result.ok ? 0 : 1;
-  });
+    return result.ok ? 0 : 1;
+  } finally {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+};
 
 program
   .command("export")

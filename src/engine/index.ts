@@ -3,5 +3,6 @@ export * from "./effects.ts";
 export * from "./engine.ts";
 export * from "./log.ts";
 export * from "./ports/index.ts";
+export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./session-host.ts";

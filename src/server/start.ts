@@ -116,7 +116,7 @@ const readTlsFiles = async (paths: { cert: string; key: string }): Promise<{ cer
  * The runner a deployment configures. @throws ConfigError when an upstream's `api_key_env` names an unset variable;
  *   ScriptError when a script cannot be read.
  */
-const createConfiguredRunner = async (
+export const createConfiguredRunner = async (
   runner: DeployConfig["runner"],
   profile: ModelProfile | null,
 ): Promise<ModelRunner> => {

@@ -1,10 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
+import { startTestServer } from "../support/server.ts";
 
 /**
  * `npx duplex serve --config deploy/<profile>.yaml` as a user runs it (the real command in a child process): the
@@ -40,6 +42,8 @@ const stop = async (child: ChildProcess): Promise<number | null> =>
     child.once("exit", (code) => resolve(code));
     child.kill("SIGTERM");
   });
+
+const run = promisify(execFile);
 
 describe("duplex serve --config deploy/<profile>.yaml", () => {
   let running: Awaited<ReturnType<typeof serve>> | null = null;
@@ -77,6 +81,27 @@ describe("duplex serve --config deploy/<profile>.yaml", () => {
     30_000,
   );
 
+  it("minicpmo_4_5: the demo holds a conversation with --ref-audio in the model-native lane (?native_duplex=1)", async () => {
+    running = await serve("minicpmo_4_5");
+    const out = join(running.data, "out");
+    const { stdout } = await run(process.execPath, [
+      "bin/duplex.js",
+      "demo",
+      "--url",
+      `${running.url}?native_duplex=1`,
+      "--ref-audio",
+      "../shared/audio/jfk_16k.wav",
+      "--input",
+      "../shared/audio/question_16k.wav",
+      "--out",
+      out,
+      "--fast",
+    ]);
+    const summary = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as { responses: number; audio_ms: number[] };
+    expect(summary.responses).toBeGreaterThanOrEqual(1);
+    expect(summary.audio_ms[0]).toBeGreaterThan(0);
+  }, 60_000);
+
   it("minicpmo_4_5: refuses a first session.update without ref_audio with ref_audio_required", async () => {
     running = await serve("minicpmo_4_5");
     const client = await RealtimeClient.connect(running.url);
@@ -85,5 +110,34 @@ describe("duplex serve --config deploy/<profile>.yaml", () => {
     expect(error.code).toBe("ref_audio_required");
     expect(client.types()).not.toContain("session.created");
     await client.close();
+  }, 30_000);
+});
+
+describe("duplex demo when the session ends under it", () => {
+  it("says why at once when the server's upstream is down, instead of waiting for a heartbeat", async () => {
+    const server = await startTestServer({
+      runner: { kind: "upstream", url: "ws://127.0.0.1:9/v1/realtime", dialect: "duplex" },
+    });
+    try {
+      const started = performance.now();
+      const failed = await run(process.execPath, [
+        "bin/duplex.js",
+        "demo",
+        "--url",
+        server.url,
+        "--input",
+        "../shared/audio/question_16k.wav",
+        "--out",
+        join(server.dataDir, "out"),
+      ]).then(
+        () => null,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(failed?.code).toBe(1);
+      expect(failed?.stderr).toMatch(/the server ended the session \(runner_failed\); upstream_unavailable: /);
+      expect(performance.now() - started).toBeLessThan(15_000);
+    } finally {
+      await server.stop();
+    }
   }, 30_000);
 });
