@@ -7,10 +7,41 @@ import { type RunningServer, startServer } from "../../src/server/index.ts";
 /** Test audio of ../shared/audio (never copied into the project). */
 export const sharedAudio = (name: string): string => resolve(process.cwd(), "../shared/audio", name);
 
-/** A real server on 127.0.0.1 port 0 with its own sqlite store in a temp folder. `stop()` closes and removes it. */
+/**
+ * A real server on 127.0.0.1 port 0 with its own sqlite store in a temp folder. `stop()` closes and removes it.
+ *
+ * With `DUPLEX_TEST_CHAIN=1` (`npm run test:chain`), the server is the front of a chain: its runner is an
+ * `upstream` runner (duplex dialect) in front of a second server that runs the configured runner, so tests written
+ * for one server check the chain too. Tests that bring their own runner object, or an upstream, are left alone.
+ */
 export const startTestServer = async (
   overrides: Record<string, unknown> = {},
   options: Parameters<typeof startServer>[1] = {},
+): Promise<RunningServer & { dataDir: string; stop(): Promise<void> }> => {
+  const runner = overrides.runner as { kind?: string } | undefined;
+  if (process.env.DUPLEX_TEST_CHAIN === "1" && options.runner === undefined && runner?.kind !== "upstream") {
+    const behind = await startSingleServer(
+      { ...(runner === undefined ? {} : { runner }), duplex_session: { max_sessions: 64 } },
+      {},
+    );
+    const front = await startSingleServer(
+      { ...overrides, runner: { kind: "upstream", url: behind.url, dialect: "duplex" } },
+      options,
+    );
+    return {
+      ...front,
+      async stop() {
+        await front.stop();
+        await behind.stop();
+      },
+    };
+  }
+  return startSingleServer(overrides, options);
+};
+
+const startSingleServer = async (
+  overrides: Record<string, unknown>,
+  options: Parameters<typeof startServer>[1],
 ): Promise<RunningServer & { dataDir: string; stop(): Promise<void> }> => {
   const dataDir = await mkdtemp(join(tmpdir(), "duplex-test-"));
   const config = parseConfig({
