@@ -1,7 +1,9 @@
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer } from "ws";
 import { RealtimeClient } from "../../src/client/index.ts";
@@ -193,6 +195,71 @@ describe("the upstream runner", () => {
     await client.close();
     expect(await replaysOffline(a, client)).toBe(true);
   });
+
+  it("the upstream's API key comes from the environment, is sent as a Bearer token, and is in no log", async () => {
+    const key = "upstream-key-7f3a9c";
+    process.env.DUPLEX_TEST_UPSTREAM_KEY = key;
+    cleanups.push(async () => {
+      delete process.env.DUPLEX_TEST_UPSTREAM_KEY;
+    });
+    const b = await start({
+      runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" },
+      auth: { api_keys: [key] },
+    });
+    const withKey = await start({
+      runner: { kind: "upstream", url: b.url, dialect: "duplex", api_key_env: "DUPLEX_TEST_UPSTREAM_KEY" },
+    });
+    const client = await RealtimeClient.connect(withKey.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, userText("hi"), "conversation.item.done");
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({ status: "completed" });
+    const entries = await withKey.store.read(streamOf(sessionIdOf(client)));
+    expect(JSON.stringify(entries)).not.toContain(key);
+    // Without the key B refuses the upgrade, and the session ends with upstream_unavailable.
+    const without = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });
+    const refused = await RealtimeClient.connect(without.url);
+    refused.send({ type: "session.update", session: {} });
+    const error = await refused.waitFor("error", { since: 0 });
+    expect(error.error).toMatchObject({ code: "upstream_unavailable", message: expect.stringContaining("401") });
+    await client.close();
+  });
+
+  it("B killed with SIGKILL mid-response: the client gets upstream_unavailable, A keeps serving, A's log replays without B", async () => {
+    const b = spawn(process.execPath, ["bin/duplex.js", "conform", "--serve", "--port", "0"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    cleanups.push(async () => {
+      if (b.exitCode === null) b.kill("SIGKILL");
+    });
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("duplex conform --serve did not listen")), 20_000);
+      createInterface({ input: b.stdout }).on("line", (line) => {
+        const found = /ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime/.exec(line);
+        if (found !== null) {
+          clearTimeout(timer);
+          resolve(found[0]);
+        }
+      });
+    });
+    const a = await start({ runner: { kind: "upstream", url, dialect: "duplex" } });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    // The reference peer's long answer: it speaks for a while, then keeps the turn open.
+    await ask(client, { type: "input.text.append", text: "tell me something long" }, "response.output_audio.delta");
+    b.kill("SIGKILL");
+    const done = await client.waitFor("response.done", { since: 0, timeoutMs: 15_000 });
+    expect(done.response).toMatchObject({
+      status: "failed",
+      status_details: { error: { code: "upstream_unavailable" } },
+    });
+    await client.waitFor("session.closed", { since: 0 });
+    const health = await fetch(`http://127.0.0.1:${a.port}/health`);
+    expect(health.status).toBe(200);
+    expect(await replaysOffline(a, client)).toBe(true);
+  }, 40_000);
 
   it("garbage: only the session whose upstream sent it fails, with upstream_protocol_error", async () => {
     // A fake upstream: it opens every session, answers response.create with a short spoken response, and for a
