@@ -80,6 +80,8 @@ export const configSchema = z
             api_key_env: z.string().min(1).optional(),
             headers: z.record(z.string(), z.string()).default({}),
             connect_timeout_ms: z.number().int().positive().default(5000),
+            /** A PEM file of certificates to trust for a `wss://` upstream (a self-signed or private CA). */
+            ca_file: z.string().min(1).optional(),
             profile: profileSchema.optional(),
           })
           .strict(),

@@ -133,8 +133,19 @@ export const createConfiguredRunner = async (
       if (runner.api_key_env !== undefined && (apiKey === undefined || apiKey === "")) {
         throw new ConfigError(`runner.api_key_env: the environment variable ${runner.api_key_env} is not set`);
       }
+      let ca: Buffer | undefined;
+      if (runner.ca_file !== undefined) {
+        try {
+          ca = await readFile(runner.ca_file);
+        } catch (error) {
+          throw new ConfigError(`runner.ca_file: cannot read ${runner.ca_file}: ${(error as Error).message}`, {
+            cause: error,
+          });
+        }
+      }
       return createUpstreamRunner({
         url: runner.url,
+        ...(ca === undefined ? {} : { ca }),
         dialect: runner.dialect,
         headers: runner.headers,
         connectTimeoutMs: runner.connect_timeout_ms,

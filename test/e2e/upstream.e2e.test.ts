@@ -10,6 +10,7 @@ import { RealtimeClient } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
+import { createTestCertificate } from "../support/tls.ts";
 
 /**
  * The `upstream` runner over real sockets: server A (`runner: upstream`) in front of server B, which serves a model
@@ -226,6 +227,34 @@ describe("the upstream runner", () => {
     await client.close();
   });
 
+  it("wss://: an upstream with a private certificate is reached when its CA is trusted (ca_file), refused otherwise", async () => {
+    const certificate = await createTestCertificate();
+    cleanups.push(() => certificate.remove());
+    const b = await start({
+      runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" },
+      listen: { host: "127.0.0.1", port: 0, tls: certificate.files },
+    });
+    expect(b.url).toMatch(/^wss:/);
+    const trusted = await start({
+      runner: { kind: "upstream", url: b.url, dialect: "duplex", ca_file: certificate.files.cert },
+    });
+    const client = await RealtimeClient.connect(trusted.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, userText("hi"), "conversation.item.done");
+    const transcript = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    expect(transcript.transcript).toBe("Sure, here is my answer.");
+    await client.close();
+    const untrusted = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });
+    const refused = await RealtimeClient.connect(untrusted.url);
+    refused.send({ type: "session.update", session: {} });
+    const error = await refused.waitFor("error", { since: 0 });
+    expect(error.error).toMatchObject({
+      code: "upstream_unavailable",
+      message: expect.stringContaining("certificate"),
+    });
+  });
+
   it("B killed with SIGKILL mid-response: the client gets upstream_unavailable, A keeps serving, A's log replays without B", async () => {
     const b = spawn(process.execPath, ["bin/duplex.js", "conform", "--serve", "--port", "0"], {
       stdio: ["ignore", "pipe", "pipe"],
@@ -260,6 +289,61 @@ describe("the upstream runner", () => {
     expect(health.status).toBe(200);
     expect(await replaysOffline(a, client)).toBe(true);
   }, 40_000);
+
+  it("fencing: late upstream audio of a cancelled response is dropped, and the drop is in the log", async () => {
+    // A fake upstream that keeps talking after a cancel: two more deltas of the old response, then its done.
+    const fake = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    cleanups.push(() => new Promise((resolve) => fake.close(() => resolve())));
+    const audio = Buffer.alloc(4800).toString("base64");
+    fake.on("connection", (socket) => {
+      const send = (e: Record<string, unknown>) => socket.send(JSON.stringify(e));
+      socket.on("message", (data) => {
+        const event = JSON.parse(data.toString()) as { type: string };
+        if (event.type === "session.update") send({ type: "session.created", session: { id: "sess_fake" } });
+        if (event.type === "response.create") {
+          send({ type: "response.created", response: { id: "resp_up_1" } });
+          send({ type: "response.speak" });
+          send({ type: "response.output_audio.delta", delta: audio });
+          send({ type: "response.output_audio_transcript.delta", delta: "Before " });
+        }
+        if (event.type === "response.cancel") {
+          for (const text of ["late ", "words."]) {
+            send({ type: "response.output_audio.delta", delta: audio });
+            send({ type: "response.output_audio_transcript.delta", delta: text });
+          }
+          send({ type: "response.done", response: { id: "resp_up_1", status: "cancelled" } });
+        }
+      });
+    });
+    await new Promise((resolve) => fake.once("listening", resolve));
+    const port = (fake.address() as { port: number }).port;
+    const a = await start({
+      runner: { kind: "upstream", url: `ws://127.0.0.1:${port}/v1/realtime`, dialect: "duplex" },
+    });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, { type: "response.create" }, "response.output_audio_transcript.delta");
+    const done = await ask(client, { type: "response.cancel" }, "response.done");
+    expect(done.response).toMatchObject({ status: "cancelled" });
+    // The late events reach A's log as inputs, and nothing of them reaches the client.
+    const id = sessionIdOf(client);
+    await expect
+      .poll(async () =>
+        (await a.store.read(streamOf(id))).filter(
+          (e) => e.type === "StageOutputReceived" && (e.data as { output: { kind: string } }).output.kind === "audio",
+        ),
+      )
+      .toHaveLength(3);
+    const after = client.received.slice(client.received.findIndex((r) => r.event.type === "response.done"));
+    expect(after.map((r) => r.event.type)).not.toContain("response.output_audio.delta");
+    const deltas = client.received.filter((r) => r.event.type === "response.output_audio_transcript.delta");
+    expect(deltas.map((r) => r.event.delta)).toEqual(["Before "]);
+    const entries = await a.store.read(streamOf(id));
+    expect(entries.filter((e) => e.type === "AudioDelivered")).toHaveLength(1);
+    await client.close();
+    expect(await replaysOffline(a, client)).toBe(true);
+  });
 
   it("garbage: only the session whose upstream sent it fails, with upstream_protocol_error", async () => {
     // A fake upstream: it opens every session, answers response.create with a short spoken response, and for a

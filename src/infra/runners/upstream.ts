@@ -33,6 +33,8 @@ export interface UpstreamRunnerOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** ms; default 5000. */
   readonly connectTimeoutMs?: number;
+  /** PEM certificates to trust for a `wss:` upstream besides the system's (a self-signed or private CA). */
+  readonly ca?: string | Buffer;
 }
 
 /** The rate the engine gives the runner (Hz): what Silero VAD runs at. */
@@ -181,7 +183,11 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     };
 
     const connect = (target: URL, first: () => string | null): void => {
-      const current = new WebSocket(target, { headers, handshakeTimeout: connectTimeoutMs });
+      const current = new WebSocket(target, {
+        headers,
+        handshakeTimeout: connectTimeoutMs,
+        ...(options.ca === undefined ? {} : { ca: options.ca }),
+      });
       socket = current;
       current.on("message", (data, isBinary) => {
         if (closed || lost || current !== socket) return;
