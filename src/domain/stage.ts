@@ -152,6 +152,18 @@ export type RunnerUnit =
       readonly maxOutputTokens: number | "inf";
     }
   | {
+      /**
+       * What the client reported of a response's playback (`playback.ack`, or a `conversation.item.truncate`, then
+       * `truncate` is set and both positions are the cut), so a model that keeps history can keep it honest. ms.
+       */
+      readonly kind: "playback";
+      readonly epoch: number;
+      readonly responseId: ResponseId;
+      readonly playedMs: number;
+      readonly committedMs: number;
+      readonly truncate: boolean;
+    }
+  | {
       /** The client's answer to a function call (`conversation.item.create` of a `function_call_output`). */
       readonly kind: "function_call_output";
       readonly epoch: number;

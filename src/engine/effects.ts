@@ -122,6 +122,36 @@ export const effectsOf = (
           effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.item.text } });
         }
         break;
+      case "PlaybackAcknowledged":
+        effects.push({
+          kind: "submit",
+          unit: {
+            kind: "playback",
+            epoch: after.epoch,
+            responseId: event.data.responseId,
+            playedMs: event.data.playedMs,
+            committedMs: event.data.committedMs,
+            truncate: event.data.truncate,
+          },
+        });
+        break;
+      case "ItemTruncated": {
+        const responseId = after.audio[event.data.itemId]?.responseId;
+        if (responseId !== undefined) {
+          effects.push({
+            kind: "submit",
+            unit: {
+              kind: "playback",
+              epoch: after.epoch,
+              responseId,
+              playedMs: event.data.audioEndMs,
+              committedMs: event.data.audioEndMs,
+              truncate: true,
+            },
+          });
+        }
+        break;
+      }
       case "InputCleared":
         effects.push({ kind: "submit", unit: { kind: "clear", epoch: after.epoch } });
         break;

@@ -71,6 +71,33 @@ describe("the upstream runner", () => {
     expect(await replaysOffline(a, client)).toBe(true);
   });
 
+  it("duplex dialect: the client's playback acks reach B, so B's history holds what was heard too", async () => {
+    const b = await start({ runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" } });
+    const a = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    await ask(client, userText("hi"), "conversation.item.done");
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    const responseId = String((done.response as { id: string }).id);
+    const acked = await ask(
+      client,
+      { type: "playback.ack", response_id: responseId, played_ms: 400 },
+      "playback.acknowledged",
+    );
+    expect(acked.event).toMatchObject({ played_ms: 400, committed_ms: 400 });
+    const [bSession] = await b.store.listStreams("session-");
+    await expect
+      .poll(async () =>
+        (await b.store.read(bSession?.stream ?? ""))
+          .filter((e) => e.type === "PlaybackAcknowledged")
+          .map((e) => e.data),
+      )
+      .toEqual([expect.objectContaining({ playedMs: 400, committedMs: 400, truncate: false })]);
+    await client.close();
+    expect(await replaysOffline(a, client)).toBe(true);
+  });
+
   it("duplex dialect: real speech streamed to A is heard by B's model, which decides when to answer", async () => {
     const b = await start();
     const a = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });

@@ -188,6 +188,9 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
           case "text":
             lastText = unit.text;
             return;
+          case "playback":
+            // Neither keeps a history of its own to correct.
+            return;
           case "function_call_output":
             // The echo model calls no tools: an output answers nothing it asked.
             return;

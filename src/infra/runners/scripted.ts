@@ -315,6 +315,9 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             return;
           case "clear":
             return;
+          case "playback":
+            // Neither keeps a history of its own to correct.
+            return;
           case "function_call_output":
             toolOutputs.set(unit.callId, unit.output);
             latestToolOutput = unit.output;

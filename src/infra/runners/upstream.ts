@@ -93,6 +93,8 @@ export const upstreamCapabilities = (dialect: "duplex" | "openai"): Capabilities
  *   The session ends with that code; other sessions have sockets of their own. A dropped socket of the duplex
  *   dialect is resumed first (the upstream session's token in memory only; `upstream_session` outputs put its
  *   SHA-256 in the log); only a failed resume loses the stage.
+ * - Playback reports are forwarded (duplex: `playback.ack`; openai: a truncation as `conversation.item.truncate`),
+ *   so the upstream's own history holds what the listener heard.
  * - Audio deltas are paired with the transcript delta that follows them (the contract pairs them one to one), and
  *   resampled to 24 kHz when the upstream speaks at another rate.
  */
@@ -111,6 +113,14 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     let active: { id: string; epoch: number } | null = null;
     let pendingAudio: { audio: Uint8Array; epoch: number } | null = null;
     let sentRefAudio: string | null = null;
+    /**
+     * Our responses and the upstream's: a response we asked for is the next one the upstream creates; one the model
+     * started by itself is matched, in order, by the first playback report of a response of ours not yet matched.
+     */
+    const upstreamOf = new Map<string, { id: string; itemId: string | null }>();
+    let askedFor: string | null = null;
+    const unmatched: { id: string; itemId: string | null }[] = [];
+    let lastCreated: { id: string; itemId: string | null } | null = null;
     const toOpenAi: StreamResampler | null =
       options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
 
@@ -260,6 +270,17 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
         case "response.created": {
           const response = obj(event.response);
           active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch };
+          lastCreated = { id: active.id, itemId: null };
+          if (askedFor !== null) upstreamOf.set(askedFor, lastCreated);
+          else unmatched.push(lastCreated);
+          askedFor = null;
+          return;
+        }
+        case "response.output_item.added": {
+          const item = obj(event.item);
+          if (lastCreated !== null && lastCreated.itemId === null && item?.type === "message") {
+            lastCreated.itemId = str(item.id);
+          }
           return;
         }
         case "response.speak":
@@ -405,8 +426,37 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             send({ type: "input_audio_buffer.commit" });
             return;
           case "respond":
+            askedFor = unit.responseId;
             send(respond(unit));
             return;
+          case "playback": {
+            // Forwarded so the upstream's history holds what was heard (reference, "Playback").
+            const upstreamResponse =
+              upstreamOf.get(unit.responseId) ??
+              (() => {
+                const next = unmatched.shift();
+                if (next !== undefined) upstreamOf.set(unit.responseId, next);
+                return next;
+              })();
+            if (upstreamResponse === undefined) return;
+            if (options.dialect === "duplex") {
+              send({
+                type: "playback.ack",
+                response_id: upstreamResponse.id,
+                played_ms: Math.floor(unit.playedMs),
+                committed_ms: Math.floor(unit.committedMs),
+                truncate: unit.truncate,
+              });
+            } else if (unit.truncate && upstreamResponse.itemId !== null) {
+              send({
+                type: "conversation.item.truncate",
+                item_id: upstreamResponse.itemId,
+                content_index: 0,
+                audio_end_ms: Math.floor(unit.committedMs),
+              });
+            }
+            return;
+          }
           case "text":
             send(
               options.dialect === "duplex"
