@@ -75,6 +75,8 @@ export const configSchema = z
             /** The upstream's realtime endpoint, `ws://` or `wss://` (a duplex server: `.../v1/realtime?duplex=1`). */
             url: z.string().regex(/^wss?:\/\//, "expected a ws:// or wss:// URL"),
             dialect: z.enum(["duplex", "openai"]).default("duplex"),
+            /** openai dialect: `ours` (our server VAD and commits end turns) or `upstream` (its server VAD does). */
+            vad: z.enum(["ours", "upstream"]).default("ours"),
             model: z.string().min(1).optional(),
             /** The environment variable holding the upstream's API key (the key itself is never in a file). */
             api_key_env: z.string().min(1).optional(),

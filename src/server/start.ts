@@ -145,6 +145,7 @@ export const createConfiguredRunner = async (
       }
       return createUpstreamRunner({
         url: runner.url,
+        vad: runner.vad,
         ...(ca === undefined ? {} : { ca }),
         dialect: runner.dialect,
         headers: runner.headers,

@@ -128,6 +128,26 @@ describe("the upstream runner", () => {
     expect(await replaysOffline(a, client)).toBe(true);
   });
 
+  it("openai dialect with the upstream's VAD: B's server VAD ends the turn and B answers; to A's client the model decided", async () => {
+    const b = await start({ runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" } });
+    const a = await start({
+      runner: { kind: "upstream", url: `${b.url}?native_duplex=0`, dialect: "openai", vad: "upstream" },
+    });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
+    const created = await client.waitFor("session.created", { since: 0 });
+    expect(created.session).toMatchObject({ capabilities: { implementation_level: "model_native_duplex" } });
+    await client.waitFor("session.updated", { since: 0 });
+    const wav = await readWavFile(sharedAudio("question_16k.wav"));
+    client.appendSamples(wav.samples, { sampleRateHz: 16000, tailMs: 1500 });
+    const transcript = await client.waitFor("response.output_audio_transcript.done", { since: 0, timeoutMs: 20_000 });
+    expect(transcript.transcript).toBe("Sure, here is my answer.");
+    // A committed nothing itself: the turn was the upstream's to end.
+    expect(client.types()).not.toContain("input_audio_buffer.committed");
+    await client.close();
+    expect(await replaysOffline(a, client)).toBe(true);
+  });
+
   it("refused: the client gets upstream_unavailable and its session ends; A keeps serving", async () => {
     const a = await start({ runner: { kind: "upstream", url: "ws://127.0.0.1:9/v1/realtime", dialect: "duplex" } });
     const client = await RealtimeClient.connect(a.url);

@@ -35,6 +35,12 @@ export interface UpstreamRunnerOptions {
   readonly connectTimeoutMs?: number;
   /** PEM certificates to trust for a `wss:` upstream besides the system's (a self-signed or private CA). */
   readonly ca?: string | Buffer;
+  /**
+   * openai dialect: who ends the user's turns. `ours` (default): our turn lane, our server VAD and commits drive
+   * the upstream. `upstream`: the upstream's server VAD ends turns and answers by itself, which to our sessions is
+   * the model-native lane (the model decides when to speak).
+   */
+  readonly vad?: "ours" | "upstream";
 }
 
 /** The rate the engine gives the runner (Hz): what Silero VAD runs at. */
@@ -68,8 +74,11 @@ const itemJson = (item: HistoryItem): Json =>
  * The capabilities an upstream runner announces before any session exists: a model-native duplex server
  * (`duplex`) or a turn-based OpenAI server (`openai`). A deployment's `profile` replaces them with the real model's.
  */
-export const upstreamCapabilities = (dialect: "duplex" | "openai"): Capabilities => ({
-  implementationLevel: dialect === "duplex" ? "model_native_duplex" : "turn_based",
+export const upstreamCapabilities = (
+  dialect: "duplex" | "openai",
+  vad: "ours" | "upstream" = "ours",
+): Capabilities => ({
+  implementationLevel: dialect === "duplex" || vad === "upstream" ? "model_native_duplex" : "turn_based",
   chunkPeriodMs: 200,
   supportsBargeIn: true,
   supportsSessionResume: true,
@@ -99,7 +108,7 @@ export const upstreamCapabilities = (dialect: "duplex" | "openai"): Capabilities
  *   resampled to 24 kHz when the upstream speaks at another rate.
  */
 export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilities?: Capabilities): ModelRunner => {
-  const caps = capabilities ?? upstreamCapabilities(options.dialect);
+  const caps = capabilities ?? upstreamCapabilities(options.dialect, options.vad);
   const open = new Set<RunnerSession>();
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
 
@@ -372,7 +381,11 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
         max_response_output_tokens: config.maxResponseOutputTokens,
         input_audio_format: "pcm16",
         output_audio_format: "pcm16",
-        turn_detection: null,
+        // The upstream's own VAD ends turns only where it was chosen to, and only in our model-native lane.
+        turn_detection:
+          options.dialect === "openai" && options.vad === "upstream" && inModelNativeLane(config)
+            ? { type: "server_vad", create_response: true, interrupt_response: true }
+            : null,
       };
       if (options.model !== undefined) fields.model = options.model;
       if (config.voice !== null) fields.voice = config.voice;
