@@ -392,6 +392,50 @@ describe("the upstream runner", () => {
     expect(await replaysOffline(a, client)).toBe(true);
   });
 
+  it("an upstream refusal of the response A asked for fails that response, and the session goes on", async () => {
+    const fake = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    cleanups.push(() => new Promise((resolve) => fake.close(() => resolve())));
+    fake.on("connection", (socket) => {
+      socket.on("message", (data) => {
+        const event = JSON.parse(data.toString()) as { type: string; event_id?: string };
+        if (event.type === "session.update")
+          socket.send(JSON.stringify({ type: "session.created", session: { id: "s" } }));
+        if (event.type === "response.create") {
+          socket.send(
+            JSON.stringify({
+              type: "error",
+              error: {
+                type: "invalid_request_error",
+                code: "response_already_active",
+                message: "busy",
+                event_id: event.event_id,
+              },
+            }),
+          );
+        }
+      });
+    });
+    await new Promise((resolve) => fake.once("listening", resolve));
+    const port = (fake.address() as { port: number }).port;
+    const a = await start({
+      runner: { kind: "upstream", url: `ws://127.0.0.1:${port}/v1/realtime`, dialect: "duplex" },
+    });
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({
+      status: "failed",
+      status_details: {
+        error: { message: expect.stringContaining("refused response.create: response_already_active") },
+      },
+    });
+    const beat = await ask(client, { type: "session.heartbeat" }, "session.heartbeat_ack");
+    expect(beat.type).toBe("session.heartbeat_ack");
+    await client.close();
+    expect(await replaysOffline(a, client)).toBe(true);
+  });
+
   it("garbage: only the session whose upstream sent it fails, with upstream_protocol_error", async () => {
     // A fake upstream: it opens every session, answers response.create with a short spoken response, and for a
     // session whose instructions say "garbage" sends a frame that is not JSON instead.

@@ -130,6 +130,9 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     let askedFor: string | null = null;
     const unmatched: { id: string; itemId: string | null }[] = [];
     let lastCreated: { id: string; itemId: string | null } | null = null;
+    /** The last response.create sent and not yet answered by response.created: a refusal of it fails our response. */
+    let pendingRespond: { eventId: string; epoch: number } | null = null;
+    let respondCount = 0;
     const toOpenAi: StreamResampler | null =
       options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
 
@@ -276,7 +279,20 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           }
           return;
         }
+        case "error": {
+          // An upstream refusal of the response we asked for fails that response; other refusals change nothing
+          // here (the upstream keeps its session, and this server decides what its own client is told).
+          const error = obj(event.error);
+          if (pendingRespond !== null && str(error?.event_id) === pendingRespond.eventId) {
+            const message = `the upstream refused response.create: ${str(error?.code) ?? "error"}: ${str(error?.message) ?? ""}`;
+            emit({ kind: "failure", epoch: pendingRespond.epoch, message });
+            pendingRespond = null;
+            askedFor = null;
+          }
+          return;
+        }
         case "response.created": {
+          pendingRespond = null;
           const response = obj(event.response);
           active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch };
           lastCreated = { id: active.id, itemId: null };
@@ -440,7 +456,9 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             return;
           case "respond":
             askedFor = unit.responseId;
-            send(respond(unit));
+            respondCount += 1;
+            pendingRespond = { eventId: `evt_respond_${respondCount}`, epoch: unit.epoch };
+            send({ ...respond(unit), event_id: pendingRespond.eventId });
             return;
           case "playback": {
             // Forwarded so the upstream's history holds what was heard (reference, "Playback").
