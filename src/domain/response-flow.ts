@@ -235,6 +235,10 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
     case "end_of_turn":
       endResponse(b, at, "completed", null, null);
       return;
+    case "cancelled":
+      // The model's own cancel ends the response as a cancel does: the epoch advances, history keeps what was heard.
+      cancelResponse(b, at, output.reason === "turn_detected" ? "turn_detected" : "barge_in");
+      return;
     case "listen": {
       const response = b.state.response;
       if (response?.spoke) return;

@@ -39,6 +39,15 @@ export type StageOutput =
       readonly transcript: string;
     }
   | { readonly kind: "end_of_turn"; readonly epoch: number }
+  | {
+      /**
+       * The model stopped its response before its end by itself (an upstream's own VAD heard the user, say):
+       * `reason` as the model gave it (`turn_detected` is kept; anything else counts as a barge-in).
+       */
+      readonly kind: "cancelled";
+      readonly epoch: number;
+      readonly reason: string;
+    }
   | { readonly kind: "failure"; readonly epoch: number; readonly message: string }
   | {
       /**
@@ -99,6 +108,8 @@ export const stageOutputProblem = (value: unknown): string | null => {
       return text("transcript");
     case "failure":
       return text("message");
+    case "cancelled":
+      return text("reason");
     case "upstream_session":
       if (o.resumeTokenSha256 !== null && typeof o.resumeTokenSha256 !== "string") {
         return "upstream_session: resumeTokenSha256 must be a string or null";

@@ -82,6 +82,8 @@ export const configSchema = z
             api_key_env: z.string().min(1).optional(),
             headers: z.record(z.string(), z.string()).default({}),
             connect_timeout_ms: z.number().int().positive().default(5000),
+            /** How often a duplex upstream session is sent a heartbeat, so its idle TTL does not run out (ms). */
+            heartbeat_ms: z.number().int().positive().default(10_000),
             /** A PEM file of certificates to trust for a `wss://` upstream (a self-signed or private CA). */
             ca_file: z.string().min(1).optional(),
             profile: profileSchema.optional(),

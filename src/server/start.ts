@@ -146,6 +146,7 @@ export const createConfiguredRunner = async (
       return createUpstreamRunner({
         url: runner.url,
         vad: runner.vad,
+        heartbeatMs: runner.heartbeat_ms,
         ...(ca === undefined ? {} : { ca }),
         dialect: runner.dialect,
         headers: runner.headers,

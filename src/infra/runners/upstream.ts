@@ -11,7 +11,7 @@ import {
   type StageOutput,
 } from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
-import { createResampler, pcm16FromBytes, pcm16ToBytes, resamplePcm16, type StreamResampler } from "../audio/index.ts";
+import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../audio/index.ts";
 
 /**
  * Options of the `upstream` runner. `url` is the upstream's realtime endpoint (`ws:` or `wss:`); `apiKey` is sent
@@ -33,6 +33,8 @@ export interface UpstreamRunnerOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** ms; default 5000. */
   readonly connectTimeoutMs?: number;
+  /** How often a duplex upstream session is sent `session.heartbeat` (ms); default 10 000. */
+  readonly heartbeatMs?: number;
   /** PEM certificates to trust for a `wss:` upstream besides the system's (a self-signed or private CA). */
   readonly ca?: string | Buffer;
   /**
@@ -133,6 +135,8 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     /** The last response.create sent and not yet answered by response.created: a refusal of it fails our response. */
     let pendingRespond: { eventId: string; epoch: number } | null = null;
     let respondCount = 0;
+    let lastCreateText: string | null = null;
+    let awaitingResumeAck = false;
     const toOpenAi: StreamResampler | null =
       options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
 
@@ -152,6 +156,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       if (lost || closed) return;
       lost = true;
       clearTimeout(readyTimer);
+      if (keepalive !== null) clearInterval(keepalive);
       emit({ kind: "stage_lost", epoch, code, message });
       socket.terminate();
     };
@@ -159,6 +164,17 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       () => loseStage("upstream_unavailable", `no session.created from ${url.origin} within ${connectTimeoutMs} ms`),
       connectTimeoutMs,
     );
+
+    // A live session keeps its upstream session alive too (the upstream's idle TTL counts our silence otherwise).
+    const keepalive =
+      options.dialect === "duplex"
+        ? setInterval(() => {
+            if (ready && socket.readyState === WebSocket.OPEN) {
+              socket.send(JSON.stringify({ type: "session.heartbeat" }));
+            }
+          }, options.heartbeatMs ?? 10_000)
+        : null;
+    keepalive?.unref();
 
     const send = (event: Json): void => {
       if (lost || closed) return;
@@ -235,7 +251,15 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           if (seq <= lastSeq) return;
           lastSeq = seq;
         }
-        onEvent(parsed);
+        try {
+          onEvent(parsed);
+        } catch (error) {
+          // Whatever an upstream event breaks here breaks only this session.
+          loseStage(
+            "upstream_protocol_error",
+            `the upstream sent ${String(parsed.type)} that cannot be used: ${(error as Error).message}`,
+          );
+        }
       });
       current.on("unexpected-response", (_request, response) => {
         if (current === socket)
@@ -255,10 +279,33 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       });
     };
 
+    /**
+     * Transcript text that came before its audio (an OpenAI server streams the two independently, often the text
+     * first): it rides the next audio chunk, and what is left when the audio ends goes out on an empty chunk.
+     */
+    let transcriptAhead = "";
+    /** The upstream's audio rate and a streaming resampler to 24 kHz (continuous across chunks), and an odd byte. */
+    let fromUpstream: { rate: number; resampler: StreamResampler } | null = null;
+    let oddByte: number | null = null;
     const flushAudio = (transcript: string): void => {
       if (pendingAudio === null) return;
-      emit({ kind: "audio", epoch: pendingAudio.epoch, audio: pendingAudio.audio, transcript });
+      emit({
+        kind: "audio",
+        epoch: pendingAudio.epoch,
+        audio: pendingAudio.audio,
+        transcript: transcriptAhead + transcript,
+      });
+      transcriptAhead = "";
       pendingAudio = null;
+    };
+    /** The end of a response's audio: the last chunk goes out with whatever text is left. */
+    const endAudio = (stamp: number): void => {
+      if (pendingAudio !== null) flushAudio("");
+      else if (transcriptAhead !== "") {
+        emit({ kind: "audio", epoch: stamp, audio: new Uint8Array(0), transcript: transcriptAhead });
+        transcriptAhead = "";
+      }
+      oddByte = null;
     };
     const stampOf = (): number => active?.epoch ?? epoch;
 
@@ -276,9 +323,19 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             resuming = false;
             clearTimeout(readyTimer);
             for (const text of outbox.splice(0)) socket.send(text);
+            // The upstream replays what it sent after our last seq before it answers a heartbeat: a response.create
+            // still unanswered then was lost with the old socket, and is sent again.
+            if (type === "session.resumed") {
+              awaitingResumeAck = true;
+              socket.send(JSON.stringify({ type: "session.heartbeat" }));
+            }
           }
           return;
         }
+        case "session.heartbeat_ack":
+          if (awaitingResumeAck && pendingRespond !== null && lastCreateText !== null) socket.send(lastCreateText);
+          awaitingResumeAck = false;
+          return;
         case "error": {
           // An upstream refusal of the response we asked for fails that response; other refusals change nothing
           // here (the upstream keeps its session, and this server decides what its own client is told).
@@ -292,9 +349,12 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           return;
         }
         case "response.created": {
-          pendingRespond = null;
           const response = obj(event.response);
-          active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch };
+          // A response we asked for belongs to the epoch we asked in: cancelled since, it is cancelled upstream now
+          // and its events are dropped (BEHAVIOUR.md: a cancel before response.created still cancels it).
+          active = { id: str(response?.id) ?? str(event.response_id) ?? "", epoch: pendingRespond?.epoch ?? epoch };
+          pendingRespond = null;
+          if (active.epoch < epoch) send({ type: "response.cancel", response_id: active.id });
           lastCreated = { id: active.id, itemId: null };
           if (askedFor !== null) upstreamOf.set(askedFor, lastCreated);
           else unmatched.push(lastCreated);
@@ -314,24 +374,37 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
         case "response.output_audio.delta":
         case "response.audio.delta": {
           flushAudio("");
-          const bytes = Uint8Array.from(Buffer.from(str(event.delta) ?? "", "base64"));
-          if (bytes.byteLength % 2 !== 0) {
-            loseStage("upstream_protocol_error", `${type} carries ${bytes.byteLength} bytes: not whole pcm16 samples`);
+          const rate = event.sample_rate_hz === undefined ? OUTPUT_RATE : event.sample_rate_hz;
+          if (typeof rate !== "number" || !Number.isInteger(rate) || rate < 8000 || rate > 192000) {
+            loseStage(
+              "upstream_protocol_error",
+              `${type} has sample_rate_hz ${JSON.stringify(rate)}: not an audio rate`,
+            );
             return;
           }
-          const rate = typeof event.sample_rate_hz === "number" ? event.sample_rate_hz : OUTPUT_RATE;
+          let bytes = Uint8Array.from(Buffer.from(str(event.delta) ?? "", "base64"));
+          // A sample split across two deltas is joined, not refused.
+          if (oddByte !== null) bytes = Uint8Array.from([oddByte, ...bytes]);
+          oddByte = bytes.byteLength % 2 === 1 ? (bytes[bytes.byteLength - 1] ?? 0) : null;
+          if (oddByte !== null) bytes = bytes.subarray(0, bytes.byteLength - 1);
+          if (rate !== OUTPUT_RATE && fromUpstream?.rate !== rate) {
+            fromUpstream = { rate, resampler: createResampler(rate, OUTPUT_RATE) };
+          }
           const audio =
-            rate === OUTPUT_RATE ? bytes : pcm16ToBytes(resamplePcm16(pcm16FromBytes(bytes), rate, OUTPUT_RATE));
+            rate === OUTPUT_RATE
+              ? bytes
+              : pcm16ToBytes(fromUpstream?.resampler.push(pcm16FromBytes(bytes)) ?? new Int16Array(0));
           pendingAudio = { audio, epoch: stampOf() };
           return;
         }
         case "response.output_audio_transcript.delta":
         case "response.audio_transcript.delta":
           if (pendingAudio !== null) flushAudio(str(event.delta) ?? "");
+          else transcriptAhead += str(event.delta) ?? "";
           return;
         case "response.output_audio.done":
         case "response.audio.done":
-          flushAudio("");
+          endAudio(stampOf());
           return;
         case "response.output_text.delta":
         case "response.text.delta":
@@ -360,14 +433,17 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           return;
         }
         case "response.done": {
-          flushAudio("");
-          const response = obj(event.response);
           const stamp = stampOf();
+          endAudio(stamp);
+          const response = obj(event.response);
+          const details = obj(response?.status_details);
           active = null;
           if (response?.status === "failed") {
-            const details = obj(response.status_details);
             const message = str(obj(details?.error)?.message) ?? "the upstream response failed";
             emit({ kind: "failure", epoch: stamp, message });
+          } else if (response?.status === "cancelled" || response?.status === "incomplete") {
+            // Cancelled upstream (its own VAD heard the user, say): ours is cancelled too, not completed.
+            emit({ kind: "cancelled", epoch: stamp, reason: str(details?.reason) ?? "upstream_cancelled" });
           } else {
             emit({ kind: "end_of_turn", epoch: stamp });
           }
@@ -458,6 +534,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             askedFor = unit.responseId;
             respondCount += 1;
             pendingRespond = { eventId: `evt_respond_${respondCount}`, epoch: unit.epoch };
+            lastCreateText = JSON.stringify({ ...respond(unit), event_id: pendingRespond.eventId });
             send({ ...respond(unit), event_id: pendingRespond.eventId });
             return;
           case "playback": {
@@ -528,6 +605,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
         if (closed) return;
         closed = true;
         clearTimeout(readyTimer);
+        if (keepalive !== null) clearInterval(keepalive);
         open.delete(runnerSession);
         if (socket.readyState === WebSocket.OPEN) {
           socket.send(JSON.stringify({ type: "session.close" }));
