@@ -44,7 +44,15 @@ export interface SessionConfig {
    * `session.update` that set it, and reach the runner through `configure` (reference, "Tier 2": ref_audio).
    */
   readonly refAudio: RefAudioInfo | null;
+  /**
+   * ms a response may go without model output before it ends failed (`response_timeout`): the deployment's
+   * `response_timeout_ms`, or the session's `extra_body.response_timeout_ms` (BEHAVIOUR.md, "Defaults and limits").
+   */
+  readonly responseTimeoutMs: number;
 }
+
+/** BEHAVIOUR.md, "Defaults and limits": response_timeout_ms. */
+export const DEFAULT_RESPONSE_TIMEOUT_MS = 30_000;
 
 /** A function tool (OpenAI `session.tools[]`): `parameters` is a JSON Schema object. */
 export interface ToolDefinition {
@@ -130,6 +138,7 @@ export interface SessionPatch {
   readonly maxResponseOutputTokens?: number | "inf";
   /** `null` removes the clip (refused where the profile requires one). */
   readonly refAudio?: RefAudioInput | null;
+  readonly responseTimeoutMs?: number;
 }
 
 /**
@@ -204,6 +213,7 @@ export const defaultSessionConfig = (
   model: string,
   capabilities: Capabilities,
   idleTimeoutS: number | null = 300,
+  responseTimeoutMs: number = DEFAULT_RESPONSE_TIMEOUT_MS,
 ): SessionConfig => ({
   model,
   instructions: "",
@@ -222,6 +232,7 @@ export const defaultSessionConfig = (
   toolChoice: "auto",
   maxResponseOutputTokens: "inf",
   refAudio: null,
+  responseTimeoutMs,
 });
 
 /**
@@ -235,6 +246,7 @@ export const withConfigDefaults = (config: SessionConfig): SessionConfig => ({
   toolChoice: config.toolChoice ?? "auto",
   maxResponseOutputTokens: config.maxResponseOutputTokens ?? "inf",
   refAudio: config.refAudio ?? null,
+  responseTimeoutMs: config.responseTimeoutMs ?? DEFAULT_RESPONSE_TIMEOUT_MS,
 });
 
 /** Input sample rates (Hz) a client may declare for pcm16 and pcm_f32le. */
@@ -427,5 +439,6 @@ export const applySessionPatch = (
     toolChoice,
     maxResponseOutputTokens: patch.maxResponseOutputTokens ?? config.maxResponseOutputTokens,
     refAudio,
+    responseTimeoutMs: patch.responseTimeoutMs ?? config.responseTimeoutMs,
   };
 };

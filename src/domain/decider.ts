@@ -9,7 +9,14 @@ import { appendAudio, commitInput } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
-import { applyStageOutput, cancelResponse, endSession, startResponse } from "./response-flow.ts";
+import {
+  applyStageOutput,
+  cancelResponse,
+  endSession,
+  responseProgressOf,
+  startResponse,
+  timeOutResponse,
+} from "./response-flow.ts";
 import { responseCreateRefusal } from "./response-options.ts";
 import { initialState, type SessionState } from "./state.ts";
 
@@ -209,7 +216,12 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
   switch (input.type) {
     case "SessionOpened": {
       if (state.phase !== "new") return [];
-      const defaults = defaultSessionConfig(input.data.model, input.data.capabilities, input.data.idleTimeoutS);
+      const defaults = defaultSessionConfig(
+        input.data.model,
+        input.data.capabilities,
+        input.data.idleTimeoutS,
+        input.data.responseTimeoutMs,
+      );
       // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
       const nativeDuplex = input.data.nativeDuplex ?? null;
       // `?native_duplex=` opts an opt_in model in or out of its native implementation; on any other model it is the
@@ -243,6 +255,11 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
     case "TimerFired": {
       if (state.phase !== "open") return [];
       const b = decisionBuilder(state);
+      if (input.data.timer === "response_timeout") {
+        // A response that moved on since the timer was armed is not stalled.
+        if (responseProgressOf(state) === input.data.progress) timeOutResponse(b, input.at);
+        return [...b.events];
+      }
       cancelResponse(b, input.at, "session_closed");
       b.push({
         type: "SessionClosed",

@@ -52,6 +52,7 @@ export const ERROR_CODES = {
   internal_error: server("Internal server error.", 1011),
   runtime_append_failed: server("The session log could not be appended to.", 1011),
   runtime_data_plane_stream_failed: server("The model stage failed."),
+  response_timeout: server("The model produced nothing for the response within response_timeout_ms."),
   upstream_unavailable: server("The upstream model server cannot be reached, or went away.", 1011),
   upstream_protocol_error: server("The upstream model server broke the protocol.", 1011),
   server_vad_unavailable: server("Server VAD is not available."),

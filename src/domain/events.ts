@@ -29,11 +29,24 @@ export type Input = (
         readonly idleTimeoutS: number | null;
         /** `?native_duplex=` of the connection: opts in or out of the model-native lane; null: the default. */
         readonly nativeDuplex: boolean | null;
+        /** The deployment's `response_timeout_ms` (absent in older logs: 30000). */
+        readonly responseTimeoutMs?: number;
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>
   | Message<"StageOutputReceived", { readonly output: StageOutput }>
-  | Message<"TimerFired", { readonly timer: "idle_ttl" | "disconnect_grace" }>
+  | Message<
+      "TimerFired",
+      | { readonly timer: "idle_ttl" | "disconnect_grace" }
+      | {
+          /**
+           * The active response made no progress for `response_timeout_ms`: `progress` is what it had made when the
+           * timer was armed (see `responseProgressOf`); a response that moved on since ignores the timer.
+           */
+          readonly timer: "response_timeout";
+          readonly progress: string;
+        }
+    >
   | Message<
       "AttachmentChanged",
       {
@@ -82,6 +95,7 @@ export interface SessionSnapshot {
 
 /** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
 export type EndReason =
+  | "response_timeout"
   | "barge_in"
   | "turn_detected"
   | "client_cancelled"

@@ -12,5 +12,6 @@ export * from "./input-flow.ts";
 export * from "./item-flow.ts";
 export * from "./playback.ts";
 export * from "./profiles.ts";
+export * from "./response-flow.ts";
 export * from "./stage.ts";
 export * from "./state.ts";

@@ -4,6 +4,7 @@ import type { EndReason, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
 import type { StageLossCode, StageOutput } from "./stage.ts";
+import type { SessionState } from "./state.ts";
 
 /**
  * The response lifecycle (BEHAVIOUR.md, "Turn-taking"; reference/realtime-duplex-api.md, "Response lifecycle"):
@@ -275,4 +276,36 @@ export const endSession = (
   b.push({ type: "RunnerFailed", data: { operation, code, message } });
   b.push(...settleEstimatedItems(b.state, at));
   b.push({ type: "SessionClosed", data: { reason: "runner_failed" } });
+};
+
+/**
+ * What the active response has made so far, as text: its id, audio generated (ms), text and function calls. The
+ * engine arms the response timer with it; a timer that fires with the same progress finds the response stalled.
+ */
+export const responseProgressOf = (state: SessionState): string | null => {
+  const response = state.response;
+  if (response === null) return null;
+  const audio = state.audio[response.itemId];
+  return `${response.id}:${audio?.ledger.generatedMs ?? 0}:${response.text?.length ?? -1}:${response.functionCalls.length}:${response.spoke}`;
+};
+
+/**
+ * Ends a response whose model made no progress for `response_timeout_ms` (BEHAVIOUR.md, "Defaults and limits"):
+ * the epoch advances (the engine aborts the runner's old epoch), the response ends failed with `response_timeout`,
+ * history keeps what was heard, and the next turn works.
+ */
+export const timeOutResponse = (b: DecisionBuilder, at: number): void => {
+  const response = b.state.response;
+  if (response === null) return;
+  b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason: "response_timeout" } });
+  const event = ending(b, "failed", "response_timeout", {
+    code: "response_timeout",
+    message: `the model produced nothing for ${b.state.config.responseTimeoutMs} ms; the response was ended`,
+  });
+  if (event === null) return;
+  b.push(event);
+  const ended = b.state.audio[event.data.itemId];
+  if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
+  b.push(...settleUnspoken(response, "failed"));
+  announceSpeech(b);
 };

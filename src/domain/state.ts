@@ -137,6 +137,7 @@ export const initialState: SessionState = {
     toolChoice: "auto",
     maxResponseOutputTokens: "inf",
     refAudio: null,
+    responseTimeoutMs: 30_000,
   },
   capabilities: NO_CAPABILITIES,
   epoch: 0,

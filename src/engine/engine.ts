@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Capabilities, DomainEvent, SessionId } from "../domain/index.ts";
+import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { foldLog, type RecoveredLog, STREAM_PREFIX } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
@@ -14,6 +14,8 @@ export interface EngineLimits {
   readonly maxPendingInputBytes: number;
   /** Commits that may wait in a session's mailbox (4). */
   readonly maxPendingTurns: number;
+  /** ms a response may go without model output before it ends failed (30000); a session may set its own. */
+  readonly responseTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: EngineLimits = {
@@ -22,6 +24,7 @@ export const DEFAULT_LIMITS: EngineLimits = {
   disconnectGraceS: 30,
   maxPendingInputBytes: 16 * 1024 * 1024,
   maxPendingTurns: 4,
+  responseTimeoutMs: 30_000,
 };
 
 export interface EngineDeps {
@@ -156,6 +159,27 @@ export const createEngine = (deps: EngineDeps): Engine => {
       },
       recovered,
     );
+    // The response timer: re-armed whenever the active response makes progress, cleared when none is active
+    // (BEHAVIOUR.md, "Defaults and limits": response_timeout_ms). Its firing is an input, decided like any other.
+    let armed: { progress: string; timer: NodeJS.Timeout } | null = null;
+    host.events$.subscribe({
+      next: () => {
+        const progress = responseProgressOf(host.current);
+        if (progress === armed?.progress) return;
+        if (armed !== null) clearTimeout(armed.timer);
+        armed = null;
+        if (progress === null) return;
+        const timer = setTimeout(
+          () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "response_timeout", progress } }),
+          host.current.config.responseTimeoutMs,
+        );
+        timer.unref();
+        armed = { progress, timer };
+      },
+      complete: () => {
+        if (armed !== null) clearTimeout(armed.timer);
+      },
+    });
     // A session.update may change idle_timeout_s: re-arm the idle timer with the new value once it is decided.
     host.events$.subscribe((envelope) => {
       if (envelope.event.type === "SessionConfigured") engine.touch(host);
@@ -201,6 +225,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           nativeDuplex: options.nativeDuplex ?? (deps.sessionMode === "turn" ? false : null),
           resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
           idleTimeoutS: limits.idleTtlS,
+          responseTimeoutMs: limits.responseTimeoutMs,
         },
       });
       engine.touch(host);

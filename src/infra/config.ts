@@ -49,6 +49,8 @@ export const configSchema = z
           .positive()
           .default(16 * 1024 * 1024),
         max_pending_turns_per_session: z.number().int().positive().default(4),
+        /** ms a response may go without model output before it ends failed (`response_timeout`). */
+        response_timeout_ms: z.number().int().min(100).default(30_000),
       })
       .strict()
       .prefault({}),

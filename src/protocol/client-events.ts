@@ -110,6 +110,8 @@ export const sessionSchema = z.object({
       /** Deprecated alias of native_duplex (reference, "Endpoint and transport"). */
       minicpmo45_native_duplex: z.boolean().optional(),
       ref_audio: z.string().nullable().optional(),
+      /** ms a response may go without model output before it ends failed (`response_timeout`). */
+      response_timeout_ms: z.number().int().min(100).max(600_000).optional(),
     })
     .optional(),
 });

@@ -133,7 +133,11 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
       played_ms: Math.floor(ctx.view?.playback.playedMs ?? 0),
       committed_ms: Math.floor(ctx.view?.playback.committedMs ?? 0),
     },
-    extra_body: { auto_response: config.autoResponse, native_duplex: config.nativeDuplex },
+    extra_body: {
+      auto_response: config.autoResponse,
+      native_duplex: config.nativeDuplex,
+      response_timeout_ms: config.responseTimeoutMs,
+    },
     capabilities: capabilitiesJson(ctx.capabilities, config),
   };
 };

@@ -159,6 +159,9 @@ export const sessionPatchOf = (
   const noise = session.audio?.input?.noise_reduction ?? session.input_audio_noise_reduction;
   if (noise !== undefined) patch.inputNoiseReduction = noise;
   if (session.extra_body?.auto_response !== undefined) patch.autoResponse = session.extra_body.auto_response;
+  if (session.extra_body?.response_timeout_ms !== undefined) {
+    patch.responseTimeoutMs = session.extra_body.response_timeout_ms;
+  }
   // `native_duplex` (deprecated alias minicpmo45_native_duplex): what it means is the domain's (applySessionPatch).
   const native = session.extra_body?.native_duplex ?? session.extra_body?.minicpmo45_native_duplex;
   if (native !== undefined) patch.nativeDuplex = native;

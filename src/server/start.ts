@@ -62,6 +62,7 @@ export const startServer = async (
       disconnectGraceS: config.duplex_session.disconnect_grace_s,
       maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
       maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
+      responseTimeoutMs: config.duplex_session.response_timeout_ms,
     },
   });
   const recovered = await engine.recover();

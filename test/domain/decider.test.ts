@@ -85,6 +85,7 @@ describe("session opening", () => {
       toolChoice: "auto",
       maxResponseOutputTokens: "inf",
       refAudio: null,
+      responseTimeoutMs: 30000,
     });
   });
 

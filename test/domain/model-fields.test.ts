@@ -11,6 +11,7 @@ import {
   MODEL_PROFILES,
   type RefAudioInput,
   type ResponseId,
+  responseProgressOf,
   type SessionState,
   withProfile,
 } from "../../src/domain/index.ts";
@@ -460,5 +461,36 @@ describe("a runner that breaks its contract", () => {
     given(opened(), command({ type: "session.close", eventId: null }))
       .when({ type: "RunnerFaulted", at: 5, data: { operation: "close", message: "boom" } })
       .thenNothing();
+  });
+});
+
+describe("a stalled model (BEHAVIOUR.md, Defaults and limits: response_timeout_ms)", () => {
+  const progress = (state: SessionState) => responseProgressOf(state) ?? "";
+
+  it("ends a response that made no progress since its timer was armed: failed with response_timeout, epoch + 1", () => {
+    const started = given(opened(), command(create()), stage(audio(200, "hel")));
+    const w = started.when({
+      type: "TimerFired",
+      at: 9,
+      data: { timer: "response_timeout", progress: progress(started.state) },
+    });
+    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded", "HistoryCommitted"]);
+    expect(w.events[1]).toMatchObject({
+      data: { status: "failed", reason: "response_timeout", error: { code: "response_timeout" } },
+    });
+    expect(w.after.epoch).toBe(1);
+    expect(w.after.response).toBeNull();
+  });
+
+  it("ignores a timer armed before the response moved on", () => {
+    const before = given(opened(), command(create()), stage(audio(200, "hel"))).state;
+    given(opened(), command(create()), stage(audio(200, "hel")), stage(audio(200, "lo")))
+      .when({ type: "TimerFired", at: 9, data: { timer: "response_timeout", progress: progress(before) } })
+      .thenNothing();
+  });
+
+  it("takes a session's own response_timeout_ms from extra_body", () => {
+    const w = given(opened()).when(command(update({ responseTimeoutMs: 500 })));
+    expect(w.after.config.responseTimeoutMs).toBe(500);
   });
 });

@@ -290,6 +290,7 @@ describe("session.update audio formats", () => {
       toolChoice: "auto" as const,
       maxResponseOutputTokens: "inf" as const,
       refAudio: null,
+      responseTimeoutMs: 30000,
     });
     const capabilities = {
       implementationLevel: "turn_based" as const,

@@ -248,7 +248,7 @@ describe("rendering what is in force", () => {
       config: { ...defaultSessionConfig("m", minicpmo), nativeDuplex: true },
     });
     expect(native.capabilities).toMatchObject({ implementation_level: "model_native_duplex" });
-    expect(native.extra_body).toEqual({ auto_response: true, native_duplex: true });
+    expect(native.extra_body).toEqual({ auto_response: true, native_duplex: true, response_timeout_ms: 30000 });
   });
 
   it("renders an out-of-band response without any conversation.item event", () => {
