@@ -54,7 +54,7 @@ describe("response_timeout_ms", () => {
     // Nothing of the stalled turn came after its end (its epoch was aborted).
     const second = await client.waitFor("response.done", { since });
     expect(second.response).toMatchObject({ status: "completed" });
-    const id = String((client.received[0]?.event.session as { id: string }).id);
+    const id = String(((client.received[0]?.event.session ?? {}) as { id?: string }).id);
     await client.close();
     expect(replayEntries(await server.store.read(streamOf(id))).ok).toBe(true);
   });
