@@ -154,6 +154,13 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
     endSession(b, at, "emit", "runtime_data_plane_stream_failed", message);
     return;
   }
+  // A transcript of the user's own words belongs to their item, not to a response: no epoch drops it.
+  if (output.kind === "input_transcript") {
+    const named = output.itemId === undefined ? undefined : b.state.history.find((h) => h.id === output.itemId);
+    const itemId = named?.role === "user" ? named.id : output.itemId === undefined ? lastUserItem(b) : null;
+    if (itemId !== null) b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
+    return;
+  }
   if (output.epoch !== b.state.epoch) return;
   switch (output.kind) {
     case "upstream_session":
@@ -226,11 +233,6 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
           },
         },
       });
-      return;
-    }
-    case "input_transcript": {
-      const itemId = lastUserItem(b);
-      if (itemId !== null) b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
       return;
     }
     case "end_of_turn":

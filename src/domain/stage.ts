@@ -35,8 +35,13 @@ export type StageOutput =
   | {
       readonly kind: "input_transcript";
       readonly epoch: number;
-      /** What the model heard in the last committed user item. */
+      /** What the model heard of a committed user item. */
       readonly transcript: string;
+      /**
+       * The user item it transcribes (from the commit unit); absent: the last committed one. A transcript belongs to
+       * its item whatever was committed or cancelled since (BEHAVIOUR.md, "Turn-taking").
+       */
+      readonly itemId?: string;
     }
   | { readonly kind: "end_of_turn"; readonly epoch: number }
   | {
@@ -142,7 +147,12 @@ export type RunnerUnit =
       /** Camera frames (JPEG or PNG bytes) riding the append; only on a model that consumes video. */
       readonly videoFrames?: readonly Uint8Array[];
     }
-  | { readonly kind: "commit"; readonly epoch: number }
+  | {
+      readonly kind: "commit";
+      readonly epoch: number;
+      /** The user item the commit made (absent in older callers): a transcript of it names this item. */
+      readonly itemId?: ItemId;
+    }
   | {
       readonly kind: "respond";
       readonly epoch: number;

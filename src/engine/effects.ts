@@ -76,7 +76,7 @@ export const effectsOf = (
         }
         break;
       case "InputCommitted":
-        effects.push({ kind: "submit", unit: { kind: "commit", epoch: after.epoch } });
+        effects.push({ kind: "submit", unit: { kind: "commit", epoch: after.epoch, itemId: event.data.itemId } });
         break;
       case "ResponseStarted":
         if (event.data.source !== "model") {

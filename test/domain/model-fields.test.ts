@@ -494,3 +494,35 @@ describe("a stalled model (BEHAVIOUR.md, Defaults and limits: response_timeout_m
     expect(w.after.config.responseTimeoutMs).toBe(500);
   });
 });
+
+describe("input transcripts (BEHAVIOUR.md, Turn-taking: a transcript belongs to the item it transcribes)", () => {
+  const U2 = "item_01234567_u2";
+  const transcript = (itemId: string, text: string, epoch = 0) =>
+    stage({ kind: "input_transcript", epoch, transcript: text, itemId });
+  const turnLane = [opened(), command(update({ autoResponse: false }))];
+
+  it("attaches each transcript to the item it names, whatever was committed since", () => {
+    const w = given(
+      ...turnLane,
+      command(append(320, 0)),
+      command({ type: "input_audio_buffer.commit", eventId: null, createResponse: false }),
+      command(append(320, 0)),
+      command({ type: "input_audio_buffer.commit", eventId: null, createResponse: false }),
+      transcript(U1, "first words"),
+    ).when(transcript(U2, "second words"));
+    w.then([{ type: "InputTranscribed", data: { itemId: U2, transcript: "second words" } }]);
+    expect(history(w.after, U1)?.text).toBe("first words");
+    expect(history(w.after, U2)?.text).toBe("second words");
+  });
+
+  it("keeps a transcript that arrives after a cancel advanced the epoch", () => {
+    const w = given(
+      ...turnLane,
+      command(append(320, 0)),
+      command({ type: "input_audio_buffer.commit", eventId: null, createResponse: false }),
+      command(create()),
+      command(cancel()),
+    ).when(transcript(U1, "my own words", 0));
+    w.then([{ type: "InputTranscribed", data: { itemId: U1, transcript: "my own words" } }]);
+  });
+});

@@ -155,7 +155,12 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     return samples;
   };
 
-  const beatsOf = (scripted: ScriptAction, epoch: number, fill: (text: string) => string): Beat[] => {
+  const beatsOf = (
+    scripted: ScriptAction,
+    epoch: number,
+    fill: (text: string) => string,
+    itemId: string | undefined,
+  ): Beat[] => {
     const action =
       scripted.kind === "speak" || scripted.kind === "text" ? { ...scripted, text: fill(scripted.text) } : scripted;
     switch (action.kind) {
@@ -188,7 +193,17 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
           },
         ];
       case "input_transcript":
-        return [{ delayMs: 0, output: { kind: "input_transcript", epoch, transcript: action.transcript } }];
+        return [
+          {
+            delayMs: 0,
+            output: {
+              kind: "input_transcript",
+              epoch,
+              transcript: action.transcript,
+              ...(itemId === undefined ? {} : { itemId }),
+            },
+          },
+        ];
       case "listen":
         return [{ delayMs: 0, output: { kind: "listen", epoch, reason: action.reason } }];
       case "fail":
@@ -278,19 +293,29 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
     const trigger = (on: ScriptTrigger, unitEpoch: number, unit: RunnerUnit | null = null): void => {
       const turn = pickTurn(on, unit);
       if (turn === null) return;
-      const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch, fill));
+      const itemId = unit?.kind === "commit" ? unit.itemId : undefined;
+      const beats = turn.actions.flatMap((action) => beatsOf(action, unitEpoch, fill, itemId));
       queued.push({ epoch: unitEpoch, beats, next: 0 });
       startNext();
     };
 
     const dropOlderThan = (newEpoch: number): void => {
       epoch = Math.max(epoch, newEpoch);
+      const dropped: Playback[] = [];
       if (playing !== null && playing.epoch < epoch) {
         if (timer !== null) clearTimeout(timer);
         timer = null;
+        dropped.push(playing);
         playing = null;
       }
+      dropped.push(...queued.filter((turn) => turn.epoch < epoch));
       queued = queued.filter((turn) => turn.epoch >= epoch);
+      // A transcript of the user's words is not part of what was cancelled: it still goes out.
+      for (const turn of dropped) {
+        for (const beat of turn.beats.slice(turn.next)) {
+          if (beat.output?.kind === "input_transcript") emit(beat.output);
+        }
+      }
       startNext();
     };
 
@@ -305,7 +330,7 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             return;
           }
           case "commit":
-            trigger("commit", unit.epoch);
+            trigger("commit", unit.epoch, unit);
             return;
           case "respond":
             trigger("respond", unit.epoch, unit);

@@ -137,6 +137,9 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
     let respondCount = 0;
     let lastCreateText: string | null = null;
     let awaitingResumeAck = false;
+    /** Our user items by the upstream's (from its input_audio_buffer.committed), for transcripts. */
+    const commits: string[] = [];
+    const itemOf = new Map<string, string>();
     const toOpenAi: StreamResampler | null =
       options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
 
@@ -424,9 +427,23 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           emit({ kind: "tool_call", epoch: stampOf(), callId: null, name: null, arguments: str(raw.arguments) ?? "" });
           return;
         }
-        case "conversation.item.input_audio_transcription.completed":
-          emit({ kind: "input_transcript", epoch, transcript: str(event.transcript) ?? "" });
+        case "input_audio_buffer.committed": {
+          // The upstream's item for our next commit: its transcript will name it.
+          const ours = commits.shift();
+          const theirs = str(event.item_id);
+          if (ours !== undefined && theirs !== null) itemOf.set(theirs, ours);
           return;
+        }
+        case "conversation.item.input_audio_transcription.completed": {
+          const itemId = itemOf.get(str(event.item_id) ?? "");
+          emit({
+            kind: "input_transcript",
+            epoch,
+            transcript: str(event.transcript) ?? "",
+            ...(itemId === undefined ? {} : { itemId }),
+          });
+          return;
+        }
         case "response.listen": {
           const metadata = obj(obj(event.response)?.metadata);
           emit({ kind: "listen", epoch: stampOf(), reason: str(metadata?.reason) ?? "model_listen" });
@@ -528,6 +545,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             return;
           }
           case "commit":
+            if (unit.itemId !== undefined) commits.push(unit.itemId);
             send({ type: "input_audio_buffer.commit" });
             return;
           case "respond":
