@@ -26,7 +26,8 @@ const nextUserItemId = (state: SessionState): ItemId =>
  * Seals the buffered audio into a user item and, in the turn lane when asked, opens a response
  * (BEHAVIOUR.md scenario 5). The caller has checked that the buffer is not empty. `atMs` is the commit point on
  * the input clock: the end of the speech for a server-VAD commit (audio after it stays buffered and the endpointer
- * goes on), or null for a client commit of everything buffered (the endpointer resets).
+ * goes on), or null for a client commit of everything buffered (the endpointer resets). `speechFromMs`: where a
+ * server-VAD commit's speech started (prefix padding included); the item holds nothing buffered before it.
  */
 export const commitInput = (
   b: DecisionBuilder,
@@ -35,10 +36,13 @@ export const commitInput = (
   source: "client" | "turn_detection",
   atMs: number | null = null,
   itemId: ItemId | null = null,
+  speechFromMs: number | null = null,
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
   const s = b.state;
-  const bufferStartMs = s.input.clockMs - s.input.bufferedMs;
+  // A server-VAD commit holds the utterance: from its start (minus the prefix padding) to its stop, not whatever
+  // silence was buffered before it (issue 8: 13 minutes of silence made an item of 782784 ms).
+  const bufferStartMs = Math.max(s.input.clockMs - s.input.bufferedMs, speechFromMs ?? Number.NEGATIVE_INFINITY);
   const commitMs = atMs === null ? s.input.clockMs : Math.min(s.input.clockMs, Math.max(bufferStartMs, atMs));
   b.push({
     type: "InputCommitted",
@@ -100,12 +104,13 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       });
     } else {
       const itemId = nextUserItemId(b.state);
+      const speechFromMs = b.state.input.speechStartMs;
       b.push({
         type: "SpeechStopped",
         data: { itemId, audioEndMs: event.audioEndMs, announced: b.state.input.speechAnnounced },
       });
       if (b.state.config.turnDetection !== null && b.state.input.bufferedBytes > 0) {
-        commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId);
+        commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId, speechFromMs);
       }
     }
   }

@@ -19,6 +19,7 @@ import { type Effect, effectsOf } from "../../src/engine/effects.ts";
 import {
   ack,
   append,
+  appendFrames,
   audio,
   cancel,
   command,
@@ -524,5 +525,24 @@ describe("input transcripts (BEHAVIOUR.md, Turn-taking: a transcript belongs to 
       command(cancel()),
     ).when(transcript(U1, "my own words", 0));
     w.then([{ type: "InputTranscribed", data: { itemId: U1, transcript: "my own words" } }]);
+  });
+});
+
+describe("a server-VAD commit after a long silence (issue 8: no unbounded item)", () => {
+  it("holds the utterance (its start minus the prefix padding, to its stop), not the silence before it", () => {
+    const frames = (p: number, n: number) => Array.from({ length: n }, () => p);
+    const w = given(
+      opened(),
+      command(update({ turnDetection: { type: "server_vad", createResponse: false } })),
+      command(appendFrames(frames(0, 600))),
+      command(appendFrames(frames(0.9, 30))),
+    ).when(command(appendFrames(frames(0, 25))));
+    const committed = w.events.find((e) => e.type === "InputCommitted");
+    expect(committed).toBeDefined();
+    const audioMs = committed?.type === "InputCommitted" ? committed.data.audioMs : 0;
+    // 30 frames of speech (960 ms) + 300 ms prefix padding + the silence until the stop (500 ms), never the
+    // 19 s of silence before it.
+    expect(audioMs).toBeGreaterThanOrEqual(960 + 300);
+    expect(audioMs).toBeLessThanOrEqual(960 + 300 + 600);
   });
 });
