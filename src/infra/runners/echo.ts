@@ -85,13 +85,17 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
       keptFromMs += (drop * 1000) / INPUT_RATE;
     };
 
-    /** Utterances waiting for the current response to finish: one response each, in order. */
+    /**
+     * The utterance waiting for the current response to finish: the latest one heard. Utterances heard while it
+     * speaks are coalesced, not queued without bound (issue 8: a queue of every utterance grew the process without
+     * end and answered ever older speech).
+     */
     let queued: { utterance: Int16Array; epoch: number }[] = [];
     let speaking = false;
 
     const speak = (utterance: Int16Array, unitEpoch: number): void => {
       if (speaking) {
-        queued.push({ utterance, epoch: unitEpoch });
+        queued = [{ utterance, epoch: unitEpoch }];
         return;
       }
       speaking = true;
