@@ -84,17 +84,25 @@ const ending = (
   };
 };
 
-/** Ends the active response: `completed` at end of turn, `failed` on a model failure. Settles its history. */
-export const endResponse = (
+/**
+ * Ends the active response with `status`: the epoch first advances when `advanceEpoch` (the engine aborts the
+ * runner's old epoch), then `ResponseEnded`, the history of what was heard by `at`, and any held-back speech.
+ * Does nothing when no response is active.
+ */
+const finishResponse = (
   b: DecisionBuilder,
   at: number,
-  status: "completed" | "failed",
+  status: "completed" | "cancelled" | "failed",
   reason: EndReason | null,
   error: { code: ErrorCode; message: string } | null,
+  advanceEpoch: EndReason | null,
 ): void => {
   const response = b.state.response;
+  if (response === null) return;
+  if (advanceEpoch !== null)
+    b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason: advanceEpoch } });
   const event = ending(b, status, reason, error);
-  if (event === null || response === null) return;
+  if (event === null) return;
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
   if (ended !== undefined) b.push(...settleItem(b.state, ended, at, status === "completed"));
@@ -102,23 +110,22 @@ export const endResponse = (
   announceSpeech(b);
 };
 
+/** Ends the active response: `completed` at end of turn, `failed` on a model failure. Settles its history. */
+export const endResponse = (
+  b: DecisionBuilder,
+  at: number,
+  status: "completed" | "failed",
+  reason: EndReason | null,
+  error: { code: ErrorCode; message: string } | null,
+): void => finishResponse(b, at, status, reason, error, null);
+
 /**
  * Cancels the active response atomically: the epoch advances (the engine aborts the runner's old epoch), the
  * response ends `cancelled` with `reason`, and history keeps what was heard by `at` (BEHAVIOUR.md, "Barge-in and
  * cancel are atomic"). Does nothing when no response is active.
  */
-export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void => {
-  if (b.state.response === null) return;
-  const response = b.state.response;
-  b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason } });
-  const event = ending(b, "cancelled", reason, null);
-  if (event === null) return;
-  b.push(event);
-  const ended = b.state.audio[event.data.itemId];
-  if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
-  b.push(...settleUnspoken(response, "cancelled"));
-  announceSpeech(b);
-};
+export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void =>
+  finishResponse(b, at, "cancelled", reason, null, reason);
 
 const ensureResponse = (b: DecisionBuilder, at: number): void => {
   if (b.state.response === null) startResponse(b, at, "model", null);
@@ -296,18 +303,15 @@ export const responseProgressOf = (state: SessionState): string | null => {
  * the epoch advances (the engine aborts the runner's old epoch), the response ends failed with `response_timeout`,
  * history keeps what was heard, and the next turn works.
  */
-export const timeOutResponse = (b: DecisionBuilder, at: number): void => {
-  const response = b.state.response;
-  if (response === null) return;
-  b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason: "response_timeout" } });
-  const event = ending(b, "failed", "response_timeout", {
-    code: "response_timeout",
-    message: `the model produced nothing for ${b.state.config.responseTimeoutMs} ms; the response was ended`,
-  });
-  if (event === null) return;
-  b.push(event);
-  const ended = b.state.audio[event.data.itemId];
-  if (ended !== undefined) b.push(...settleItem(b.state, ended, at, false));
-  b.push(...settleUnspoken(response, "failed"));
-  announceSpeech(b);
-};
+export const timeOutResponse = (b: DecisionBuilder, at: number): void =>
+  finishResponse(
+    b,
+    at,
+    "failed",
+    "response_timeout",
+    {
+      code: "response_timeout",
+      message: `the model produced nothing for ${b.state.config.responseTimeoutMs} ms; the response was ended`,
+    },
+    "response_timeout",
+  );

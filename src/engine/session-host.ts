@@ -166,25 +166,24 @@ export class SessionHost {
     return true;
   }
 
-  /**
-   * Checks a resume token against the current one and, when it matches, rotates it at once: of two concurrent
-   * resumes with the same token exactly one wins (BEHAVIOUR.md, "Resume"). Returns the new generation, or null.
-   * `tokenSha256` and `newTokenSha256` are hex SHA-256 digests; `equal` compares in constant time.
-   */
   /** Whether `tokenSha256` (hex) is the current token's digest, without claiming anything; `equal` is constant-time. */
   holdsToken(tokenSha256: string, equal: (a: string, b: string) => boolean): boolean {
     const current = this.claimedTokenSha256 ?? this.state.resumeTokenSha256;
     return !this.isClosed && current !== null && equal(tokenSha256, current);
   }
 
+  /**
+   * Checks a resume token against the current one and, when it matches, rotates it at once: of two concurrent
+   * resumes with the same token exactly one wins (BEHAVIOUR.md, "Resume"). Returns the new generation, or null.
+   * `tokenSha256` and `newTokenSha256` are hex SHA-256 digests; `equal` compares in constant time.
+   */
   claim(
     tokenSha256: string,
     newToken: string,
     newTokenSha256: string,
     equal: (a: string, b: string) => boolean,
   ): number | null {
-    const current = this.claimedTokenSha256 ?? this.state.resumeTokenSha256;
-    if (this.isClosed || current === null || !equal(tokenSha256, current)) return null;
+    if (!this.holdsToken(tokenSha256, equal)) return null;
     this.claimedGeneration += 1;
     this.claimedTokenSha256 = newTokenSha256;
     this.token = newToken;
