@@ -12,6 +12,11 @@ import { startTestServer } from "../support/server.ts";
  */
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 type Frame = { type: string; event_id?: string; response_id?: string } & Record<string, unknown>;
+type Peer = {
+  send(event: Record<string, unknown>): void;
+  sendRaw(text: string): void;
+  readonly state: Record<string, unknown>;
+};
 
 const sessionIdOf = (client: RealtimeClient): string =>
   String(
@@ -34,20 +39,29 @@ describe("the upstream runner against a misbehaving upstream", () => {
     for (const cleanup of cleanups.splice(0)) await cleanup();
   });
 
-  /** A fake upstream: `onFrame` answers each frame of a connection (`send` sends one event back). */
-  const fakeUpstream = async (onFrame: (frame: Frame, send: (e: Record<string, unknown>) => void) => void) => {
+  /**
+   * A fake upstream: it opens a session at a connection's first session.update, and `onFrame` answers each frame
+   * through `peer` (`send` one event, `sendRaw` any text; `state` is the connection's own).
+   */
+  const fakeUpstream = async (onFrame: (frame: Frame, peer: Peer) => void) => {
     const fake = new WebSocketServer({ host: "127.0.0.1", port: 0 });
     cleanups.push(() => new Promise((resolve) => fake.close(() => resolve())));
     const received: Frame[] = [];
     fake.on("connection", (socket: WsSocket) => {
-      const send = (e: Record<string, unknown>) => socket.send(JSON.stringify(e));
+      const peer: Peer = {
+        send: (e) => socket.send(JSON.stringify(e)),
+        sendRaw: (text) => socket.send(text),
+        state: {},
+      };
+      let opened = false;
       socket.on("message", (data) => {
         const frame = JSON.parse(data.toString()) as Frame;
         received.push(frame);
-        if (frame.type === "session.update" && received.filter((f) => f.type === "session.update").length === 1) {
-          send({ type: "session.created", session: { id: "sess_fake" } });
+        if (frame.type === "session.update" && !opened) {
+          opened = true;
+          peer.send({ type: "session.created", session: { id: "sess_fake" } });
         }
-        onFrame(frame, send);
+        onFrame(frame, peer);
       });
     });
     await new Promise((resolve) => fake.once("listening", resolve));
@@ -67,7 +81,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
     replayEntries(await a.store.read(streamOf(sessionIdOf(client)))).ok;
 
   it("a cancel before the upstream's response.created cancels that response there, and nothing of it follows", async () => {
-    const upstream = await fakeUpstream((frame, send) => {
+    const upstream = await fakeUpstream((frame, { send }) => {
       if (frame.type !== "response.create") return;
       setTimeout(() => {
         send({ type: "response.created", response: { id: "resp_up_1" } });
@@ -91,7 +105,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
   });
 
   it("audio at an unusable rate fails only that session, with upstream_protocol_error; the server goes on", async () => {
-    const upstream = await fakeUpstream((frame, send) => {
+    const upstream = await fakeUpstream((frame, { send }) => {
       if (frame.type !== "response.create") return;
       send({ type: "response.created", response: { id: "resp_up_1" } });
       send({ type: "response.output_audio.delta", delta: AUDIO, sample_rate_hz: 0 });
@@ -107,7 +121,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
   });
 
   it("transcript text streamed ahead of its audio (as OpenAI does) is all kept; audio at 16 kHz is resampled whole", async () => {
-    const upstream = await fakeUpstream((frame, send) => {
+    const upstream = await fakeUpstream((frame, { send }) => {
       if (frame.type !== "response.create") return;
       send({ type: "response.created", response: { id: "resp_up_1" } });
       send({ type: "response.audio_transcript.delta", delta: "Hello " });
@@ -134,7 +148,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
   });
 
   it("the upstream's own cancel (its VAD heard the user) ends our response cancelled, not completed", async () => {
-    const upstream = await fakeUpstream((frame, send) => {
+    const upstream = await fakeUpstream((frame, { send }) => {
       if (frame.type !== "response.create") return;
       send({ type: "response.created", response: { id: "resp_up_1" } });
       send({ type: "response.speak" });
@@ -209,5 +223,123 @@ describe("the upstream runner against a misbehaving upstream", () => {
     expect(done.response).toMatchObject({ status: "completed" });
     expect(client.types()).not.toContain("error");
     expect(await replays(a, client)).toBe(true);
+  });
+
+  it("fencing: late upstream audio of a cancelled response is dropped, and the drop is in the log", async () => {
+    // A fake upstream that keeps talking after a cancel: two more deltas of the old response, then its done.
+    const upstream = await fakeUpstream((frame, { send }) => {
+      if (frame.type === "response.create") {
+        send({ type: "response.created", response: { id: "resp_up_1" } });
+        send({ type: "response.speak" });
+        send({ type: "response.output_audio.delta", delta: AUDIO });
+        send({ type: "response.output_audio_transcript.delta", delta: "Before " });
+      }
+      if (frame.type === "response.cancel") {
+        for (const text of ["late ", "words."]) {
+          send({ type: "response.output_audio.delta", delta: AUDIO });
+          send({ type: "response.output_audio_transcript.delta", delta: text });
+        }
+        send({ type: "response.done", response: { id: "resp_up_1", status: "cancelled" } });
+      }
+    });
+    const { a, client } = await front(upstream.url);
+    await ask(client, { type: "response.create" }, "response.output_audio_transcript.delta");
+    const done = await ask(client, { type: "response.cancel" }, "response.done");
+    expect(done.response).toMatchObject({ status: "cancelled" });
+    // The late events reach A's log as inputs, and nothing of them reaches the client.
+    const id = sessionIdOf(client);
+    await expect
+      .poll(async () =>
+        (await a.store.read(streamOf(id))).filter(
+          (e) => e.type === "StageOutputReceived" && (e.data as { output: { kind: string } }).output.kind === "audio",
+        ),
+      )
+      .toHaveLength(3);
+    const after = client.received.slice(client.received.findIndex((r) => r.event.type === "response.done"));
+    expect(after.map((r) => r.event.type)).not.toContain("response.output_audio.delta");
+    const deltas = client.received.filter((r) => r.event.type === "response.output_audio_transcript.delta");
+    expect(deltas.map((r) => r.event.delta)).toEqual(["Before "]);
+    const entries = await a.store.read(streamOf(id));
+    expect(entries.filter((e) => e.type === "AudioDelivered")).toHaveLength(1);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it("an upstream refusal of the response A asked for fails that response, and the session goes on", async () => {
+    const upstream = await fakeUpstream((frame, { send }) => {
+      if (frame.type !== "response.create") return;
+      send({
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          code: "response_already_active",
+          message: "busy",
+          event_id: frame.event_id,
+        },
+      });
+    });
+    const { a, client } = await front(upstream.url);
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({
+      status: "failed",
+      status_details: {
+        error: { message: expect.stringContaining("refused response.create: response_already_active") },
+      },
+    });
+    const beat = await ask(client, { type: "session.heartbeat" }, "session.heartbeat_ack");
+    expect(beat.type).toBe("session.heartbeat_ack");
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it("garbage: only the session whose upstream sent it fails, with upstream_protocol_error", async () => {
+    // It answers response.create with a short spoken response, and for a session whose instructions say "garbage"
+    // sends a frame that is not JSON instead.
+    const upstream = await fakeUpstream((frame, { send, sendRaw, state }) => {
+      if (frame.type === "session.update") {
+        state.garbage ||= (frame.session as { instructions?: string } | undefined)?.instructions === "garbage";
+      }
+      if (frame.type !== "response.create") return;
+      if (state.garbage === true) {
+        sendRaw("{not json");
+        return;
+      }
+      send({ type: "response.created", response: { id: "resp_up_1" } });
+      send({ type: "response.speak" });
+      send({ type: "response.output_audio.delta", delta: AUDIO, sample_rate_hz: 24000 });
+      send({ type: "response.output_audio_transcript.delta", delta: "Fine." });
+      send({ type: "response.done", response: { id: "resp_up_1", status: "completed" } });
+    });
+    const a = await startTestServer({ runner: { kind: "upstream", url: upstream.url, dialect: "duplex" } });
+    servers.push(a);
+    const open = async (instructions: string) => {
+      const client = await RealtimeClient.connect(a.url);
+      client.send({ type: "session.update", session: { instructions } });
+      await client.waitFor("session.updated", { since: 0 });
+      await ask(
+        client,
+        {
+          type: "conversation.item.create",
+          item: { type: "message", role: "user", content: [{ type: "input_text", text: "hi" }] },
+        },
+        "conversation.item.done",
+      );
+      return client;
+    };
+    const bad = await open("garbage");
+    const good = await open("be good");
+    bad.send({ type: "response.create" });
+    good.send({ type: "response.create" });
+    const error = await bad.waitFor("error", { since: 0 });
+    expect(error.error).toMatchObject({ code: "upstream_protocol_error" });
+    await bad.waitFor("session.closed", { since: 0 });
+    const done = await good.waitFor("response.done", { since: 0 });
+    expect(done.response).toMatchObject({ status: "completed" });
+    const transcript = await good.waitFor("response.output_audio_transcript.done", { since: 0 });
+    expect(transcript.transcript).toBe("Fine.");
+    expect(good.types()).not.toContain("error");
+    await good.close();
+    expect(await replays(a, bad)).toBe(true);
+    expect(await replays(a, good)).toBe(true);
   });
 });
