@@ -12,6 +12,7 @@ import {
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
 import { bytesPerSample, decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
+import { base64ByteLength, isStandardBase64 } from "./base64.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
 import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
@@ -76,8 +77,6 @@ const invalid = (
   param: string | null = null,
 ): DecodedFrame => ({ type: "invalid", eventId, code, message, param, eventType });
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
 const firstIssue = (error: z.ZodError): { param: string; message: string } => {
   const issue = error.issues[0];
   const param = issue === undefined ? "" : issue.path.map(String).join(".");
@@ -114,7 +113,7 @@ const decodeAppend = (
       "sample_rate_hz",
     );
   }
-  if (event.audio.length % 4 !== 0 || !BASE64.test(event.audio)) {
+  if (!isStandardBase64(event.audio)) {
     return invalid("bad_audio", "audio must be standard base64 (padded, A-Z a-z 0-9 + /)", eventId, type, "audio");
   }
   const bytes = Uint8Array.from(Buffer.from(event.audio, "base64"));
@@ -149,7 +148,7 @@ const decodeAppend = (
  */
 const decodeVideoFrame = (frame: string): Uint8Array | string => {
   const payload = frame.startsWith("data:") ? frame.slice(frame.indexOf(",") + 1) : frame;
-  if (payload.length === 0 || payload.length % 4 !== 0 || !BASE64.test(payload)) {
+  if (payload.length === 0 || !isStandardBase64(payload)) {
     return "expected standard padded base64 of a JPEG or PNG image";
   }
   const bytes = Uint8Array.from(Buffer.from(payload, "base64"));
@@ -185,11 +184,10 @@ const decodeItem = (
     }
     let audioMs = 0;
     if (part.audio !== undefined) {
-      if (part.audio.length % 4 !== 0 || !BASE64.test(part.audio)) {
+      if (!isStandardBase64(part.audio)) {
         return { code: "bad_audio", message: `${path}.audio must be standard base64`, param: `${path}.audio` };
       }
-      const bytes =
-        Math.floor((part.audio.length * 3) / 4) - (part.audio.endsWith("==") ? 2 : part.audio.endsWith("=") ? 1 : 0);
+      const bytes = base64ByteLength(part.audio);
       // The audio of an item is in the session's input format.
       const { encoding, rate } = inputFormatOf(ctx);
       const size = bytesPerSample(encoding);

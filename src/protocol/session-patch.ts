@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition } from "../domain/index.ts";
 import { parseAudioFormat, toAudioFormat, type WireAudioFormat } from "./audio-formats.ts";
+import { base64ByteLength, isStandardBase64 } from "./base64.ts";
 import type { sessionSchema } from "./client-events.ts";
 import type { DecodeContext } from "./decode.ts";
 
@@ -12,8 +13,6 @@ export const inputFormatOf = (ctx: DecodeContext): WireAudioFormat =>
 
 /** The largest `ref_audio` clip accepted, in bytes of the decoded clip (8 MiB: minutes of 16 kHz PCM16 WAV). */
 export const MAX_REF_AUDIO_BYTES = 8 * 1024 * 1024;
-
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /**
  * Reads a `ref_audio` value (reference, "Tier 2": ref_audio): a data URL of an audio media type only
@@ -42,10 +41,10 @@ export const parseRefAudio = (
       param,
     };
   }
-  if (payload.length === 0 || payload.length % 4 !== 0 || !BASE64.test(payload)) {
+  if (payload.length === 0 || !isStandardBase64(payload)) {
     return { code: "bad_event", message: "ref_audio: the data URL's payload is not standard padded base64", param };
   }
-  const bytes = (payload.length / 4) * 3 - (payload.endsWith("==") ? 2 : payload.endsWith("=") ? 1 : 0);
+  const bytes = base64ByteLength(payload);
   if (bytes > MAX_REF_AUDIO_BYTES) {
     return {
       code: "bad_event",
