@@ -119,7 +119,6 @@ describe("duplex demo when the session ends under it", () => {
       runner: { kind: "upstream", url: "ws://127.0.0.1:9/v1/realtime", dialect: "duplex" },
     });
     try {
-      const started = performance.now();
       const failed = await run(process.execPath, [
         "bin/duplex.js",
         "demo",
@@ -135,7 +134,8 @@ describe("duplex demo when the session ends under it", () => {
       );
       expect(failed?.code).toBe(1);
       expect(failed?.stderr).toMatch(/the server ended the session \(runner_failed\); upstream_unavailable: /);
-      expect(performance.now() - started).toBeLessThan(15_000);
+      // Not the heartbeat timeout it used to wait for (a timing bound would flake on shared machines).
+      expect(failed?.stderr).not.toContain("heartbeat_ack");
     } finally {
       await server.stop();
     }
