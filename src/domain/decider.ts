@@ -5,15 +5,17 @@ import { type Rejection, reject } from "./errors.ts";
 import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
 import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
-import { appendAudio, commitInput } from "./input-flow.ts";
+import { appendAudio, commitInput, responseWanted } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import {
   applyStageOutput,
   cancelResponse,
+  dropDeferredResponses,
   endSession,
   responseProgressOf,
+  startDeferredResponse,
   startResponse,
   timeOutResponse,
 } from "./response-flow.ts";
@@ -85,6 +87,14 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
           reject("input_audio_buffer_empty", "input_audio_buffer.commit needs buffered audio; the buffer is empty"),
         );
       }
+      if (responseWanted(state, command.createResponse) === "refused") {
+        return refuse(
+          reject(
+            "input_backpressure",
+            `${state.maxPendingTurns} responses are already waiting for the active one to end (max_pending_turns_per_session); commit again when one has started`,
+          ),
+        );
+      }
       commitInput(b, at, command.createResponse, "client");
       return [...b.events];
     case "input_audio_buffer.clear":
@@ -117,6 +127,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
         );
       }
       cancelResponse(b, at, "client_cancelled");
+      startDeferredResponse(b, at);
       return [...b.events];
     case "playback.ack":
       return refuse(acknowledgePlayback(b, at, command));
@@ -151,6 +162,8 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       if (state.response !== null) cancelResponse(b, at, "client_cancelled");
       else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "input_cancelled" } });
       b.push({ type: "InputCleared", data: { clockMs: b.state.input.clockMs } });
+      // input.cancel drops only uncommitted input: committed turns still get their responses.
+      startDeferredResponse(b, at);
       return [...b.events];
     case "input.text.append":
       return [{ type: "InputTextAppended", data: { text: command.text } }];
@@ -176,6 +189,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       cancelResponse(b, at, "client_cancelled");
       // A cancel that had sent audio already answers with output_audio_buffer.cleared.
       if (!sent) b.push({ type: "OutputAudioCleared", data: { responseId: active?.id ?? null } });
+      startDeferredResponse(b, at);
       return [...b.events];
     }
     case "barge_in":
@@ -202,6 +216,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       }
       if (state.response !== null) cancelResponse(b, at, "barge_in");
       else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "barge_in" } });
+      dropDeferredResponses(b, "barge_in");
       return [...b.events];
     }
     default: {
@@ -241,6 +256,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             capabilities: input.data.capabilities,
             attachmentGeneration: 1,
             resumeTokenSha256: input.data.resumeTokenSha256,
+            ...(input.data.maxPendingTurns === undefined ? {} : { maxPendingTurns: input.data.maxPendingTurns }),
           },
         },
       ];
@@ -303,6 +319,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       if (state.phase !== "open") return [];
       const b = decisionBuilder(state);
       cancelResponse(b, input.at, "server_restart");
+      dropDeferredResponses(b, "server_restart");
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
       return [...b.events];
     }

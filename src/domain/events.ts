@@ -31,6 +31,8 @@ export type Input = (
         readonly nativeDuplex: boolean | null;
         /** The deployment's `response_timeout_ms` (absent in older logs: 30000). */
         readonly responseTimeoutMs?: number;
+        /** The deployment's `max_pending_turns_per_session`: deferred responses at most (absent in older logs: 4). */
+        readonly maxPendingTurns?: number;
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>
@@ -144,6 +146,8 @@ export type DomainEvent =
         readonly capabilities: Capabilities;
         readonly attachmentGeneration: number;
         readonly resumeTokenSha256: string | null;
+        /** Deferred responses a session may hold (absent in older logs: 4). */
+        readonly maxPendingTurns?: number;
       }
     >
   | Message<
@@ -206,6 +210,30 @@ export type DomainEvent =
         readonly resetEndpointer: boolean;
         /** Text appended with `input.text.append` that the item also holds. */
         readonly text: string;
+        /**
+         * True when the commit asked for a response while one was active: its response waits for the active one
+         * to end (`response_create_deferred`; absent in older logs: false).
+         */
+        readonly responseDeferred?: boolean;
+        /** Who committed: the client, or server VAD when speech stopped (absent in older logs). */
+        readonly source?: "client" | "turn_detection";
+      }
+    >
+  | Message<
+      "DeferredResponsesDropped",
+      {
+        /** The user items whose deferred responses will not start: the response after a barge-in answers them. */
+        readonly itemIds: readonly ItemId[];
+        readonly reason: "barge_in" | "turn_detected" | "server_restart";
+      }
+    >
+  | Message<
+      "DeferredResponseRefused",
+      {
+        /** A server-VAD commit made this user item, but `max_pending_turns_per_session` responses already wait. */
+        readonly itemId: ItemId;
+        readonly code: "input_backpressure";
+        readonly message: string;
       }
     >
   | Message<
@@ -221,6 +249,10 @@ export type DomainEvent =
         readonly instructions: string | null;
         /** `none`: an out-of-band response, outside the conversation (absent in older logs: `auto`). */
         readonly conversation?: "auto" | "none";
+        /** The user item whose commit asked for this response, when one did (absent: none). */
+        readonly inReplyTo?: ItemId;
+        /** True when it was deferred: it starts the first of the session's deferred responses. */
+        readonly deferred?: boolean;
       }
     >
   | Message<"ResponseSpoke", { readonly responseId: ResponseId; readonly itemId: ItemId }>

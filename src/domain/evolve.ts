@@ -1,7 +1,7 @@
 import { withConfigDefaults } from "./config.ts";
 import type { DomainEvent, HistoryItem } from "./events.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
-import type { AssistantAudio, SessionState } from "./state.ts";
+import { type AssistantAudio, DEFAULT_MAX_PENDING_TURNS, type SessionState } from "./state.ts";
 
 const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
   history.some((h) => h.id === item.id) ? history.map((h) => (h.id === item.id ? item : h)) : [...history, item];
@@ -42,10 +42,12 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         attachmentGeneration: event.data.attachmentGeneration,
         resumeTokenSha256: event.data.resumeTokenSha256,
         attached: true,
+        maxPendingTurns: event.data.maxPendingTurns ?? DEFAULT_MAX_PENDING_TURNS,
       };
     case "SessionConfigured":
       return { ...state, config: withConfigDefaults(event.data.config) };
     case "RequestRejected":
+    case "DeferredResponseRefused":
     case "RunnerFailed":
     case "HeartbeatAcknowledged":
     case "ModelListened":
@@ -135,12 +137,20 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           },
         ],
         turnState: state.response === null ? "user_committed" : state.turnState,
+        deferredTurns: event.data.responseDeferred
+          ? [...state.deferredTurns, { itemId: event.data.itemId, source: event.data.source ?? "client" }]
+          : state.deferredTurns,
       };
     }
+    case "DeferredResponsesDropped":
+      return { ...state, deferredTurns: [] };
     case "ResponseStarted": {
       const outOfBand = event.data.conversation === "none";
       return {
         ...state,
+        deferredTurns: event.data.deferred
+          ? state.deferredTurns.filter((t) => t.itemId !== event.data.inReplyTo)
+          : state.deferredTurns,
         responseCount: state.responseCount + 1,
         turnId: event.data.turnId,
         // An out-of-band response is never a previous_item_id, nor in history.
@@ -306,7 +316,12 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         history: insertAfter(state.history, event.data.item, event.data.previousItemId),
       };
     case "ItemDeleted":
-      return { ...state, history: state.history.filter((h) => h.id !== event.data.itemId) };
+      return {
+        ...state,
+        history: state.history.filter((h) => h.id !== event.data.itemId),
+        // A deleted user item is not answered later.
+        deferredTurns: state.deferredTurns.filter((t) => t.itemId !== event.data.itemId),
+      };
     case "OverlapDecided":
       return state.response === null
         ? state

@@ -4,7 +4,7 @@ import { implementationLevelOf, inModelNativeLane, SERVER_VAD_DEFAULTS } from ".
 import { stepEndpointer } from "./endpointing.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
-import { announceSpeech, cancelResponse, startResponse } from "./response-flow.ts";
+import { announceSpeech, cancelResponse, dropDeferredResponses, startResponse } from "./response-flow.ts";
 import type { SessionState } from "./state.ts";
 
 /** Silero VAD frame: 512 samples at 16 kHz = 32 ms (DESIGN.md, "Ports": Vad). */
@@ -44,24 +44,52 @@ export const commitInput = (
   // silence was buffered before it (issue 8: 13 minutes of silence made an item of 782784 ms).
   const bufferStartMs = Math.max(s.input.clockMs - s.input.bufferedMs, speechFromMs ?? Number.NEGATIVE_INFINITY);
   const commitMs = atMs === null ? s.input.clockMs : Math.min(s.input.clockMs, Math.max(bufferStartMs, atMs));
+  const committed = itemId ?? nextUserItemId(s);
+  const answer = responseWanted(s, createResponse);
+  const deferred = answer === "deferred";
   b.push({
     type: "InputCommitted",
     data: {
-      itemId: itemId ?? nextUserItemId(s),
+      itemId: committed,
       previousItemId: s.lastItemId,
       audioMs: commitMs - bufferStartMs,
       clockMs: commitMs,
       historyLength: s.history.length + 1,
       resetEndpointer: atMs === null,
       text: s.input.text,
+      responseDeferred: deferred,
+      source,
     },
   });
-  // Without turn detection a commit only makes an item unless it asks for a response (`response_create`); with
-  // server VAD, `turn_detection.create_response` decides (OpenAI: commit => item, response.create => response).
-  const wanted = createResponse ?? b.state.config.turnDetection?.createResponse ?? false;
-  if (laneOf(b.state) === "turn" && wanted && b.state.response === null) {
-    startResponse(b, at, source, null);
+  if (answer === "now") startResponse(b, at, source, null, { inReplyTo: committed });
+  if (answer === "refused") {
+    // Only a server-VAD commit gets here (a client's is refused before): the item stays in history, and the
+    // next response answers it with the rest of the conversation.
+    b.push({
+      type: "DeferredResponseRefused",
+      data: {
+        itemId: committed,
+        code: "input_backpressure",
+        message: `${s.maxPendingTurns} responses are already waiting for the active one to end (max_pending_turns_per_session); ${committed} was committed without a response of its own`,
+      },
+    });
   }
+};
+
+/**
+ * Whether a commit gets a response (BEHAVIOUR.md, "Turn-taking"): only in the turn lane when asked (the client's
+ * `response_create`, else `turn_detection.create_response`); `now` when no response is active, `deferred` while one
+ * is and fewer than `max_pending_turns_per_session` wait, else `refused`. OpenAI: commit => item, response.create
+ * => response; without turn detection a commit only makes an item unless it asks for a response.
+ */
+export const responseWanted = (
+  state: SessionState,
+  createResponse: boolean | null,
+): "none" | "now" | "deferred" | "refused" => {
+  const wanted = createResponse ?? state.config.turnDetection?.createResponse ?? false;
+  if (laneOf(state) !== "turn" || !wanted) return "none";
+  if (state.response === null) return "now";
+  return state.deferredTurns.length < state.maxPendingTurns ? "deferred" : "refused";
 };
 
 /**
@@ -150,6 +178,8 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
   b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported } });
   if (action === "barge_in") {
     announceSpeech(b);
-    cancelResponse(b, at, b.state.config.turnDetection !== null ? "turn_detected" : "barge_in");
+    const cancel = b.state.config.turnDetection !== null ? "turn_detected" : "barge_in";
+    cancelResponse(b, at, cancel);
+    dropDeferredResponses(b, cancel);
   }
 };

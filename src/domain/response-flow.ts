@@ -21,6 +21,9 @@ export const startResponse = (
     modalities?: readonly ("audio" | "text")[] | null;
     instructions?: string | null;
     conversation?: "auto" | "none";
+    /** The user item whose commit asked for the response; `deferred` when it waited for another response. */
+    inReplyTo?: ItemId;
+    deferred?: boolean;
   } = {},
 ): void => {
   b.push(...settleEstimatedItems(b.state, at));
@@ -38,8 +41,32 @@ export const startResponse = (
       modalities: overrides.modalities ?? b.state.config.outputModalities,
       instructions: overrides.instructions ?? null,
       ...(outOfBand ? { conversation: "none" as const } : {}),
+      ...(overrides.inReplyTo === undefined ? {} : { inReplyTo: overrides.inReplyTo }),
+      ...(overrides.deferred ? { deferred: true } : {}),
     },
   });
+};
+
+/**
+ * Starts the oldest deferred response once no response is active (BEHAVIOUR.md, "Turn-taking": deferred responses
+ * start when the active one ends or is cancelled, one at a time, in commit order). Does nothing otherwise.
+ */
+export const startDeferredResponse = (b: DecisionBuilder, at: number): void => {
+  const next = b.state.deferredTurns[0];
+  if (b.state.phase !== "open" || b.state.response !== null || next === undefined) return;
+  startResponse(b, at, next.source, null, { inReplyTo: next.itemId, deferred: true });
+};
+
+/**
+ * Drops the deferred responses at a barge-in (BEHAVIOUR.md, "Turn-taking": a barge-in answers the barging
+ * utterance): their user items stay in history, and the response to the barging utterance answers them too.
+ */
+export const dropDeferredResponses = (
+  b: DecisionBuilder,
+  reason: "barge_in" | "turn_detected" | "server_restart",
+): void => {
+  const itemIds = b.state.deferredTurns.map((t) => t.itemId);
+  if (itemIds.length > 0) b.push({ type: "DeferredResponsesDropped", data: { itemIds, reason } });
 };
 
 /**
@@ -244,16 +271,22 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
     }
     case "end_of_turn":
       endResponse(b, at, "completed", null, null);
+      startDeferredResponse(b, at);
       return;
-    case "cancelled":
-      // The model's own cancel ends the response as a cancel does: the epoch advances, history keeps what was heard.
-      cancelResponse(b, at, output.reason === "turn_detected" ? "turn_detected" : "barge_in");
+    case "cancelled": {
+      // The model's own cancel ends the response as a barge-in does: the epoch advances, history keeps what was
+      // heard, and the barging utterance is what gets answered next.
+      const reason = output.reason === "turn_detected" ? "turn_detected" : "barge_in";
+      cancelResponse(b, at, reason);
+      dropDeferredResponses(b, reason);
       return;
+    }
     case "listen": {
       const response = b.state.response;
       if (response?.spoke) return;
       b.push({ type: "ModelListened", data: { reason: output.reason } });
       if (response !== null) endResponse(b, at, "completed", null, null);
+      startDeferredResponse(b, at);
       return;
     }
     case "failure":
@@ -261,6 +294,7 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
         code: "runtime_data_plane_stream_failed",
         message: output.message,
       });
+      startDeferredResponse(b, at);
       return;
     default: {
       const unhandled: never = output;
@@ -303,7 +337,7 @@ export const responseProgressOf = (state: SessionState): string | null => {
  * the epoch advances (the engine aborts the runner's old epoch), the response ends failed with `response_timeout`,
  * history keeps what was heard, and the next turn works.
  */
-export const timeOutResponse = (b: DecisionBuilder, at: number): void =>
+export const timeOutResponse = (b: DecisionBuilder, at: number): void => {
   finishResponse(
     b,
     at,
@@ -315,3 +349,5 @@ export const timeOutResponse = (b: DecisionBuilder, at: number): void =>
     },
     "response_timeout",
   );
+  startDeferredResponse(b, at);
+};

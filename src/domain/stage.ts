@@ -171,6 +171,11 @@ export type RunnerUnit =
       readonly toolChoice: ToolChoice;
       readonly temperature: number | null;
       readonly maxOutputTokens: number | "inf";
+      /**
+       * The user item whose commit asked for this response (a deferred response answers its own turn, not the
+       * newest), or null when a `response.create` did (absent in units of older tests: null).
+       */
+      readonly inReplyTo?: ItemId | null;
     }
   | {
       /**

@@ -101,7 +101,23 @@ export interface SessionState {
   readonly resumeTokenSha256: string | null;
   /** False between a dropped socket (or a server restart) and a resume. */
   readonly attached: boolean;
+  /**
+   * Commits whose responses wait for the active one to end, oldest first (BEHAVIOUR.md, "Turn-taking": a commit
+   * while a response is active is deferred). Never empty while no response is active.
+   */
+  readonly deferredTurns: readonly DeferredTurn[];
+  /** `max_pending_turns_per_session`: deferred responses at most. */
+  readonly maxPendingTurns: number;
 }
+
+/** A commit whose response is deferred: the user item it answers, and what committed it. */
+export interface DeferredTurn {
+  readonly itemId: ItemId;
+  readonly source: "client" | "turn_detection";
+}
+
+/** `max_pending_turns_per_session` of BEHAVIOUR.md, "Defaults and limits". */
+export const DEFAULT_MAX_PENDING_TURNS = 4;
 
 const NO_CAPABILITIES: Capabilities = {
   implementationLevel: "turn_based",
@@ -164,4 +180,6 @@ export const initialState: SessionState = {
   attachmentGeneration: 0,
   resumeTokenSha256: null,
   attached: false,
+  deferredTurns: [],
+  maxPendingTurns: DEFAULT_MAX_PENDING_TURNS,
 };

@@ -96,6 +96,7 @@ export const effectsOf = (
               toolChoice: create?.toolChoice ?? after.config.toolChoice,
               temperature: create?.temperature ?? after.config.temperature,
               maxOutputTokens: create?.maxOutputTokens ?? after.config.maxResponseOutputTokens,
+              inReplyTo: event.data.inReplyTo ?? null,
             },
           });
         }

@@ -226,6 +226,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
           idleTimeoutS: limits.idleTtlS,
           responseTimeoutMs: limits.responseTimeoutMs,
+          maxPendingTurns: limits.maxPendingTurns,
         },
       });
       engine.touch(host);

@@ -107,6 +107,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
             turn_id: ctx.turnId,
             epoch: ctx.epoch,
             history_len: event.data.historyLength,
+            response_create_deferred: event.data.responseDeferred ?? false,
             audio_ms: Math.round(event.data.audioMs),
             realtime_item_id: itemId,
           },
@@ -361,6 +362,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "HeartbeatAcknowledged":
       return [{ type: "session.heartbeat_ack", session_id: sessionId }];
     case "RunnerFailed":
+    case "DeferredResponseRefused":
       return [errorBody(event.data.code, event.data.message, null, null)];
     case "SessionClosed":
       return event.data.reason === "idle_ttl_expired" || event.data.reason === "disconnect_grace_expired"
@@ -369,6 +371,8 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "AudioBuffered":
     case "EpochAdvanced":
     case "HistoryCommitted":
+    // The response after the barge-in answers the dropped turns: their items are in history, nothing else shows.
+    case "DeferredResponsesDropped":
       return [];
     default: {
       const unhandled: never = event;

@@ -305,9 +305,10 @@ describe("input_audio_buffer.commit", () => {
     expect(types(w.events)).toEqual(["InputCommitted"]);
   });
 
-  it("does not start a second response while one is active", () => {
+  it("defers the response of a commit while one is active (deferred-turns.test.ts has the rest)", () => {
     const w = given(opened(), serverVad(), command(create()), command(append(320, 0))).when(command(commit()));
     expect(types(w.events)).toEqual(["InputCommitted"]);
+    expect(ofType(w.events, "InputCommitted")[0]?.data.responseDeferred).toBe(true);
     expect(w.after.response?.id).toBe(R1);
     expect(w.after.responseCount).toBe(1);
   });

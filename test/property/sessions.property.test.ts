@@ -20,30 +20,37 @@ const FILES = ["question_16k.wav", "jfk_16k.wav", "interrupt_16k.wav"] as const;
 type Step =
   | { readonly kind: "speech"; readonly file: number; readonly fromMs: number; readonly ms: number }
   | { readonly kind: "silence"; readonly ms: number }
-  | { readonly kind: "commit" }
+  | { readonly kind: "commit"; readonly respond: boolean }
   | { readonly kind: "create"; readonly text: boolean }
   | { readonly kind: "cancel" }
   | { readonly kind: "barge_in" }
   | { readonly kind: "ack" }
-  | { readonly kind: "server_vad"; readonly on: boolean }
+  | { readonly kind: "server_vad"; readonly on: boolean; readonly interrupt: boolean }
   | { readonly kind: "text"; readonly text: string }
   | { readonly kind: "drop_and_resume" }
   | { readonly kind: "wait"; readonly ms: number };
 
+// Weighted towards what makes turns overlap (speech, commits, responses), so deferred commits and cancels are common.
 const step: fc.Arbitrary<Step> = fc.oneof(
-  fc.record({
-    kind: fc.constant("speech" as const),
-    file: fc.integer({ min: 0, max: FILES.length - 1 }),
-    fromMs: fc.integer({ min: 0, max: 4000 }),
-    ms: fc.integer({ min: 300, max: 2500 }),
-  }),
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant("speech" as const),
+      file: fc.integer({ min: 0, max: FILES.length - 1 }),
+      fromMs: fc.integer({ min: 0, max: 4000 }),
+      ms: fc.integer({ min: 300, max: 2500 }),
+    }),
+  },
   fc.record({ kind: fc.constant("silence" as const), ms: fc.integer({ min: 100, max: 1200 }) }),
-  fc.constant({ kind: "commit" as const }),
-  fc.record({ kind: fc.constant("create" as const), text: fc.boolean() }),
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant("commit" as const), respond: fc.boolean() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant("create" as const), text: fc.boolean() }) },
   fc.constant({ kind: "cancel" as const }),
   fc.constant({ kind: "barge_in" as const }),
   fc.constant({ kind: "ack" as const }),
-  fc.record({ kind: fc.constant("server_vad" as const), on: fc.boolean() }),
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant("server_vad" as const), on: fc.boolean(), interrupt: fc.boolean() }),
+  },
   fc.record({ kind: fc.constant("text" as const), text: fc.constantFrom("hello", "tell me more", "thanks") }),
   fc.constant({ kind: "drop_and_resume" as const }),
   fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 20, max: 300 }) }),
@@ -88,7 +95,7 @@ const play = async (url: string, steps: readonly Step[]): Promise<Run> => {
         client.appendSamples(new Int16Array(s.ms * 16), { sampleRateHz: 16000 });
         break;
       case "commit":
-        client.send({ type: "input_audio_buffer.commit" });
+        client.send({ type: "input_audio_buffer.commit", ...(s.respond ? { response_create: true } : {}) });
         break;
       case "create":
         client.send({ type: "response.create", ...(s.text ? { response: { output_modalities: ["text"] } } : {}) });
@@ -106,7 +113,10 @@ const play = async (url: string, steps: readonly Step[]): Promise<Run> => {
         break;
       }
       case "server_vad":
-        client.send({ type: "session.update", session: { turn_detection: s.on ? { type: "server_vad" } : null } });
+        client.send({
+          type: "session.update",
+          session: { turn_detection: s.on ? { type: "server_vad", interrupt_response: s.interrupt } : null },
+        });
         break;
       case "text":
         client.send({
@@ -165,20 +175,40 @@ const brokenInvariant = (run: Run): string | null => {
   let active: string | null = null;
   const created = new Set<string>();
   const cancelled = new Set<string>();
+  // Commits whose responses were deferred (BEHAVIOUR.md, "Turn-taking"): the next one starts as soon as the active
+  // response ends, unless a barge-in (or the session's end) answers them instead.
+  let deferred = 0;
+  let owed: string | null = null;
   for (const e of seen) {
     const id = String(e.response_id ?? (e.response as { id?: string } | undefined)?.id ?? "");
-    if (e.type === "response.created") {
+    if (owed !== null && (e.type === "response.done" || e.type === "input_audio_buffer.committed")) {
+      return `${e.type} after ${owed} ended with ${deferred} deferred responses waiting; response.created should come first`;
+    }
+    if (
+      e.type === "input_audio_buffer.committed" &&
+      (e.event as { response_create_deferred?: boolean } | undefined)?.response_create_deferred
+    ) {
+      if (active === null) return `commit ${String(e.item_id)} deferred with no response active`;
+      deferred += 1;
+    } else if (e.type === "response.created") {
       if (active !== null) return `response ${id} created while ${active} was active`;
       active = id;
       created.add(id);
+      if (owed !== null) deferred -= 1;
+      owed = null;
     } else if (e.type === "response.done") {
       if (active !== id) return `response.done of ${id}, but the active response is ${active}`;
       active = null;
-      if ((e.response as { status?: string }).status === "cancelled") cancelled.add(id);
+      const response = e.response as { status?: string; status_details?: { reason?: string } | null };
+      if (response.status === "cancelled") cancelled.add(id);
+      const reason = response.status_details?.reason ?? "";
+      if (["barge_in", "turn_detected", "session_closed", "server_restart"].includes(reason)) deferred = 0;
+      if (deferred > 0) owed = id;
     } else if (e.type === "response.output_audio.delta" && cancelled.has(id)) {
       return `audio of ${id} after its cancel`;
     }
   }
+  if (owed !== null) return `${owed} ended with ${deferred} deferred responses waiting, and none started`;
   if (active !== null) return `response ${active} never reached a terminal event`;
   const terminated = seen.filter((e) => e.type === "response.done").length;
   if (terminated !== created.size) return `${created.size} responses created, ${terminated} done`;

@@ -93,6 +93,10 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
   SpeechAnnounced: [{ type: "SpeechAnnounced", data: { itemId: U, audioStartMs: 0 } }],
   SpeechStopped: [{ type: "SpeechStopped", data: { itemId: U, audioEndMs: 900, announced: true } }],
   InputCleared: [{ type: "InputCleared", data: { clockMs: 0 } }],
+  DeferredResponsesDropped: [{ type: "DeferredResponsesDropped", data: { itemIds: [U], reason: "barge_in" } }],
+  DeferredResponseRefused: [
+    { type: "DeferredResponseRefused", data: { itemId: U, code: "input_backpressure", message: "m" } },
+  ],
   InputCommitted: [
     {
       type: "InputCommitted",

@@ -24,6 +24,8 @@ export interface EchoRunnerOptions {
 
 const INPUT_RATE = 16000;
 const OUTPUT_RATE = 24000;
+/** Utterances of recent commits the echo runner keeps for the responses that answer them. */
+const COMMITS_KEPT = 16;
 
 /**
  * The `echo` runner (DESIGN.md, "Ports": ModelRunner): a real duplex behaviour on real audio. It keeps the audio it
@@ -56,6 +58,8 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
     let keptSamples = 0;
     let speechFromMs: number | null = null;
     let lastUtterance: Int16Array | null = null;
+    /** The utterance of each recent commit, by user item: a deferred response answers its own turn. */
+    const committed = new Map<string, Int16Array>();
     let epoch = 0;
     let timer: NodeJS.Timeout | null = null;
     let closed = false;
@@ -179,6 +183,9 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
               speechFromMs = null;
               forget(end);
             }
+            if (lastUtterance !== null && unit.itemId !== undefined) committed.set(unit.itemId, lastUtterance);
+            // Enough for every deferred turn (max_pending_turns_per_session) and the active one.
+            for (const id of committed.keys()) if (committed.size > COMMITS_KEPT) committed.delete(id);
             return;
           case "respond":
             if (!unit.modalities.includes("audio")) {
@@ -187,7 +194,12 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
               respondInText(unit.epoch, given ?? lastText);
               return;
             }
-            speak(lastUtterance ?? new Int16Array(Math.round(INPUT_RATE / 2)), unit.epoch);
+            speak(
+              (unit.inReplyTo ? committed.get(unit.inReplyTo) : undefined) ??
+                lastUtterance ??
+                new Int16Array(Math.round(INPUT_RATE / 2)),
+              unit.epoch,
+            );
             return;
           case "text":
             lastText = unit.text;
