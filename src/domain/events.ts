@@ -253,6 +253,24 @@ export type DomainEvent =
         readonly inReplyTo?: ItemId;
         /** True when it was deferred: it starts the first of the session's deferred responses. */
         readonly deferred?: boolean;
+        /**
+         * True when the assistant message item waits for the first audio or text (`MessageStarted`), so that a
+         * response that only calls tools carries no message (absent in older logs: the item opens with the response).
+         */
+        readonly messageLater?: boolean;
+      }
+    >
+  | Message<
+      "MessageStarted",
+      {
+        /** The response's assistant message item enters the response (and the conversation, when in-band). */
+        readonly responseId: ResponseId;
+        readonly itemId: ItemId;
+        readonly previousItemId: ItemId | null;
+        /** Its index in `response.output`: after the function calls made before it. */
+        readonly outputIndex: number;
+        /** The item of an out-of-band response: in no conversation (absent: in-band). */
+        readonly outOfBand?: boolean;
       }
     >
   | Message<"ResponseSpoke", { readonly responseId: ResponseId; readonly itemId: ItemId }>
@@ -294,6 +312,8 @@ export type DomainEvent =
         readonly outOfBand?: boolean;
         /** What the response was asked to contain (absent in older logs: judged by what it produced). */
         readonly modalities?: readonly ("audio" | "text")[];
+        /** The message item's index in `response.output`, or null when the response only called tools (absent: 0). */
+        readonly messageOutputIndex?: number | null;
       }
     >
   | Message<"TextStarted", { readonly responseId: ResponseId; readonly itemId: ItemId }>

@@ -29,6 +29,17 @@ const updateAudio = (
   return current === undefined ? state : { ...state, audio: { ...state.audio, [itemId]: change(current) } };
 };
 
+/** The history entry of an assistant message item while its response runs. */
+const openAssistantItem = (itemId: ItemId, modalities: readonly ("audio" | "text")[]): HistoryItem => ({
+  id: itemId,
+  type: "message",
+  role: "assistant",
+  text: "",
+  audioMs: 0,
+  status: "in_progress",
+  audio: modalities.includes("audio"),
+});
+
 /** Folds one domain event into the state. Pure; every case of the union is handled. */
 export const evolve = (state: SessionState, event: DomainEvent): SessionState => {
   switch (event.type) {
@@ -144,6 +155,21 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
     }
     case "DeferredResponsesDropped":
       return { ...state, deferredTurns: [] };
+    case "MessageStarted":
+      return state.response === null
+        ? state
+        : {
+            ...state,
+            lastItemId: state.response.outOfBand ? state.lastItemId : event.data.itemId,
+            response: {
+              ...state.response,
+              previousItemId: event.data.previousItemId,
+              messageOutputIndex: event.data.outputIndex,
+            },
+            history: state.response.outOfBand
+              ? state.history
+              : [...state.history, openAssistantItem(event.data.itemId, state.response.modalities)],
+          };
     case "ResponseStarted": {
       const outOfBand = event.data.conversation === "none";
       return {
@@ -153,8 +179,9 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           : state.deferredTurns,
         responseCount: state.responseCount + 1,
         turnId: event.data.turnId,
-        // An out-of-band response is never a previous_item_id, nor in history.
-        lastItemId: outOfBand ? state.lastItemId : event.data.itemId,
+        // An out-of-band response is never a previous_item_id, nor in history; a message that opens later becomes
+        // the last item then.
+        lastItemId: outOfBand || event.data.messageLater ? state.lastItemId : event.data.itemId,
         response: {
           id: event.data.responseId,
           itemId: event.data.itemId,
@@ -168,6 +195,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           functionCalls: [],
           overlapMs: 0,
           outOfBand,
+          messageOutputIndex: event.data.messageLater ? null : 0,
         },
         audio: {
           ...state.audio,
@@ -187,20 +215,10 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
             outOfBand,
           },
         },
-        history: outOfBand
-          ? state.history
-          : [
-              ...state.history,
-              {
-                id: event.data.itemId,
-                type: "message",
-                role: "assistant",
-                text: "",
-                audioMs: 0,
-                status: "in_progress",
-                audio: event.data.modalities.includes("audio"),
-              },
-            ],
+        history:
+          outOfBand || event.data.messageLater
+            ? state.history
+            : [...state.history, openAssistantItem(event.data.itemId, event.data.modalities)],
         turnState: "assistant_generating",
       };
     }

@@ -71,13 +71,15 @@ export const settleEstimatedItems = (state: SessionState, at: number): DomainEve
 /**
  * History of a response that ended without speaking: a text response keeps its text (all of it when completed,
  * what was delivered when cancelled); a response with neither audio nor text keeps an empty slot of its modality
- * (the history view drops it). Nothing for a response that spoke (see `settleItem`) or an out-of-band one.
+ * (the history view drops it). Nothing for a response that spoke (see `settleItem`), an out-of-band one, or one
+ * without a message item (it only called tools).
  */
 export const settleUnspoken = (
   response: ActiveResponse,
   status: "completed" | "cancelled" | "failed",
 ): DomainEvent[] => {
-  if (response.spoke || response.outOfBand) return [];
+  // A response that only called tools has no message item: its calls are in history already.
+  if (response.spoke || response.outOfBand || response.messageOutputIndex === null) return [];
   const item: HistoryItem = {
     id: response.itemId,
     type: "message",

@@ -43,6 +43,27 @@ export const startResponse = (
       ...(outOfBand ? { conversation: "none" as const } : {}),
       ...(overrides.inReplyTo === undefined ? {} : { inReplyTo: overrides.inReplyTo }),
       ...(overrides.deferred ? { deferred: true } : {}),
+      messageLater: true,
+    },
+  });
+};
+
+/**
+ * Opens the active response's assistant message item (`MessageStarted`) if it is not open yet: at its first audio
+ * or text, or when it ends having made nothing at all (BEHAVIOUR.md scenario 9: the item of a response cancelled
+ * before its first audio exists, empty). A response that only calls tools never opens one, as OpenAI's does not.
+ */
+const openMessage = (b: DecisionBuilder): void => {
+  const response = b.state.response;
+  if (response === null || response.messageOutputIndex !== null) return;
+  b.push({
+    type: "MessageStarted",
+    data: {
+      responseId: response.id,
+      itemId: response.itemId,
+      previousItemId: response.outOfBand ? null : b.state.lastItemId,
+      outputIndex: response.functionCalls.length,
+      ...(response.outOfBand ? { outOfBand: true } : {}),
     },
   });
 };
@@ -105,6 +126,7 @@ const ending = (
       error,
       text: response.text,
       functionCalls: response.functionCalls,
+      messageOutputIndex: response.messageOutputIndex,
       ...(response.outOfBand ? { outOfBand: true } : {}),
       modalities: response.modalities,
     },
@@ -124,10 +146,12 @@ const finishResponse = (
   error: { code: ErrorCode; message: string } | null,
   advanceEpoch: EndReason | null,
 ): void => {
-  const response = b.state.response;
-  if (response === null) return;
+  if (b.state.response === null) return;
   if (advanceEpoch !== null)
     b.push({ type: "EpochAdvanced", data: { epoch: b.state.epoch + 1, reason: advanceEpoch } });
+  if (b.state.response?.functionCalls.length === 0) openMessage(b);
+  const response = b.state.response;
+  if (response === null) return;
   const event = ending(b, status, reason, error);
   if (event === null) return;
   b.push(event);
@@ -160,6 +184,7 @@ const ensureResponse = (b: DecisionBuilder, at: number): void => {
 
 const ensureSpeaking = (b: DecisionBuilder, at: number): void => {
   ensureResponse(b, at);
+  openMessage(b);
   const response = b.state.response;
   if (response !== null && !response.spoke) {
     b.push({ type: "ResponseSpoke", data: { responseId: response.id, itemId: response.itemId } });
@@ -232,6 +257,7 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
       ensureResponse(b, at);
       const response = b.state.response;
       if (response === null) return;
+      openMessage(b);
       if (response.text === null)
         b.push({ type: "TextStarted", data: { responseId: response.id, itemId: response.itemId } });
       b.push({ type: "TextDelivered", data: { responseId: response.id, itemId: response.itemId, delta: output.text } });
@@ -256,7 +282,8 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
         type: "FunctionCallDelivered",
         data: {
           responseId: response.id,
-          outputIndex: n,
+          // After the message item when it opened first (OpenAI: output_index is the position in response.output).
+          outputIndex: response.functionCalls.length + (response.messageOutputIndex === null ? 0 : 1),
           previousItemId: response.outOfBand ? null : b.state.lastItemId,
           ...(response.outOfBand ? { outOfBand: true } : {}),
           call: {

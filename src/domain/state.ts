@@ -33,6 +33,11 @@ export interface ActiveResponse {
   readonly lastOverlap?: string | null;
   /** An out-of-band response (`conversation: "none"`): outside the conversation and its history. */
   readonly outOfBand: boolean;
+  /**
+   * The assistant message item's index in `response.output` once it opened (the first audio or text, or the end of
+   * a response that made nothing), else null: a response that only calls tools has no message item.
+   */
+  readonly messageOutputIndex: number | null;
 }
 
 /** What the session knows of one assistant item's audio, for playback truth and history. */

@@ -40,7 +40,18 @@ export const reduceWire = (state: WireState, envelope: EventEnvelope): WireState
         }
       : state.ctx === null
         ? null
-        : { ...state.ctx, epoch: metadata.epoch, turnId: metadata.turnId };
+        : {
+            ...state.ctx,
+            epoch: metadata.epoch,
+            turnId: metadata.turnId,
+            // Where the active response's message item sits in response.output.
+            messageOutputIndex:
+              event.type === "MessageStarted"
+                ? event.data.outputIndex
+                : event.type === "ResponseStarted"
+                  ? 0
+                  : state.ctx.messageOutputIndex,
+          };
   if (ctx === null) return { ...state, emitted: [] };
   let seq = state.seq;
   const emitted = renderServerEvents(ctx, event).map((body): WireEvent => {

@@ -12,7 +12,9 @@ type Ended = Extract<DomainEvent, { type: "ResponseEnded" }>["data"];
  */
 export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBody[] => {
   const sessionId = ctx.sessionId;
-  const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0 };
+  // Older logs lack the index: their message item was always the first output.
+  const messageIndex = d.messageOutputIndex === undefined ? 0 : d.messageOutputIndex;
+  const ids = { response_id: d.responseId, item_id: d.itemId, output_index: messageIndex ?? 0 };
   const itemStatus = d.status === "completed" ? "completed" : "incomplete";
   // A text-only response shows its text part even when it produced none (as history holds it).
   const textOnly = d.modalities !== undefined ? !d.modalities.includes("audio") : d.text !== null && !d.spoke;
@@ -46,9 +48,13 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
             error: d.error === null ? null : { type: "server_error", code: d.error.code, message: d.error.message },
           };
   const calls = d.functionCalls.map((c) => functionCallItem(c.itemId, c.callId, c.name, c.arguments));
-  out.push({ type: "response.output_item.done", response_id: d.responseId, output_index: 0, item });
-  // An out-of-band response's item is in no conversation: no conversation.item.* event names it.
-  if (d.outOfBand !== true) out.push({ type: "conversation.item.done", previous_item_id: d.previousItemId, item });
+  // A response that only called tools has no message item: its output is the calls alone.
+  const output = messageIndex === null ? calls : [...calls.slice(0, messageIndex), item, ...calls.slice(messageIndex)];
+  if (messageIndex !== null) {
+    out.push({ type: "response.output_item.done", response_id: d.responseId, output_index: messageIndex, item });
+    // An out-of-band response's item is in no conversation: no conversation.item.* event names it.
+    if (d.outOfBand !== true) out.push({ type: "conversation.item.done", previous_item_id: d.previousItemId, item });
+  }
   out.push(
     {
       type: "response.done",
@@ -58,7 +64,7 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
         object: "realtime.response",
         status: d.status,
         status_details: statusDetails,
-        output: [item, ...calls],
+        output,
         modalities: textOnly ? ["text"] : ["audio", "text"],
         output_modalities: textOnly ? ["text"] : ["audio"],
         conversation_id: d.outOfBand === true ? null : sessionId,

@@ -1,4 +1,11 @@
-import { type Capabilities, type DomainEvent, ERROR_CODES, type SessionId } from "../domain/index.ts";
+import {
+  type Capabilities,
+  type DomainEvent,
+  ERROR_CODES,
+  type ItemId,
+  type ResponseId,
+  type SessionId,
+} from "../domain/index.ts";
 import { functionCallItem, historyItemJson, messageItem, roundLedger, userItem } from "./items.ts";
 import { renderResponseEnded } from "./response-events.ts";
 import { sessionObject } from "./session-object.ts";
@@ -17,7 +24,32 @@ export interface RenderContext {
   readonly capabilities: Capabilities;
   readonly epoch: number;
   readonly turnId: number;
+  /** The active response's message item index in `response.output` (absent: 0), set by `MessageStarted`. */
+  readonly messageOutputIndex?: number;
 }
+
+/**
+ * A message item entering a response: `conversation.item.added` and `.created` (in-band only), then
+ * `response.output_item.added` at `outputIndex`.
+ */
+const messageAdded = (
+  responseId: ResponseId,
+  itemId: ItemId,
+  previousItemId: ItemId | null,
+  outputIndex: number,
+  outOfBand: boolean,
+): ServerEventBody[] => {
+  const item = messageItem(itemId, "in_progress", null, null);
+  return [
+    ...(outOfBand
+      ? []
+      : [
+          { type: "conversation.item.added", previous_item_id: previousItemId, item },
+          { type: "conversation.item.created", previous_item_id: previousItemId, item },
+        ]),
+    { type: "response.output_item.added", response_id: responseId, output_index: outputIndex, item },
+  ];
+};
 
 /**
  * Placeholder of the resume token in recorded wire events; the socket writer puts the real token there
@@ -117,7 +149,6 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     }
     case "ResponseStarted": {
       const { responseId, itemId, previousItemId } = event.data;
-      const item = messageItem(itemId, "in_progress", null, null);
       const outOfBand = event.data.conversation === "none";
       const created: ServerEventBody[] = [
         {
@@ -145,17 +176,22 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           },
         },
       ];
-      if (!outOfBand) {
-        created.push(
-          { type: "conversation.item.added", previous_item_id: previousItemId, item },
-          { type: "conversation.item.created", previous_item_id: previousItemId, item },
-        );
-      }
-      created.push({ type: "response.output_item.added", response_id: responseId, output_index: 0, item });
+      // Logs recorded before MessageStarted existed open the message item with the response.
+      if (event.data.messageLater !== true)
+        created.push(...messageAdded(responseId, itemId, previousItemId, 0, outOfBand));
       return created;
     }
+    case "MessageStarted": {
+      const d = event.data;
+      return messageAdded(d.responseId, d.itemId, d.previousItemId, d.outputIndex, d.outOfBand === true);
+    }
     case "ResponseSpoke": {
-      const ids = { response_id: event.data.responseId, item_id: event.data.itemId, output_index: 0, content_index: 0 };
+      const ids = {
+        response_id: event.data.responseId,
+        item_id: event.data.itemId,
+        output_index: ctx.messageOutputIndex ?? 0,
+        content_index: 0,
+      };
       return [
         { type: "response.speak", ...ids, metadata: { session_id: sessionId, epoch: ctx.epoch, model_speak: true } },
         { type: "response.content_part.added", ...ids, part: { type: "audio", transcript: "" } },
@@ -163,7 +199,12 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     }
     case "AudioDelivered": {
       const d = event.data;
-      const ids = { response_id: d.responseId, item_id: d.itemId, output_index: 0, content_index: 0 };
+      const ids = {
+        response_id: d.responseId,
+        item_id: d.itemId,
+        output_index: ctx.messageOutputIndex ?? 0,
+        content_index: 0,
+      };
       return [
         {
           type: "response.output_audio.delta",
@@ -192,7 +233,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           type: "response.content_part.added",
           response_id: event.data.responseId,
           item_id: event.data.itemId,
-          output_index: 0,
+          output_index: ctx.messageOutputIndex ?? 0,
           content_index: 0,
           part: { type: "text", text: "" },
         },
@@ -203,7 +244,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           type: "response.output_text.delta",
           response_id: event.data.responseId,
           item_id: event.data.itemId,
-          output_index: 0,
+          output_index: ctx.messageOutputIndex ?? 0,
           content_index: 0,
           delta: event.data.delta,
         },

@@ -73,7 +73,7 @@ describe("duplex replay FILE --runner CONFIG", () => {
       "--speed",
       "2",
     ]);
-    expect(stdout).toMatch(/against echo: same behaviour \(84 client inputs, 16 behaviour lines\)/);
+    expect(stdout).toMatch(/against echo: same behaviour \(84 client inputs, 18 behaviour lines\)/);
   }, 60_000);
 
   it("reports where another model differs, with the lines around it, and exits 1", async () => {
@@ -93,7 +93,7 @@ describe("duplex replay FILE --runner CONFIG", () => {
     expect(failed?.code).toBe(1);
     const lines = failed?.stdout.split("\n") ?? [];
     expect(lines[0]).toMatch(/DIFFERS at behaviour line \d+/);
-    expect(lines[1]).toBe("  recorded: #3 ResponseSpoke");
+    expect(lines[1]).toBe("  recorded: #3 MessageStarted");
     expect(lines[2]).toBe("  live:     #3 FunctionCallDelivered get_weather");
     expect(lines).toContain("  recorded around it:");
     expect(lines.some((l) => l.trim() === "#3 ResponseStarted")).toBe(true);

@@ -131,7 +131,13 @@ describe("session opening", () => {
       at: 1,
       data: { change: "detached", generation: 1, resumeTokenSha256: null, lastReceivedSeq: null },
     });
-    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded", "HistoryCommitted", "SessionClosed"]);
+    expect(types(w.events)).toEqual([
+      "EpochAdvanced",
+      "MessageStarted",
+      "ResponseEnded",
+      "HistoryCommitted",
+      "SessionClosed",
+    ]);
     expect(ofType(w.events, "SessionClosed")[0]?.data.reason).toBe("disconnect");
   });
 
@@ -375,6 +381,7 @@ describe("server VAD in the turn lane", () => {
       "OverlapDecided",
       "SpeechAnnounced",
       "EpochAdvanced",
+      "MessageStarted",
       "ResponseEnded",
       "HistoryCommitted",
     ]);
@@ -385,6 +392,7 @@ describe("server VAD in the turn lane", () => {
       { type: "OverlapDecided", data: { action: "barge_in", policy: "barge_in_on_speech", overlapMs: 800 } },
       { type: "SpeechAnnounced", data: { itemId: U1 } },
       { type: "EpochAdvanced", data: { epoch: 1, reason: "turn_detected" } },
+      { type: "MessageStarted", data: { responseId: R1 } },
       { type: "ResponseEnded", data: { responseId: R1, status: "cancelled", reason: "turn_detected" } },
     ]);
     expect(w.after.epoch).toBe(1);
@@ -503,7 +511,10 @@ describe("response.create", () => {
       },
     ]);
     expect(w.after.response).toMatchObject({ id: R1, itemId: I1, metadata: { topic: "weather" } });
-    expect(w.after.history).toEqual([
+    // The message item enters history with the response's first output (a response may only call tools).
+    expect(w.after.history).toEqual([]);
+    const spoke = given(opened(), command(create({ topic: "weather" }))).when(stage({ kind: "speak", epoch: 0 }));
+    expect(spoke.after.history).toEqual([
       { id: I1, type: "message", role: "assistant", text: "", audioMs: 0, status: "in_progress", audio: true },
     ]);
   });
@@ -518,16 +529,17 @@ describe("response.create", () => {
 describe("model stage output", () => {
   it("starts and speaks a response on speak", () => {
     const w = given(opened()).when(stage({ kind: "speak", epoch: 0 }));
-    expect(types(w.events)).toEqual(["ResponseStarted", "ResponseSpoke"]);
+    expect(types(w.events)).toEqual(["ResponseStarted", "MessageStarted", "ResponseSpoke"]);
     w.then([
       { type: "ResponseStarted", data: { responseId: R1, itemId: I1, source: "model", metadata: null } },
+      { type: "MessageStarted", data: { responseId: R1, itemId: I1, previousItemId: null, outputIndex: 0 } },
       { type: "ResponseSpoke", data: { responseId: R1, itemId: I1 } },
     ]);
   });
 
   it("speaks a created response once", () => {
     const w = given(opened(), command(create())).when(stage({ kind: "speak", epoch: 0 }));
-    expect(types(w.events)).toEqual(["ResponseSpoke"]);
+    expect(types(w.events)).toEqual(["MessageStarted", "ResponseSpoke"]);
     given(opened(), command(create()), stage({ kind: "speak", epoch: 0 }))
       .when(stage({ kind: "speak", epoch: 0 }))
       .thenNothing();
@@ -574,7 +586,7 @@ describe("model stage output", () => {
 
   it("starts and speaks a response on audio that comes first", () => {
     const w = given(opened()).when(stage(audio(100, "hi")));
-    expect(types(w.events)).toEqual(["ResponseStarted", "ResponseSpoke", "AudioDelivered"]);
+    expect(types(w.events)).toEqual(["ResponseStarted", "MessageStarted", "ResponseSpoke", "AudioDelivered"]);
   });
 
   it("ends the response completed at end_of_turn, with transcript, metadata and ledger", () => {
@@ -610,8 +622,10 @@ describe("model stage output", () => {
 
   it("fails the response on a model failure with runtime_data_plane_stream_failed", () => {
     const w = given(opened(), command(create())).when(stage({ kind: "failure", epoch: 0, message: "boom" }));
-    expect(types(w.events).filter((t) => t !== "HistoryCommitted")).toEqual(["ResponseEnded"]);
+    // A response that made nothing still has its (empty) message item.
+    expect(types(w.events).filter((t) => t !== "HistoryCommitted")).toEqual(["MessageStarted", "ResponseEnded"]);
     w.thenStartsWith([
+      { type: "MessageStarted", data: { responseId: R1 } },
       {
         type: "ResponseEnded",
         data: {
@@ -633,6 +647,7 @@ describe("model stage output", () => {
       .when(stage({ kind: "listen", epoch: 0, reason: "unit" }))
       .thenStartsWith([
         { type: "ModelListened", data: { reason: "unit" } },
+        { type: "MessageStarted", data: { responseId: R1 } },
         { type: "ResponseEnded", data: { responseId: R1, status: "completed", spoke: false } },
       ]);
     given(opened(), stage(audio(100, "hi")))
@@ -672,6 +687,7 @@ describe("model stage output", () => {
       // (A HistoryCommitted of the cancelled item may precede: see the estimated-playback bug below.)
       expect(types(fresh.events).filter((t) => t !== "HistoryCommitted")).toEqual([
         "ResponseStarted",
+        "MessageStarted",
         "ResponseSpoke",
         "AudioDelivered",
       ]);
@@ -707,6 +723,7 @@ describe("response.cancel", () => {
     const w = given(opened(), command(create())).when(command(cancel(R1)));
     w.thenStartsWith([
       { type: "EpochAdvanced", data: { epoch: 1 } },
+      { type: "MessageStarted", data: { responseId: R1 } },
       { type: "ResponseEnded", data: { responseId: R1 } },
     ]);
   });
@@ -1062,6 +1079,7 @@ describe("session lifetime", () => {
     const w = given(opened(), command(create())).when({ type: "TimerFired", at: 1, data: { timer: "idle_ttl" } });
     expect(types(w.events).filter((t) => t !== "HistoryCommitted")).toEqual([
       "EpochAdvanced",
+      "MessageStarted",
       "ResponseEnded",
       "SessionClosed",
     ]);

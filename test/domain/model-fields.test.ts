@@ -326,20 +326,23 @@ describe("out-of-band responses", () => {
   });
 
   it("keeps its output out of history, out of retrieval and out of previous_item_id after it ends", () => {
-    const done = given(
+    const inputs = [
       opened(),
       command(text("hello")),
       command(oob()),
       stage(audio(400, "classified")),
       stage({ kind: "end_of_turn", epoch: 0 }),
-    );
+    ];
+    const done = given(...inputs);
     expect(done.state.history.map((h) => h.id)).toEqual([U1]);
     done
       .when(command({ type: "conversation.item.retrieve", eventId: "evt_r", itemId: I1 as ItemId }))
       .thenRejects("item_not_found", "evt_r");
     const next = done.when(command(create()));
     expect(next.events[0]).toMatchObject({ type: "ResponseStarted", data: { responseId: R2, previousItemId: U1 } });
-    expect(history(next.after, I2)).toBeDefined();
+    const spoke = given(...inputs, command(create())).when(stage(audio(100, "hi")));
+    expect(spoke.events[0]).toMatchObject({ type: "MessageStarted", data: { itemId: I2, previousItemId: U1 } });
+    expect(spoke.after.history.map((h) => h.id)).toEqual([U1, I2]);
   });
 
   it("ends cancelled without a history entry", () => {
@@ -452,8 +455,14 @@ describe("a runner that breaks its contract", () => {
 
   it("ends its session when it emits an output of an epoch the session never reached", () => {
     const w = given(opened(), command(create())).when(stage({ kind: "speak", epoch: 5 }));
-    expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted", "RunnerFailed", "SessionClosed"]);
-    expect(w.events[2]).toMatchObject({
+    expect(types(w.events)).toEqual([
+      "MessageStarted",
+      "ResponseEnded",
+      "HistoryCommitted",
+      "RunnerFailed",
+      "SessionClosed",
+    ]);
+    expect(w.events[3]).toMatchObject({
       data: { operation: "emit", message: expect.stringContaining("names epoch 5, beyond the session's 0") },
     });
   });
@@ -544,5 +553,44 @@ describe("a server-VAD commit after a long silence (issue 8: no unbounded item)"
     // 19 s of silence before it.
     expect(audioMs).toBeGreaterThanOrEqual(960 + 300);
     expect(audioMs).toBeLessThanOrEqual(960 + 300 + 600);
+  });
+});
+
+describe("a response that only calls tools (issue 8, case 5; OpenAI: the function_call item alone)", () => {
+  const call = (callId: string) =>
+    stage({ kind: "tool_call", epoch: 0, callId, name: "get_weather", arguments: '{"city":"Paris"}' });
+
+  it("carries the function_call item at output 0 and no message item", () => {
+    const w = given(opened(TOOLS), command(create())).when(call("call_1"));
+    expect(types(w.events)).toEqual(["FunctionCallDelivered"]);
+    expect(w.events[0]).toMatchObject({ data: { outputIndex: 0, previousItemId: null } });
+    const ended = given(opened(TOOLS), command(create()), call("call_1")).when(
+      stage({ kind: "end_of_turn", epoch: 0 }),
+    );
+    expect(types(ended.events)).toEqual(["ResponseEnded"]);
+    expect(ended.events[0]).toMatchObject({
+      data: { messageOutputIndex: null, functionCalls: [{ callId: "call_1" }] },
+    });
+    // History holds the call and no empty assistant message; the call is the last item.
+    expect(ended.after.history.map((h) => h.type)).toEqual(["function_call"]);
+    expect(history(ended.after, I1)).toBeUndefined();
+    expect(ended.after.lastItemId).toBe(`${I1}_fc1`);
+  });
+
+  it("puts the message first when the response speaks before calling a tool", () => {
+    const w = given(opened(TOOLS), command(create()), stage(audio(200, "Let me check."))).when(call("call_1"));
+    expect(w.events[0]).toMatchObject({ type: "FunctionCallDelivered", data: { outputIndex: 1, previousItemId: I1 } });
+  });
+
+  it("opens the message after the calls when the response speaks after calling a tool", () => {
+    const w = given(opened(TOOLS), command(create()), call("call_1")).when(stage(audio(200, "Done.")));
+    expect(types(w.events)).toEqual(["MessageStarted", "ResponseSpoke", "AudioDelivered"]);
+    expect(w.events[0]).toMatchObject({ data: { itemId: I1, outputIndex: 1, previousItemId: `${I1}_fc1` } });
+  });
+
+  it("keeps the empty message item of a response cancelled before any output (BEHAVIOUR.md scenario 9)", () => {
+    const w = given(opened(TOOLS), command(create())).when(command(cancel()));
+    expect(types(w.events).slice(0, 3)).toEqual(["EpochAdvanced", "MessageStarted", "ResponseEnded"]);
+    expect(w.events[2]).toMatchObject({ data: { messageOutputIndex: 0 } });
   });
 });

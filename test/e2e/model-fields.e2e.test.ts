@@ -39,9 +39,30 @@ describe("model-facing fields over a socket", () => {
       tools: [{ type: "function", name: "get_weather", description: "", parameters: { type: "object" } }],
       tool_choice: "required",
     });
+    const since = client.received.length;
     const called = await ask(client, { type: "response.create" }, "response.function_call_arguments.done");
     expect(called).toMatchObject({ call_id: "call_weather_1", name: "get_weather" });
-    await client.waitFor("response.done", { since: 0 });
+    const done = await client.waitFor("response.done", { since: 0 });
+    // A response that only calls a tool carries the function_call item alone, at output 0 (issue 8, case 5).
+    expect(eventsSince(client, since).map((e) => e.type)).toEqual([
+      "response.created",
+      "response.output_item.added",
+      "conversation.item.added",
+      "conversation.item.created",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "conversation.item.done",
+      "response.done",
+      "rate_limits.updated",
+    ]);
+    const output = (done.response as { output: { type: string; call_id?: string }[] }).output;
+    expect(output).toEqual([expect.objectContaining({ type: "function_call", call_id: "call_weather_1" })]);
+    expect(
+      eventsSince(client, since)
+        .filter((e) => e.output_index !== undefined)
+        .map((e) => e.output_index),
+    ).toEqual([0, 0, 0, 0]);
     await ask(
       client,
       {

@@ -93,6 +93,13 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
   SpeechAnnounced: [{ type: "SpeechAnnounced", data: { itemId: U, audioStartMs: 0 } }],
   SpeechStopped: [{ type: "SpeechStopped", data: { itemId: U, audioEndMs: 900, announced: true } }],
   InputCleared: [{ type: "InputCleared", data: { clockMs: 0 } }],
+  MessageStarted: [
+    { type: "MessageStarted", data: { responseId: R, itemId: I, previousItemId: U, outputIndex: 0 } },
+    {
+      type: "MessageStarted",
+      data: { responseId: R, itemId: I, previousItemId: null, outputIndex: 1, outOfBand: true },
+    },
+  ],
   DeferredResponsesDropped: [{ type: "DeferredResponsesDropped", data: { itemIds: [U], reason: "barge_in" } }],
   DeferredResponseRefused: [
     { type: "DeferredResponseRefused", data: { itemId: U, code: "input_backpressure", message: "m" } },
