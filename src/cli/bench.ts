@@ -8,6 +8,7 @@ import { parseConfig } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { startServer } from "../server/index.ts";
+import { benchSoak } from "./bench-soak.ts";
 import { runDemo } from "./demo.ts";
 
 /**
@@ -18,6 +19,9 @@ import { runDemo } from "./demo.ts";
 export interface BenchOptions {
   readonly audioDir: string;
   readonly sessions: number;
+  /** The soak bench: seconds of audio streamed into one session, and its lane. */
+  readonly soakSeconds?: number;
+  readonly soakLane?: "native" | "turn";
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -162,12 +166,20 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
   }
 };
 
+/**
+ * Runs the benches named in `only` (all but `soak` when empty: the soak streams for minutes and runs only when
+ * named).
+ */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
   const all: Record<string, (o: BenchOptions) => Promise<void>> = {
     vad: benchVad,
     store: benchStore,
     replay: benchReplay,
     sessions: benchSessions,
+    soak: (b) =>
+      benchSoak({ audioDir: b.audioDir, seconds: b.soakSeconds ?? 600, lane: b.soakLane ?? "native", print: b.print }),
   };
-  for (const [name, bench] of Object.entries(all)) if (only.length === 0 || only.includes(name)) await bench(o);
+  for (const [name, bench] of Object.entries(all)) {
+    if (only.length === 0 ? name !== "soak" : only.includes(name)) await bench(o);
+  }
 };

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { registerConformCommand } from "../conformance/index.ts";
 import { foldLog, redrive, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
@@ -261,14 +261,18 @@ registerConformCommand(program);
 program
   .command("bench")
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
-  .option("--only <names>", "comma list of vad, store, replay, sessions", "")
+  .option("--only <names>", "comma list of vad, store, replay, sessions, soak (soak runs only when named)", "")
   .option("--sessions <n>", "concurrent sessions of the sessions bench", "4")
+  .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", "600")
+  .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
   .option("--audio <dir>", "folder of the test audio", "../shared/audio")
-  .action(async (opts: { only: string; sessions: string; audio: string }) => {
+  .action(async (opts: { only: string; sessions: string; audio: string; soakSeconds: string; soakLane: string }) => {
     await runBench(
       {
         audioDir: resolve(opts.audio),
         sessions: Number(opts.sessions),
+        soakSeconds: Number(opts.soakSeconds),
+        soakLane: opts.soakLane === "turn" ? "turn" : "native",
         print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
       },
       opts.only.split(",").filter((s) => s !== ""),

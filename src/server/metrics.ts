@@ -1,10 +1,10 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { DomainEvent } from "../domain/index.ts";
 import type { Engine } from "../engine/index.ts";
 
 /**
- * Prometheus metrics of the server (DESIGN.md, src/server: /metrics), with prom-client. Times in seconds, as
- * Prometheus expects.
+ * Prometheus metrics of the server (DESIGN.md, src/server: /metrics), with prom-client, next to its default
+ * process and Node.js metrics. Times in seconds, as Prometheus expects.
  */
 export interface ServerMetrics {
   readonly registry: Registry;
@@ -16,6 +16,8 @@ export interface ServerMetrics {
 
 export const createMetrics = (): ServerMetrics => {
   const registry = new Registry();
+  // prom-client's process and Node.js figures: resident memory, heap, event-loop lag, GC.
+  collectDefaultMetrics({ register: registry });
   const appendSeconds = new Histogram({
     name: "duplex_log_append_seconds",
     help: "Time of one group commit of a session's mailbox drain to the event store.",

@@ -13,3 +13,27 @@ describe("duplex bench", () => {
     }
   });
 });
+
+describe("duplex bench --only soak (short setting; the 2-hour figure is in docs/benchmarks.md)", () => {
+  it("streams real speech into a server process and prints its memory, utterances and answers", async () => {
+    const lines: Record<string, unknown>[] = [];
+    await runBench(
+      {
+        audioDir: "../shared/audio",
+        sessions: 1,
+        soakSeconds: 60,
+        soakLane: "turn",
+        print: (line) => lines.push(line),
+      },
+      ["soak"],
+    );
+    expect(lines).toHaveLength(1);
+    const soak = lines[0] ?? {};
+    expect(soak).toMatchObject({ bench: "soak", lane: "turn", audio_s: 60 });
+    expect(Number(soak.rss_mib_start)).toBeGreaterThan(0);
+    expect(Number(soak.rss_mib_peak)).toBeGreaterThanOrEqual(Number(soak.rss_mib_end));
+    // The speech has pauses: server VAD hears several utterances, and in the turn lane each is answered.
+    expect(Number(soak.utterances)).toBeGreaterThan(1);
+    expect(Number(soak.responses)).toBeGreaterThan(0);
+  }, 120_000);
+});

@@ -1,0 +1,156 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { RealtimeClient } from "../client/index.ts";
+import { readWavFile } from "../infra/audio/index.ts";
+
+/**
+ * `duplex bench --only soak`: one long session against a real server process. It streams `seconds` of real speech
+ * (speech_60s_16k.wav, repeated) as fast as the server accepts it, in 100 ms appends, and samples the server's
+ * resident memory (VmRSS of /proc/PID/status, MiB) once a second. Prints the RSS at the start and the end, its peak,
+ * the end-to-start ratio (the baseline: the same process before the stream), RSS and V8 heap in use after each
+ * quarter of the stream (flat, or growing), the utterances heard and answered, and the store's size on disk. Issue 8: the queue of an overlapping lane must not grow the process.
+ */
+export interface SoakOptions {
+  readonly audioDir: string;
+  /** Seconds of audio to stream (the issue's run: 7200). */
+  readonly seconds: number;
+  /** `native`: the default lane (the model answers when speech stops); `turn`: server VAD commits and responds. */
+  readonly lane: "native" | "turn";
+  readonly print: (line: Record<string, unknown>) => void;
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+
+const startServerProcess = (port: number, dataDir: string): Promise<ChildProcess> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+    const listen = (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes("duplex server listening")) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    };
+    child.stdout?.on("data", listen);
+    child.stderr?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
+  });
+
+/** The server's V8 heap in use, MiB, from its /metrics (prom-client's `nodejs_heap_size_used_bytes`). */
+const heapUsedMib = async (port: number): Promise<number> => {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const bytes = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN);
+  return Math.round((bytes / 2 ** 20) * 10) / 10;
+};
+
+/** The resident memory of process `pid`, MiB, from /proc (Linux). */
+const rssMib = async (pid: number): Promise<number> => {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
+  return Math.round((kb / 1024) * 10) / 10;
+};
+
+export const benchSoak = async (o: SoakOptions): Promise<void> => {
+  const dir = await mkdtemp(join(tmpdir(), "duplex-soak-"));
+  const port = await freePort();
+  const child = await startServerProcess(port, dir);
+  const pid = child.pid ?? 0;
+  const samples: number[] = [];
+  const sampler = setInterval(() => {
+    rssMib(pid).then(
+      (mib) => samples.push(mib),
+      () => undefined,
+    );
+  }, 1000);
+  try {
+    const speech = (await readWavFile(join(o.audioDir, "speech_60s_16k.wav"))).samples;
+    const client = await RealtimeClient.connect(`ws://127.0.0.1:${port}/v1/realtime`);
+    client.send({
+      type: "session.update",
+      session: {
+        input_sample_rate_hz: 16000,
+        ...(o.lane === "turn" ? { turn_detection: { type: "server_vad" } } : {}),
+      },
+    });
+    await client.waitFor("session.updated", { since: 0 });
+    const rssStart = await rssMib(pid);
+    const started = performance.now();
+    const appends = Math.round(o.seconds * 10);
+    let utterances = 0;
+    let responses = 0;
+    const count = () => {
+      for (const { event } of client.received) {
+        if (event.type === "input_audio_buffer.speech_stopped") utterances += 1;
+        if (event.type === "response.done") responses += 1;
+      }
+      // The client keeps what it received; the figures are counted, the events are not needed.
+      client.received.length = 0;
+    };
+    const rssByQuarter: number[] = [];
+    const heapByQuarter: number[] = [];
+    for (let n = 0; n < appends; n += 1) {
+      if (n > 0 && n % Math.ceil(appends / 4) === 0) {
+        rssByQuarter.push(await rssMib(pid));
+        heapByQuarter.push(await heapUsedMib(port));
+      }
+      const offset = (n * 1600) % (speech.length - (speech.length % 1600));
+      client.appendSamples(speech.subarray(offset, offset + 1600), { sampleRateHz: 16000 });
+      // As fast as accepted: wait for the server to have handled each second of audio before sending more.
+      if (n % 10 === 9) {
+        client.send({ type: "session.heartbeat" });
+        await client.waitFor("session.heartbeat_ack", { timeoutMs: 60_000 });
+        count();
+      }
+    }
+    const wallS = (performance.now() - started) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    count();
+    const rssEnd = await rssMib(pid);
+    rssByQuarter.push(rssEnd);
+    heapByQuarter.push(await heapUsedMib(port));
+    await client.close();
+    let storeBytes = 0;
+    for (const file of ["duplex.sqlite", "duplex.sqlite-wal"])
+      storeBytes += await stat(join(dir, file)).then(
+        (s) => s.size,
+        () => 0,
+      );
+    o.print({
+      bench: "soak",
+      lane: o.lane,
+      audio_s: o.seconds,
+      wall_s: Math.round(wallS),
+      x_real_time: Math.round(o.seconds / wallS),
+      rss_mib_start: rssStart,
+      rss_mib_end: rssEnd,
+      rss_mib_peak: Math.max(rssStart, rssEnd, ...samples),
+      rss_end_to_start: Math.round((rssEnd / rssStart) * 100) / 100,
+      rss_mib_by_quarter: rssByQuarter,
+      heap_used_mib_by_quarter: heapByQuarter,
+      utterances,
+      responses,
+      store_mib: Math.round(storeBytes / 2 ** 20),
+    });
+  } finally {
+    clearInterval(sampler);
+    child.kill("SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+  }
+};
