@@ -295,6 +295,10 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
           },
         });
+      } else if (input.data.change === "abandoned") {
+        // Nothing of the client reached it (BEHAVIOUR.md, "Identity", ours): it closes, leaving nothing to resume.
+        cancelResponse(b, input.at, "session_closed");
+        b.push({ type: "SessionClosed", data: { reason: "unused" } });
       } else if (state.capabilities.supportsSessionResume) {
         b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
       } else {
@@ -319,7 +323,9 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       if (state.phase !== "open") return [];
       const b = decisionBuilder(state);
       cancelResponse(b, input.at, "server_restart");
-      dropDeferredResponses(b, "server_restart");
+      // Committed turns are not lost with the process: the next deferred response starts, and runs while the
+      // session waits for its client (BEHAVIOUR.md, "Turn-taking": deferred, not dropped).
+      startDeferredResponse(b, input.at);
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
       return [...b.events];
     }

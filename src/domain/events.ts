@@ -52,8 +52,12 @@ export type Input = (
   | Message<
       "AttachmentChanged",
       {
-        /** `detached`: the socket dropped without session.close; `resumed`: a new socket took the session over. */
-        readonly change: "detached" | "resumed";
+        /**
+         * `detached`: the socket dropped without session.close; `resumed`: a new socket took the session over;
+         * `abandoned`: the session opened on connect was never used (the socket resumed another session, sent
+         * nothing within the first message timeout, or closed first).
+         */
+        readonly change: "detached" | "resumed" | "abandoned";
         readonly generation: number;
         /** SHA-256 (hex) of the rotated resume token (resumed only). */
         readonly resumeTokenSha256: string | null;
@@ -224,7 +228,7 @@ export type DomainEvent =
       {
         /** The user items whose deferred responses will not start: the response after a barge-in answers them. */
         readonly itemIds: readonly ItemId[];
-        readonly reason: "barge_in" | "turn_detected" | "server_restart";
+        readonly reason: "barge_in" | "turn_detected";
       }
     >
   | Message<
@@ -395,13 +399,15 @@ export type DomainEvent =
 
 /**
  * Why a session ended: the client closed it, or its lease ran out (rendered as `session.expired`), or its runner
- * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`).
+ * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`), or the session opened on
+ * connect was never used (`unused`).
  */
 export type CloseReason =
   | "session_close"
   | "idle_ttl_expired"
   | "disconnect_grace_expired"
   | "disconnect"
-  | "runner_failed";
+  | "runner_failed"
+  | "unused";
 
 export type DomainEventType = DomainEvent["type"];

@@ -82,10 +82,7 @@ export const startDeferredResponse = (b: DecisionBuilder, at: number): void => {
  * Drops the deferred responses at a barge-in (BEHAVIOUR.md, "Turn-taking": a barge-in answers the barging
  * utterance): their user items stay in history, and the response to the barging utterance answers them too.
  */
-export const dropDeferredResponses = (
-  b: DecisionBuilder,
-  reason: "barge_in" | "turn_detected" | "server_restart",
-): void => {
+export const dropDeferredResponses = (b: DecisionBuilder, reason: "barge_in" | "turn_detected"): void => {
   const itemIds = b.state.deferredTurns.map((t) => t.itemId);
   if (itemIds.length > 0) b.push({ type: "DeferredResponsesDropped", data: { itemIds, reason } });
 };

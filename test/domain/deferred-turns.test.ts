@@ -199,10 +199,17 @@ describe("a commit while a response is active is deferred (BEHAVIOUR.md, Turn-ta
     expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted"]);
   });
 
-  it("drops the deferred responses at a server restart, with the active one", () => {
+  it("starts the next deferred response after a server restart cancelled the active one: it runs while detached", () => {
     const w = given(...oneDeferred()).when({ type: "SessionRecovered", at: 9, data: { reason: "server_restart" } });
-    expect(ofType(w.events, "DeferredResponsesDropped")[0]?.data).toEqual({ itemIds: [U1], reason: "server_restart" });
-    expect(ofType(w.events, "ResponseStarted")).toEqual([]);
+    expect(types(w.events)).toEqual([
+      "EpochAdvanced",
+      "ResponseEnded",
+      "HistoryCommitted",
+      "ResponseStarted",
+      "SessionDetached",
+    ]);
+    expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({ reason: "server_restart" });
+    expect(ofType(w.events, "ResponseStarted")[0]?.data).toMatchObject({ responseId: R2, inReplyTo: U1 });
   });
 });
 

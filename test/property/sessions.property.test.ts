@@ -202,7 +202,7 @@ const brokenInvariant = (run: Run): string | null => {
       const response = e.response as { status?: string; status_details?: { reason?: string } | null };
       if (response.status === "cancelled") cancelled.add(id);
       const reason = response.status_details?.reason ?? "";
-      if (["barge_in", "turn_detected", "session_closed", "server_restart"].includes(reason)) deferred = 0;
+      if (["barge_in", "turn_detected", "session_closed"].includes(reason)) deferred = 0;
       if (deferred > 0) owed = id;
     } else if (e.type === "response.output_audio.delta" && cancelled.has(id)) {
       return `audio of ${id} after its cancel`;
