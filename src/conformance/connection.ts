@@ -94,12 +94,15 @@ export const openSocket = async (
   conn.events = events;
   conn.cursor = 0;
   conn.open = true;
-  client.onEvent((event) => {
+  const record = (event: ServerEvent, at: number) => {
     const seq = event.server_event_seq;
     if (typeof seq === "number" && seq > conn.maxSeq) conn.maxSeq = seq;
-    events.push({ event, atMs: performance.now() - startedAt });
+    events.push({ event, atMs: at - startedAt });
     waiter.notify();
-  });
+  };
+  // A server that opens the session on connect sends session.created before the connection resolves.
+  for (const r of client.received) record(r.event, r.at);
+  client.onEvent(record);
   void client.closed.then(({ code, reason }) => {
     events.push({ event: { type: SOCKET_CLOSED, code, reason }, atMs: performance.now() - startedAt });
     if (conn.client === client) conn.open = false;

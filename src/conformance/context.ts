@@ -84,10 +84,13 @@ export const connectionOf = (ctx: ScenarioContext, name: string): Connection => 
 export const connect = async (ctx: ScenarioContext, conn: Connection, query: string | null): Promise<void> => {
   await openSocket(conn, `${ctx.url}${query ?? ""}`, ctx.startedAt, ctx.waiter, ctx.headers);
   const client = conn.client;
-  client?.onEvent((event) => {
+  const observe = (event: ServerEvent) => {
     if (ctx.recording) ctx.observedTypes.add(event.type);
     track(ctx, conn.name, event);
-  });
+  };
+  // What arrived with the connection (session.created, from a server that opens the session on connect).
+  for (const r of client?.received ?? []) observe(r.event);
+  client?.onEvent(observe);
   void client?.closed.then(() => track(ctx, conn.name, { type: SOCKET_CLOSED }));
 };
 

@@ -83,7 +83,9 @@ export const probeServer = async (url: string, headers: Readonly<Record<string, 
   try {
     client = await RealtimeClient.connect(url, { headers: { ...headers } });
     client.send({ type: "session.update", session: {} });
+    // A server may send session.created on connect, before the session.update.
     const created = await client.waitFor((e) => e.type === "session.created" || e.type === "error", {
+      since: 0,
       timeoutMs: 5000,
     });
     if (created.type !== "session.created") return { model: null, session: null, error: JSON.stringify(created) };

@@ -102,6 +102,12 @@ export interface Engine {
    */
   detach(host: SessionHost, sink: SessionSink): void;
   /**
+   * Closes a session the socket `sink` opened on connect and never used (BEHAVIOUR.md, "Identity", ours): the socket
+   * resumed another session, sent nothing within the first message timeout, or closed first. `sink` is released
+   * first, so the socket hears nothing of it; the session ends `unused` and holds no capacity.
+   */
+  abandon(host: SessionHost, sink: SessionSink): void;
+  /**
    * Rebuilds every session the store holds open (a restart is a disconnect for every client, BEHAVIOUR.md
    * "Resume", ours): their state and wire projection are folded from the log, an active response is cancelled,
    * and each waits for a resume for what is left of its grace lease. Returns the recovered session ids.
@@ -290,6 +296,16 @@ export const createEngine = (deps: EngineDeps): Engine => {
         data: { change: "detached", generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
       });
       armGrace(host, limits.disconnectGraceS * 1000);
+    },
+    abandon(host, sink) {
+      if (host.isClosed || !host.release(sink)) return;
+      const t = timers.get(host.sessionId);
+      if (t?.idle) clearTimeout(t.idle);
+      void host.enqueue({
+        type: "AttachmentChanged",
+        at: now(),
+        data: { change: "abandoned", generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
+      });
     },
     async recover() {
       const recovered: string[] = [];

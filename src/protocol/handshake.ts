@@ -1,4 +1,4 @@
-import type { ErrorCode } from "../domain/index.ts";
+import { ERROR_CODES, type ErrorCode } from "../domain/index.ts";
 
 /**
  * Errors before a session exists use the flat native shape `{type: "error", error: "message", code}`
@@ -10,6 +10,16 @@ export const handshakeError = (code: ErrorCode, message: string, eventId: string
       ? { type: "error", error: message, code }
       : { type: "error", error: message, code, event_id: eventId },
   );
+
+/**
+ * An error about a session this socket opened on connect that is not in its log (the first message timeout): the
+ * session envelope of BEHAVIOUR.md, "Errors", without `server_event_seq`.
+ */
+export const sessionError = (code: ErrorCode, message: string): string =>
+  JSON.stringify({
+    type: "error",
+    error: { type: ERROR_CODES[code].type, code, message, event_id: null, param: null },
+  });
 
 /**
  * `session.replaced`, sent to a superseded socket before it is closed (reference, "Session lifecycle"). Not part of

@@ -24,7 +24,8 @@ export interface AppOptions {
 }
 
 /**
- * Builds the fastify app: `GET /health`, `GET /v1/models`, and the WebSocket upgrade on the realtime paths
+ * Builds the fastify app: `GET /health`, `GET /metrics`, `GET /v1/models`, 426 Upgrade Required for a plain `GET` of
+ * a realtime path, and the WebSocket upgrade on the realtime paths
  * (through `ws` with `noServer`, so the handshake stays ours), over TLS when `options.tls` is given.
  * Listening is the caller's.
  */
@@ -56,6 +57,22 @@ export const buildApp = (options: AppOptions) => {
       },
     ],
   }));
+
+  // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
+  for (const path of REALTIME_PATHS) {
+    app.get(path, async (_request, reply) =>
+      reply
+        .code(426)
+        .header("Upgrade", "websocket")
+        .send({
+          error: {
+            type: "invalid_request_error",
+            code: "upgrade_required",
+            message: `${path} is a WebSocket endpoint (OpenAI Realtime API): connect with ws:// or wss:// and an Upgrade: websocket request`,
+          },
+        }),
+    );
+  }
 
   app.server.on("upgrade", (request, socket, head) => {
     const url = new URL(request.url ?? "/", "http://localhost");

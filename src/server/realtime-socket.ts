@@ -17,6 +17,7 @@ import {
   MAX_FRAME_BYTES,
   renderForDialect,
   resyncRequired,
+  sessionError,
   sessionReplaced,
 } from "../protocol/index.ts";
 
@@ -77,10 +78,23 @@ export const serveRealtimeSocket = (
   const dialect = options.dialect ?? "ga";
   let host: SessionHost | null = null;
   let state: "new" | "bound" | "replaced" | "expired" | "closed" = "new";
+  /** False while the session this socket opened on connect has received nothing from the client. */
+  let used = true;
+  /** Admission refused the session on connect: the first frame may still resume one, or is refused. */
+  let refused: { code: "resource_exhausted"; message: string } | null = null;
   const firstMessage = setTimeout(() => {
+    if (state === "bound" && !used && host !== null) {
+      // A session opened on connect that heard nothing: it closes and holds no capacity.
+      socket.send(sessionError("config_timeout", "no client event arrived within the first message timeout"));
+      engine.abandon(host, sink);
+      state = "closed";
+      socket.close(ERROR_CODES.config_timeout.closeCode, "config_timeout");
+      return;
+    }
     if (state !== "new") return;
-    socket.send(handshakeError("config_timeout", "no session.update arrived within the first message timeout"));
-    socket.close(ERROR_CODES.config_timeout.closeCode, "config_timeout");
+    const code = refused === null ? "config_timeout" : refused.code;
+    socket.send(handshakeError(code, refused?.message ?? "no session.update arrived within the first message timeout"));
+    socket.close(ERROR_CODES[code].closeCode, code);
   }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
 
   const sink: SessionSink = {
@@ -108,7 +122,44 @@ export const serveRealtimeSocket = (
   const bind = (bound: SessionHost): void => {
     host = bound;
     state = "bound";
+    if (used) clearTimeout(firstMessage);
+  };
+
+  /** Opens a session for this socket; on a refusal (capacity), says so and closes the socket. */
+  const open = (eventId: string | null): SessionHost | null => {
+    const opened = engine.open({
+      ...(options.query?.model === undefined ? {} : { model: options.query.model }),
+      ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
+    });
+    if ("code" in opened) {
+      socket.send(handshakeError(opened.code, opened.message, eventId));
+      socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
+      return null;
+    }
+    opened.attach(sink);
+    log.info({ sessionId: opened.sessionId }, "session opened");
+    return opened;
+  };
+
+  /** `session.resume` as the socket's first client event; a session opened on connect and unused is abandoned. */
+  const resume = (frame: Extract<DecodedFrame, { type: "session.resume" }>): void => {
+    const resumed = engine.resume(frame, sink);
+    if ("code" in resumed) {
+      socket.send(
+        resumed.code === "journal_gap"
+          ? resyncRequired(frame.sessionId, "journal_gap")
+          : handshakeError(resumed.code, resumed.message, frame.eventId),
+      );
+      return;
+    }
+    if (host !== null) {
+      engine.abandon(host, sink);
+      log.info({ sessionId: host.sessionId }, "session opened on connect closed unused: the socket resumed another");
+    }
+    used = true;
     clearTimeout(firstMessage);
+    bind(resumed);
+    log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
   };
 
   const handshake = (frame: DecodedFrame): void => {
@@ -119,17 +170,7 @@ export const serveRealtimeSocket = (
       return;
     }
     if (frame.type === "session.resume") {
-      const resumed = engine.resume(frame, sink);
-      if ("code" in resumed) {
-        socket.send(
-          resumed.code === "journal_gap"
-            ? resyncRequired(frame.sessionId, "journal_gap")
-            : handshakeError(resumed.code, resumed.message, frame.eventId),
-        );
-        return;
-      }
-      bind(resumed);
-      log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
+      resume(frame);
       return;
     }
     if (engine.capabilities.refAudio === "required") {
@@ -157,21 +198,37 @@ export const serveRealtimeSocket = (
       );
       return;
     }
-    const opened = engine.open({
-      ...(options.query?.model === undefined ? {} : { model: options.query.model }),
-      ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
-    });
-    if ("code" in opened) {
-      socket.send(handshakeError(opened.code, opened.message, frame.eventId));
-      socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
-      return;
-    }
-    opened.attach(sink);
+    const opened = open(frame.eventId);
+    if (opened === null) return;
     bind(opened);
-    log.info({ sessionId: opened.sessionId }, "session opened");
     engine.touch(opened);
     void opened.submit(frame);
   };
+
+  // A session opens when the socket opens, with the deployment's defaults, and session.created is sent at once, as
+  // OpenAI's servers do (BEHAVIOUR.md, "Identity", ours) - unless the profile needs ref_audio first or the socket
+  // is resume-only (autostart=0): then the first client event is the handshake.
+  const openOnConnect = (): void => {
+    // A first client event that came first opened (or resumed) the socket's session already.
+    if (state !== "new" || socket.readyState !== socket.OPEN) return;
+    const live = engine.sessions().filter((h) => !h.isClosed).length;
+    if (live >= engine.limits.maxSessions) {
+      // At capacity a first session.resume may still take its detached session back; anything else is refused.
+      refused = {
+        code: "resource_exhausted",
+        message: `session capacity reached (max_sessions=${engine.limits.maxSessions})`,
+      };
+    } else {
+      const opened = open(null);
+      if (opened !== null) {
+        used = false;
+        bind(opened);
+      }
+    }
+  };
+  // After the upgrade response has gone out on its own: a client that attaches its message handler once the socket
+  // is open (LiveKit's plugin does) must not find session.created in the same read as the 101.
+  if (engine.capabilities.refAudio !== "required" && options.query?.autostart !== false) setImmediate(openOnConnect);
 
   socket.on("message", (data, isBinary) => {
     const bytes = frameBytes(data);
@@ -198,6 +255,19 @@ export const serveRealtimeSocket = (
         return;
       case "bound":
         if (host === null) return;
+        if (!used) {
+          // The socket's first client event may resume another session instead of using the one opened on connect;
+          // after a refused resume the session stays unused, and the socket may try again.
+          if (text !== null && /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))) {
+            const frame = decode(null);
+            if (frame.type === "session.resume" || frame.type === "invalid") {
+              handshake(frame);
+              return;
+            }
+          }
+          used = true;
+          clearTimeout(firstMessage);
+        }
         engine.touch(host);
         void host.submit(decode, {
           // A frame over the maximum is refused as event_too_large and buffers nothing: it costs nothing.
@@ -222,6 +292,11 @@ export const serveRealtimeSocket = (
     clearTimeout(firstMessage);
     const current = host as SessionHost | null;
     if (current !== null && state === "bound" && !current.isClosed) {
+      if (!used) {
+        // Nothing of the client reached it: there is nothing to resume.
+        engine.abandon(current, sink);
+        return;
+      }
       log.info({ sessionId: current.sessionId }, "socket dropped; session detached");
       engine.detach(current, sink);
     }

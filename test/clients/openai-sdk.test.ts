@@ -178,6 +178,19 @@ describe("openai SDK, GA client (openai/realtime/ws), over TLS", () => {
     return { rt: ga, recorder, append: (audio: string) => ga.send({ type: "input_audio_buffer.append", audio }) };
   };
 
+  // OpenAI's servers send session.created when the socket opens; clients such as Pipecat's OpenAI realtime service
+  // send their first session.update only after it (BEHAVIOUR.md, "Identity", ours).
+  it("serves a client that waits for session.created before its first session.update", async () => {
+    const { rt, recorder } = await connectGa();
+    const created = await recorder.next("session.created", undefined, { timeoutMs: 5000 });
+    expect(recorder.events.map((e) => e.type)).toEqual(["session.created"]);
+    const id = (created.session as { id: string }).id;
+    rt.send(gaSessionUpdate(24000));
+    const updated = await recorder.next("session.updated");
+    expect(updated.session).toMatchObject({ id, audio: { input: { format: { type: "audio/pcm", rate: 24000 } } } });
+    expect(recorder.errors).toEqual([]);
+  });
+
   it.each([16000, 24000])(
     "answers a spoken question sent at %i Hz: audio deltas decode to over a second of speech, the transcript deltas add up to the done transcript, and response.done is completed",
     async (rate) => {

@@ -39,7 +39,7 @@ describe("bad frames of every client event type", () => {
     server = await startTestServer();
     client = await RealtimeClient.connect(server.url);
     client.send({ type: "session.update", session: {} });
-    const created = await client.waitFor("session.created");
+    const created = await client.waitFor("session.created", { since: 0 });
     sessionId = String((created.session as { id: string }).id);
     await client.waitFor("session.updated", { since: 0 });
   });

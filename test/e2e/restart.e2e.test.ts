@@ -87,7 +87,7 @@ describe("restart", () => {
 
     const second = await serve(port, dataDir);
     children.push(second);
-    const resumed = await RealtimeClient.connect(url);
+    const resumed = await RealtimeClient.connect(`${url}?autostart=0`);
     resumed.send({
       type: "session.resume",
       session_id: sessionId,

@@ -4,7 +4,11 @@ import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
-/** BEHAVIOUR.md, "Resume": scenarios 11, 12 and 13, takeover and concurrent resumes, over real sockets. */
+/**
+ * BEHAVIOUR.md, "Resume": scenarios 11, 12 and 13, takeover and concurrent resumes, over real sockets. Resuming
+ * sockets connect resume-only (`?autostart=0`), as the seed's client does; a resume on a plain connection, where a
+ * session opened on connect comes first, is in connect.e2e.test.ts.
+ */
 
 /** Opens a session and returns its id and resume token. */
 const open = async (client: RealtimeClient): Promise<{ id: string; token: string }> => {
@@ -24,8 +28,10 @@ const seqOf = (e: ServerEvent): number => Number(e.server_event_seq);
 
 describe("session resume", () => {
   let server: Awaited<ReturnType<typeof startTestServer>>;
+  let resumeOnly = "";
   beforeEach(async () => {
     server = await startTestServer();
+    resumeOnly = `${server.url}?autostart=0`;
   });
   afterEach(async () => server.stop());
 
@@ -37,7 +43,7 @@ describe("session resume", () => {
     const last = first.lastSeq();
     await first.terminate();
 
-    const second = await RealtimeClient.connect(server.url);
+    const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: last });
     const resumed = await second.waitFor("session.resumed");
     expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2 });
@@ -60,11 +66,11 @@ describe("session resume", () => {
     const first = await RealtimeClient.connect(server.url);
     const { id, token } = await open(first);
     await first.terminate();
-    const second = await RealtimeClient.connect(server.url);
+    const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
     await second.waitFor("session.resumed");
 
-    const stale = await RealtimeClient.connect(server.url);
+    const stale = await RealtimeClient.connect(resumeOnly);
     stale.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
     expect(await stale.waitFor("error")).toMatchObject({ code: "invalid_resume_token" });
     stale.send({ type: "session.resume", session_id: "sess_00000000000000000000000000000000", resume_token: token });
@@ -95,7 +101,7 @@ describe("session resume", () => {
   it("a resume while the old socket is attached sends it session.replaced, closes it, and ignores its later input", async () => {
     const first = await RealtimeClient.connect(server.url);
     const { id, token } = await open(first);
-    const second = await RealtimeClient.connect(server.url);
+    const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
     await second.waitFor("session.resumed");
     const replaced = await first.waitFor("session.replaced", { since: 0 });
@@ -114,7 +120,7 @@ describe("session resume", () => {
     const first = await RealtimeClient.connect(server.url);
     const { id, token } = await open(first);
     await first.terminate();
-    const [a, b] = await Promise.all([RealtimeClient.connect(server.url), RealtimeClient.connect(server.url)]);
+    const [a, b] = await Promise.all([RealtimeClient.connect(resumeOnly), RealtimeClient.connect(resumeOnly)]);
     for (const c of [a, b])
       c.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
     const outcomes = await Promise.all(
@@ -130,7 +136,7 @@ describe("session resume", () => {
     await speak(first);
     await first.waitFor("response.done", { timeoutMs: 20_000 });
     await first.terminate();
-    const second = await RealtimeClient.connect(server.url);
+    const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 3 });
     await second.waitFor("session.resumed");
     second.send({ type: "session.close" });

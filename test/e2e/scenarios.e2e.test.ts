@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
+import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
 import { encodeAudio } from "../../src/protocol/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
@@ -178,7 +179,7 @@ describe("admission", () => {
     try {
       const first = await RealtimeClient.connect(server.url);
       first.send({ type: "session.update", session: {} });
-      await first.waitFor("session.created");
+      await first.waitFor("session.created", { since: 0 });
       const second = await RealtimeClient.connect(server.url);
       second.send({ type: "session.update", session: {} });
       const refused = await second.waitFor("error");
@@ -194,7 +195,7 @@ describe("admission", () => {
       await first.closed;
       const third = await RealtimeClient.connect(server.url);
       third.send({ type: "session.update", session: {} });
-      const created = await third.waitFor("session.created");
+      const created = await third.waitFor("session.created", { since: 0 });
       expect(created.type).toBe("session.created");
       await third.close();
     } finally {
@@ -202,14 +203,20 @@ describe("admission", () => {
     }
   });
 
-  it("a socket that sends nothing gets config_timeout in the flat handshake shape and is closed", async () => {
+  it("a socket that sends nothing: session.created at once, then config_timeout, the socket closes and the unused session ends", async () => {
     const server = await startTestServer({}, { firstMessageTimeoutMs: 200 });
     try {
       const client = await RealtimeClient.connect(server.url);
-      const error = await client.waitFor("error", { timeoutMs: 5000 });
-      expect(error).toMatchObject({ type: "error", code: "config_timeout" });
-      expect(typeof error.error).toBe("string");
+      const created = await client.waitFor("session.created", { since: 0 });
+      const error = await client.waitFor("error", { since: 0, timeoutMs: 5000 });
+      expect(error).toMatchObject({ type: "error", error: { code: "config_timeout", type: "invalid_request_error" } });
+      expect(typeof (error.error as { message?: unknown }).message).toBe("string");
       expect((await client.closed).code).toBe(1008);
+      expect(client.types()).toEqual(["session.created", "error"]);
+      const id = (created.session as { id: string }).id;
+      await expect.poll(() => server.engine.sessions().some((h) => h.sessionId === id && !h.isClosed)).toBe(false);
+      const log = foldLog(await server.store.read(streamOf(id)));
+      expect(log.state.phase).toBe("closed");
     } finally {
       await server.stop();
     }
@@ -223,7 +230,7 @@ describe("query parameters", () => {
       const base = server.url;
       const a = await RealtimeClient.connect(`${base}?model=my-model&native_duplex=0&duplex=1`);
       a.send({ type: "session.update", session: {} });
-      const created = await a.waitFor("session.created");
+      const created = await a.waitFor("session.created", { since: 0 });
       expect(created.session).toMatchObject({ model: "my-model", extra_body: { auto_response: false } });
       await a.close();
       const b = await RealtimeClient.connect(`${base}?autostart=0`);
@@ -299,7 +306,7 @@ describe("input backpressure", () => {
         type: "session.update",
         session: { audio: { input: { format: { type: "audio/pcm", rate: 16000 } } } },
       });
-      const created = await client.waitFor("session.created");
+      const created = await client.waitFor("session.created", { since: 0 });
       const id = String((created.session as { id: string }).id);
       client.appendAudio(new Uint8Array(24_000), { event_id: "too_big" });
       client.appendAudio(new Uint8Array(3_200), { event_id: "fine" });
@@ -324,11 +331,15 @@ describe("session_mode", () => {
     try {
       const a = await RealtimeClient.connect(server.url);
       a.send({ type: "session.update", session: {} });
-      expect((await a.waitFor("session.created")).session).toMatchObject({ extra_body: { auto_response: false } });
+      expect((await a.waitFor("session.created", { since: 0 })).session).toMatchObject({
+        extra_body: { auto_response: false },
+      });
       await a.close();
       const b = await RealtimeClient.connect(`${server.url}?native_duplex=1`);
       b.send({ type: "session.update", session: {} });
-      expect((await b.waitFor("session.created")).session).toMatchObject({ extra_body: { auto_response: true } });
+      expect((await b.waitFor("session.created", { since: 0 })).session).toMatchObject({
+        extra_body: { auto_response: true },
+      });
       await b.close();
     } finally {
       await server.stop();

@@ -8,7 +8,7 @@ describe("server shutdown", () => {
     const server = await startTestServer();
     const client = await RealtimeClient.connect(server.url);
     client.send({ type: "session.update", session: {} });
-    const created = await client.waitFor("session.created");
+    const created = await client.waitFor("session.created", { since: 0 });
     const id = String((created.session as { id: string }).id);
     await server.close();
     const { code } = await client.closed;
