@@ -1,7 +1,8 @@
-import { mkdir, readFile } from "node:fs/promises";
+import { access, constants, mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { RealtimeClient, type ServerEvent } from "../client/index.ts";
+import { InvalidArgumentError } from "commander";
+import { explainConnectError, RealtimeClient, type ServerEvent } from "../client/index.ts";
 import { pcm16FromBytes, pcm16ToBytes, readWavFile, resamplePcm16, writeWavFile } from "../infra/audio/index.ts";
 
 /** Options of `duplex demo`. Times in ms. */
@@ -22,12 +23,26 @@ export interface DemoOptions {
   readonly headers?: Record<string, string>;
   /** A WAV file sent as the session's `ref_audio` voice clip (a data URL), which MiniCPM-o 4.5 requires. */
   readonly refAudio?: string;
+  /** Sent as `Authorization: Bearer` (a server with `auth.api_keys` needs one). */
+  readonly apiKey?: string;
+  /** Commit the input (with `response_create`) after streaming it: the turn lane answers only what is committed. */
+  readonly commit?: boolean;
+  /**
+   * Where progress goes: lines (speech, responses, cancels, errors, files), and with `live` a status that replaces
+   * the previous one (how much of the input was sent), or nothing.
+   */
+  readonly progress?: (line: string, live?: boolean) => void;
 }
 
 /** The line `duplex demo` prints. Latency in ms; `audio_ms` per response in ms of 24 kHz audio. */
 export interface DemoSummary {
   readonly session_id: string;
   readonly responses: number;
+  /**
+   * `realtime`: the input was paced, and the latency is from the end of speech to the first audio; `fast`: sent as
+   * fast as accepted, and the latency is from the append that held the end of speech (not a conversational figure).
+   */
+  readonly pace: "realtime" | "fast";
   readonly first_audio_latency_ms: number | null;
   readonly audio_ms: number[];
   readonly events: Record<string, number>;
@@ -57,9 +72,10 @@ const SUPPORTED_RATES = [8000, 16000, 24000, 48000];
 export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const chunkMs = options.chunkMs ?? 100;
   const fast = options.fast ?? false;
-  const wav = await readWavFile(options.input);
-  if (wav.channels !== 1)
-    throw new Error(`${options.input}: the demo needs mono audio; the file has ${wav.channels} channels`);
+  const say = options.progress ?? (() => undefined);
+  // Everything that can be checked is checked before connecting, so a bad argument costs no session.
+  const wav = await readInput(options.input);
+  await prepareOut(options.out);
   const rate = SUPPORTED_RATES.includes(wav.sampleRate) ? wav.sampleRate : 16000;
   const samples = rate === wav.sampleRate ? wav.samples : resamplePcm16(wav.samples, wav.sampleRate, rate);
 
@@ -67,7 +83,13 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     options.refAudio === undefined
       ? {}
       : { ref_audio: `data:audio/wav;base64,${(await readFile(options.refAudio)).toString("base64")}` };
-  const client = await RealtimeClient.connect(options.url, { headers: options.headers ?? {} });
+  const headers = {
+    ...(options.apiKey === undefined ? {} : { Authorization: `Bearer ${options.apiKey}` }),
+    ...(options.headers ?? {}),
+  };
+  const client = await RealtimeClient.connect(options.url, { headers }).catch((error: unknown) => {
+    throw new Error(explainConnectError(options.url, error));
+  });
   // The session can end under the demo (its model failed, the server went away): say so at once, with why.
   let closing = false;
   let lastError = "";
@@ -98,6 +120,35 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   void client.closed.then(({ code, reason }) =>
     end(new Error(`connection closed by the server (${code}${reason === "" ? "" : ` ${reason}`})`)),
   );
+  client.onEvent((event) => {
+    const seconds = (ms: unknown) => `${(Number(ms) / 1000).toFixed(1)} s`;
+    switch (event.type) {
+      case "input_audio_buffer.speech_started":
+        say(`speech started at ${seconds(event.audio_start_ms)}`);
+        return;
+      case "input_audio_buffer.speech_stopped":
+        say(`speech stopped at ${seconds(event.audio_end_ms)}`);
+        return;
+      case "response.created":
+        say(`response ${String((event.response as { id?: string }).id)} started`);
+        return;
+      case "response.done": {
+        const r = event.response as { id?: string; status?: string; status_details?: { reason?: string } | null };
+        const transcript = client.received
+          .map((x) => x.event)
+          .findLast((e) => e.type === "response.output_audio_transcript.done" && e.response_id === r.id)?.transcript;
+        const why = r.status === "completed" ? "" : ` (${r.status_details?.reason ?? ""})`;
+        say(`response ${r.id} ${r.status}${why}${transcript === undefined ? "" : `: "${String(transcript)}"`}`);
+        return;
+      }
+      case "error": {
+        const e = event.error as { code?: string; message?: string } | string;
+        say(typeof e === "string" ? `error ${String(event.code)}: ${e}` : `error ${e?.code}: ${e?.message}`);
+        return;
+      }
+      default:
+    }
+  });
   const responses = new Map<string, ResponseAudio>();
   client.onEvent((event: ServerEvent, at: number) => {
     if (event.type !== "response.output_audio.delta") return;
@@ -167,6 +218,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const start = performance.now();
   for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkSamples) {
     if (ended !== null) throw ended;
+    if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${(all.length / rate).toFixed(1)} s`, true);
     sentAt.push(performance.now());
     client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + chunkSamples)), { sample_rate_hz: rate });
     if (!fast) {
@@ -177,6 +229,10 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
   }
 
+  if (options.commit === true) {
+    client.send({ type: "input_audio_buffer.commit", response_create: true });
+    say("committed the input");
+  }
   // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard.
   const heard = client.received.length;
   client.send({ type: "session.heartbeat" });
@@ -205,7 +261,6 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   await client.waitFor("session.closed", { since: 0, timeoutMs: 5000 }).catch(() => undefined);
   await client.close();
 
-  await mkdir(options.out, { recursive: true });
   const files: string[] = [];
   const ordered = [...responses.values()];
   for (const [i, r] of ordered.entries()) {
@@ -219,7 +274,15 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     const file = join(options.out, `response-${i + 1}.wav`);
     await writeWavFile(file, pcm, r.rate);
     files.push(file);
+    say(`wrote ${file} (${(((total / r.rate) * 1000) / 1000).toFixed(1)} s)`);
   }
+  if (ordered.length === 0)
+    say(
+      `no response: ${whyNoResponse(
+        client.received.map((r) => r.event),
+        options.commit === true,
+      )}`,
+    );
 
   const stopped = client.received.find((r) => r.event.type === "input_audio_buffer.speech_stopped");
   const firstDelta = client.received.find(
@@ -237,10 +300,93 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   return {
     session_id: sessionId,
     responses: ordered.length,
+    pace: fast ? "fast" : "realtime",
     first_audio_latency_ms: latency,
     audio_ms: ordered.map((r) => Math.round(r.receivedMs)),
     events,
     files,
     trace: client.received.map((r) => r.event),
+  };
+};
+
+/** Why a demo run got no response, from what the server said. */
+const whyNoResponse = (events: readonly ServerEvent[], committed: boolean): string => {
+  const session = events.findLast((e) => e.type === "session.updated" || e.type === "session.created")?.session as
+    | {
+        turn_detection?: unknown;
+        audio?: { input?: { turn_detection?: unknown } };
+        extra_body?: { auto_response?: boolean };
+      }
+    | undefined;
+  const turnDetection = session?.audio?.input?.turn_detection ?? session?.turn_detection ?? null;
+  const turnLane = session?.extra_body?.auto_response === false && turnDetection === null;
+  if (turnLane && !committed)
+    return "the server is in the turn lane (auto_response false, no turn detection): pass --commit to commit the input and ask for a response";
+  if (!events.some((e) => e.type === "input_audio_buffer.speech_started" || e.type === "input_audio_buffer.committed"))
+    return "no speech was heard in the input (server VAD found none); try a file with speech, e.g. ../shared/audio/jfk_16k.wav";
+  return "the model did not answer; see the events in the JSON line";
+};
+
+/**
+ * Reads `path` as the demo's input: a mono PCM16 WAV at any rate (8, 16, 24, 48 kHz are sent as they are, others
+ * resampled to 16 kHz).
+ * @throws one line that names the path and what is wrong with it, with the sox command that converts it.
+ */
+const readInput = async (path: string) => {
+  const info = await stat(path).catch(() => null);
+  if (info === null) throw new InvalidArgumentError(`--input ${path}: no such file`);
+  if (info.isDirectory()) throw new InvalidArgumentError(`--input ${path}: is a folder; give a WAV file`);
+  const convert = `sox ${JSON.stringify(path)} -r 16000 -c 1 -b 16 -e signed-integer input_16k.wav`;
+  const wav = await readWavFile(path).catch((error: Error) => {
+    throw new InvalidArgumentError(
+      `--input ${path}: not a WAV file the demo can send (${error.message}); convert it with: ${convert}`,
+    );
+  });
+  if (wav.channels !== 1)
+    throw new InvalidArgumentError(
+      `--input ${path}: the demo needs mono audio; the file has ${wav.channels} channels; convert it with: ${convert}`,
+    );
+  if ((wav.missingBytes ?? 0) > 0)
+    throw new InvalidArgumentError(
+      `--input ${path}: the WAV is truncated: its data chunk declares ${wav.missingBytes} bytes more than the file holds`,
+    );
+  return wav;
+};
+
+/**
+ * Makes sure `out` is a folder the demo can write, and removes the response-N.wav files an earlier run left there.
+ * @throws one line that names the folder when it is a file or cannot be written.
+ */
+const prepareOut = async (out: string): Promise<void> => {
+  const info = await stat(out).catch(() => null);
+  if (info !== null && !info.isDirectory()) throw new InvalidArgumentError(`--out ${out}: is a file; give a folder`);
+  await mkdir(out, { recursive: true }).catch((error: Error) => {
+    throw new InvalidArgumentError(`--out ${out}: cannot create the folder (${error.message})`);
+  });
+  await access(out, constants.W_OK).catch(() => {
+    throw new InvalidArgumentError(`--out ${out}: the folder is not writable`);
+  });
+  for (const file of await readdir(out)) {
+    if (/^response-\d+\.wav$/.test(file)) await rm(join(out, file));
+  }
+};
+
+/**
+ * Progress of `duplex demo` on stderr: on a terminal, a live status line that event lines scroll above; in a pipe,
+ * plain lines (no live status).
+ */
+export const progressLine = (input: string): ((line: string, live?: boolean) => void) => {
+  const started = performance.now();
+  const tty = process.stderr.isTTY === true;
+  let status = "";
+  return (line, live = false) => {
+    const stamp = `${((performance.now() - started) / 1000).toFixed(1).padStart(5)} s`;
+    if (live) {
+      if (!tty) return;
+      status = `${stamp}  ${input}: ${line}`;
+      process.stderr.write(`\r\x1b[K${status}`);
+      return;
+    }
+    process.stderr.write(tty ? `\r\x1b[K${stamp}  ${line}\n${status}` : `${stamp}  ${line}\n`);
   };
 };

@@ -11,7 +11,7 @@ import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../in
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { createConfiguredRunner, startServer } from "../server/index.ts";
 import { runBench } from "./bench.ts";
-import { runDemo } from "./demo.ts";
+import { progressLine, runDemo } from "./demo.ts";
 
 /**
  * `duplex serve | demo | replay | export | sessions | conform` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a
@@ -75,19 +75,37 @@ program
   .option("--out <dir>", "folder for response-N.wav", "./out")
   .option("--fast", "send and play as fast as possible instead of in real time", false)
   .option("--ref-audio <wav>", "a voice clip sent as the session's ref_audio (MiniCPM-o 4.5 requires one)")
-  .action(async (opts: { url: string; input: string; out: string; fast: boolean; refAudio?: string }) => {
-    const summary = await runDemo({
-      url: opts.url,
-      input: opts.input,
-      out: opts.out,
-      fast: opts.fast,
-      ...(opts.refAudio === undefined ? {} : { refAudio: opts.refAudio }),
-    });
-    const { files: _files, trace: _trace, ...line } = summary;
-    process.stdout.write(`${JSON.stringify(line)}\n`);
-    const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
-    process.exitCode = withAudio > 0 ? 0 : 1;
-  });
+  .option("--api-key <key>", "API key sent as Authorization: Bearer (default: $OPENAI_API_KEY)")
+  .option("--commit", "commit the input after streaming it and ask for a response (the turn lane needs it)", false)
+  .option("--quiet", "no progress lines on stderr", false)
+  .action(
+    async (opts: {
+      url: string;
+      input: string;
+      out: string;
+      fast: boolean;
+      refAudio?: string;
+      apiKey?: string;
+      commit: boolean;
+      quiet: boolean;
+    }) => {
+      const apiKey = opts.apiKey ?? process.env.OPENAI_API_KEY;
+      const summary = await runDemo({
+        url: opts.url,
+        input: opts.input,
+        out: opts.out,
+        fast: opts.fast,
+        commit: opts.commit,
+        ...(opts.refAudio === undefined ? {} : { refAudio: opts.refAudio }),
+        ...(apiKey === undefined ? {} : { apiKey }),
+        ...(opts.quiet ? {} : { progress: progressLine(opts.input) }),
+      });
+      const { files: _files, trace: _trace, ...line } = summary;
+      process.stdout.write(`${JSON.stringify(line)}\n`);
+      const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
+      process.exitCode = withAudio > 0 ? 0 : 1;
+    },
+  );
 
 program
   .command("replay [file]")

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import { explainConnectError, RealtimeClient } from "../client/index.ts";
 import { parseConfig } from "../infra/config.ts";
 import { startServer } from "../server/index.ts";
 import { AUDIO_DIR, REFERENCE_PEER_SCRIPT, SCENARIO_DIR } from "./files.ts";
@@ -86,11 +87,18 @@ const conform = async (opts: ConformOptions): Promise<void> => {
   }
   if (opts.url === undefined)
     throw new InvalidArgumentError("give --url ws://HOST:PORT/v1/realtime, --list or --serve");
+  const apiKey = opts.apiKey ?? process.env.OPENAI_API_KEY;
+  const headers: Record<string, string> = apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` };
+  // A server that cannot be reached is one line, not a report of every scenario failing.
+  const probe = await RealtimeClient.connect(opts.url, { headers }).catch((error: unknown) => {
+    throw new Error(explainConnectError(opts.url ?? "", error));
+  });
+  await probe.close();
   const report = await runScenarios(scenarios, {
     url: opts.url,
     audioDir: opts.audio,
     vars: parseVars(opts.var),
-    headers: opts.apiKey === undefined ? {} : { Authorization: `Bearer ${opts.apiKey}` },
+    headers,
     onResult: opts.json
       ? undefined
       : (r) => process.stderr.write(`${r.status.padEnd(15)} ${r.name} (${r.duration_ms} ms)\n`),
@@ -121,7 +129,7 @@ export const registerConformCommand = (program: Command): void => {
     .option("--scenarios <dir>", "folder of scenario files", SCENARIO_DIR)
     .option("--audio <dir>", "folder of the audio files scenarios stream", AUDIO_DIR)
     .option("--var <name=value>", "override a scenario variable, e.g. max_sessions=2 (repeatable)", collect, [])
-    .option("--api-key <key>", "API key sent as Authorization: Bearer")
+    .option("--api-key <key>", "API key sent as Authorization: Bearer (default: $OPENAI_API_KEY)")
     .action(async (raw: ConformOptions) => {
       const opts = { ...raw, scenarios: resolve(raw.scenarios), audio: resolve(raw.audio) };
       try {

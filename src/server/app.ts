@@ -119,7 +119,16 @@ export const buildApp = (options: AppOptions) => {
   // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
   // client; their sessions stay open in the log and resume after a restart).
   app.addHook("preClose", async () => {
-    for (const client of wss.clients) client.terminate();
+    // 1012 (service restart) with a reason, not a dropped connection (1006): clients know to resume after it.
+    const open = [...wss.clients];
+    const closed = Promise.all(open.map((c) => new Promise<void>((resolve) => c.once("close", () => resolve()))));
+    for (const client of open) client.close(1012, "server shutting down; resume the session after the restart");
+    // A client that does not answer the closing handshake within a second is cut off.
+    const timer = setTimeout(() => {
+      for (const client of open) client.terminate();
+    }, 1000);
+    await closed;
+    clearTimeout(timer);
     wss.close();
   });
   return app;

@@ -91,6 +91,7 @@ export const startServer = async (
     engine,
     store,
     async close() {
+      log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
       await engine.close();
       await vad.close();

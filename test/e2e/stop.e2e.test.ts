@@ -11,8 +11,10 @@ describe("server shutdown", () => {
     const created = await client.waitFor("session.created", { since: 0 });
     const id = String((created.session as { id: string }).id);
     await server.close();
-    const { code } = await client.closed;
-    expect(code).toBe(1006);
+    const { code, reason } = await client.closed;
+    // Service restart, with a reason: the client resumes after it (issue 9: not 1006, a dropped connection).
+    expect(code).toBe(1012);
+    expect(reason).toContain("resume");
     // A shutdown is a disconnect: nothing closed the session in its log.
     const { createSqliteEventStore } = await import("../../src/infra/event-store/index.ts");
     const store = createSqliteEventStore({ path: `${server.dataDir}/duplex.sqlite` });
@@ -20,6 +22,7 @@ describe("server shutdown", () => {
     await store.close();
     expect(entries.map((e) => e.type)).not.toContain("SessionClosed");
     expect(entries.map((e) => e.type)).toContain("SessionCreated");
+    expect(entries.map((e) => e.type)).toContain("SessionDetached");
     await rm(server.dataDir, { recursive: true, force: true });
   }, 20_000);
 });

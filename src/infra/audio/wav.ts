@@ -13,6 +13,11 @@ export interface WavAudio {
   readonly channels: number;
   /** PCM16 samples, `frames * channels` of them, interleaved; its own memory, not a view of the input. */
   readonly samples: Int16Array;
+  /**
+   * Bytes the `data` chunk declares beyond the end of the file (a truncated file), or 0. A streaming size
+   * (0 or 0xFFFFFFFF: "unknown") is not counted as truncation.
+   */
+  readonly missingBytes?: number;
 }
 
 const RIFF_HEADER_BYTES = 12;
@@ -60,10 +65,12 @@ export function readWav(bytes: Uint8Array): WavAudio {
       const available = Math.min(size, bytes.length - body);
       const end = body + available - (available % frameBytes);
       const samples = pcm16FromBytes(bytes.subarray(body, end));
+      const streaming = size === 0 || size === 0xffffffff;
       return {
         sampleRate: format.sampleRate,
         channels: format.channels,
         samples: samples.buffer === bytes.buffer ? samples.slice() : samples,
+        missingBytes: streaming ? 0 : Math.max(0, size - (bytes.length - body)),
       };
     }
     offset = body + size + (size % 2);

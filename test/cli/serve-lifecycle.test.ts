@@ -1,0 +1,59 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { RealtimeClient } from "../../src/client/index.ts";
+
+/**
+ * The server's lifecycle as a user drives it (issue 9, "The server's lifecycle"): `npm start` passes SIGTERM to the
+ * server process, which logs that it shuts down, closes every socket with 1012 and a reason, and frees the port.
+ */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+
+describe("npm start", () => {
+  let dir = "";
+  let child: ChildProcess | null = null;
+  afterAll(async () => {
+    child?.kill("SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("passes SIGTERM to the server: 'shutting down', sockets closed with 1012 and a reason, the port freed", async () => {
+    dir = await mkdtemp(join(tmpdir(), "duplex-npm-start-"));
+    const port = await freePort();
+    const npm = spawn("npm", ["start", "--silent", "--", "--port", String(port), "--data", dir], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child = npm;
+    let out = "";
+    npm.stdout?.on("data", (b: Buffer) => {
+      out += b.toString();
+    });
+    npm.stderr?.on("data", (b: Buffer) => {
+      out += b.toString();
+    });
+    await expect.poll(() => out.includes("duplex server listening"), { timeout: 30_000 }).toBe(true);
+    const url = `ws://127.0.0.1:${port}/v1/realtime`;
+    const client = await RealtimeClient.connect(url);
+    await client.waitFor("session.created", { since: 0 });
+    const exited = new Promise<number | null>((resolve) => npm.once("exit", (code) => resolve(code)));
+    npm.kill("SIGTERM");
+    const closed = await client.closed;
+    expect(closed.code).toBe(1012);
+    expect(closed.reason).toContain("shutting down");
+    expect(await exited).toBe(0);
+    expect(out).toContain("shutting down");
+    // Nothing holds the port any more.
+    await expect(RealtimeClient.connect(url)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+  }, 60_000);
+});
