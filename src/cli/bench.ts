@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { replayEntries, streamOf } from "../engine/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
@@ -90,7 +91,7 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
 
 /** Offline replay of the recorded sessions under replays/: decisions per second and times faster than real time. */
 const benchReplay = async (o: BenchOptions): Promise<void> => {
-  const dir = resolve("replays");
+  const dir = fileURLToPath(new URL("../../replays", import.meta.url));
   for (const file of (await readdir(dir)).filter((f) => f.endsWith(".jsonl"))) {
     const { entries } = await readSessionFile(join(dir, file));
     const sessionMs = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);

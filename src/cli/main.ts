@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { AUDIO_DIR } from "../conformance/files.ts";
 import { registerConformCommand } from "../conformance/index.ts";
 import { foldLog, redrive, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
@@ -20,12 +21,35 @@ import { progressLine, runDemo } from "./demo.ts";
  */
 const program = new Command("duplex")
   .description("An event-sourced server for full-duplex speech models (OpenAI Realtime API).")
-  .version(packageVersion());
+  .version(packageVersion())
+  // Commander names the unknown option, command or missing value; a usage error exits 2 (help and version 0).
+  .exitOverride((error) => {
+    process.exit(["commander.helpDisplayed", "commander.version", "commander.help"].includes(error.code) ? 0 : 2);
+  });
 
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
   return pkg.version;
 }
+
+/** The benches of `duplex bench`, in the order they run. */
+const BENCHES = ["vad", "store", "replay", "sessions", "soak"];
+
+/** `--only`: known bench names only (a usage error names the unknown one). */
+const benchNames = (value: string): string[] => {
+  const names = value.split(",").filter((s) => s !== "");
+  const unknown = names.find((n) => !BENCHES.includes(n));
+  if (unknown !== undefined)
+    throw new InvalidArgumentError(`unknown bench "${unknown}"; expected ${BENCHES.join(", ")}`);
+  return names;
+};
+
+/** A positive number argument. */
+const positive = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a positive number");
+  return n;
+};
 
 const port = (value: string): number => {
   const n = Number(value);
@@ -279,21 +303,21 @@ registerConformCommand(program);
 program
   .command("bench")
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
-  .option("--only <names>", "comma list of vad, store, replay, sessions, soak (soak runs only when named)", "")
-  .option("--sessions <n>", "concurrent sessions of the sessions bench", "4")
-  .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", "600")
+  .option("--only <names>", `comma list of ${BENCHES.join(", ")} (soak runs only when named)`, benchNames, [])
+  .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
+  .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", positive, 600)
   .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
-  .option("--audio <dir>", "folder of the test audio", "../shared/audio")
-  .action(async (opts: { only: string; sessions: string; audio: string; soakSeconds: string; soakLane: string }) => {
+  .option("--audio <dir>", "folder of the test audio (default: ../shared/audio beside the package)", AUDIO_DIR)
+  .action(async (opts: { only: string[]; sessions: number; audio: string; soakSeconds: number; soakLane: string }) => {
     await runBench(
       {
         audioDir: resolve(opts.audio),
-        sessions: Number(opts.sessions),
-        soakSeconds: Number(opts.soakSeconds),
+        sessions: opts.sessions,
+        soakSeconds: opts.soakSeconds,
         soakLane: opts.soakLane === "turn" ? "turn" : "native",
         print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
       },
-      opts.only.split(",").filter((s) => s !== ""),
+      opts.only,
     );
   });
 

@@ -132,3 +132,19 @@ describe("duplex conform against a server it cannot reach", () => {
     expect(r.stderr.trim()).toBe("duplex: nothing listens at 127.0.0.1:1: start the server (npm start) or pass --url");
   }, 30_000);
 });
+
+describe("usage errors", () => {
+  it.each([
+    [["demo", "--input", "x.wav", "--bogus"], "error: unknown option '--bogus'"],
+    [["nosuch"], "error: unknown command 'nosuch'"],
+    [["bench", "--only", "vad,nope"], 'unknown bench "nope"'],
+    [["bench", "--sessions", "many"], "expected a positive number"],
+  ])("duplex %j exits 2 and names what is wrong", async (args, message) => {
+    const r = await run(process.execPath, ["bin/duplex.js", ...args]).then(
+      () => ({ code: 0, stdout: "", stderr: "" }),
+      (error: Result) => error,
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(message);
+  });
+});
