@@ -57,6 +57,43 @@ const port = (value: string): number => {
   return n;
 };
 
+/** The id of the session opened last in `store` (`--last`). @throws InvalidArgumentError when it holds none. */
+const lastSessionId = async (store: ReturnType<typeof createSqliteEventStore>, dataDir: string): Promise<string> => {
+  const streams = await store.listStreams(STREAM_PREFIX);
+  const last = streams.reduce<(typeof streams)[number] | undefined>(
+    (a, b) => (a === undefined || b.firstAt >= a.firstAt ? b : a),
+    undefined,
+  );
+  if (last === undefined) throw new InvalidArgumentError(`--last: no sessions in ${resolve(dataDir)}`);
+  return last.stream.slice(STREAM_PREFIX.length);
+};
+
+/** How a session ended, in words, from its log; `open` or `detached` while it has not. */
+const endingOf = (entries: readonly { type: string; data: unknown }[], attached: boolean): string => {
+  const closed = entries.findLast((e) => e.type === "SessionClosed")?.data as { reason?: string } | undefined;
+  if (closed === undefined) return attached ? "open" : "detached";
+  const words: Record<string, string> = {
+    session_close: "closed",
+    idle_ttl_expired: "expired (idle)",
+    disconnect_grace_expired: "expired (no resume)",
+    disconnect: "disconnected",
+    runner_failed: "failed (runner)",
+    unused: "unused",
+  };
+  return words[closed.reason ?? ""] ?? String(closed.reason);
+};
+
+/** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
+const durationOf = (entries: readonly { type: string; metadata: { at: number } }[]): number => {
+  let downtime = 0;
+  entries.forEach((e, i) => {
+    const before = entries[i - 1];
+    if (e.type === "SessionRecovered" && before !== undefined) downtime += e.metadata.at - before.metadata.at;
+  });
+  const span = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
+  return Math.round((span - downtime) / 100) / 10;
+};
+
 /** Opens the embedded store of `dataDir`. @throws Error when the folder holds no store (nothing is created). */
 const openStore = (dataDir: string) => {
   const path = sqlitePathIn(resolve(dataDir));
@@ -138,24 +175,26 @@ program
   )
   .option("--data <dir>", "folder of the embedded event store", "./data")
   .option("--session <id>", "session id to replay from the store")
+  .option("--last", "replay the session opened last in the store", false)
   .option("--runner <config>", "a deployment YAML whose runner (and profile) the client inputs are re-driven against")
   .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
   .option("--json", "print the summary as JSON", false)
   .action(
     async (
       file: string | undefined,
-      opts: { data: string; session?: string; runner?: string; speed: string; json: boolean },
+      opts: { data: string; session?: string; last: boolean; runner?: string; speed: string; json: boolean },
     ) => {
       let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
       if (file !== undefined) {
         entries = (await readSessionFile(file)).entries;
       } else {
-        if (opts.session === undefined) throw new InvalidArgumentError("give a session FILE or --session ID");
+        if (opts.session === undefined && !opts.last)
+          throw new InvalidArgumentError("give a session FILE, --session ID or --last");
         const store = openStore(opts.data);
-        entries = await store.read(streamOf(opts.session));
-        await store.close();
+        const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
+        entries = await store.read(streamOf(session)).finally(() => store.close());
         if (entries.length === 0) {
-          process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
+          process.stderr.write(`no session ${session} in ${resolve(opts.data)}\n`);
           process.exitCode = 2;
           return;
         }
@@ -244,20 +283,26 @@ program
   .command("export")
   .description("write a recorded session as one self-contained, versioned file (one log entry a line)")
   .option("--data <dir>", "folder of the embedded event store", "./data")
-  .requiredOption("--session <id>", "session id")
+  .option("--session <id>", "session id")
+  .option("--last", "export the session opened last in the store", false)
   .requiredOption("--out <file>", "file to write")
-  .action(async (opts: { data: string; session: string; out: string }) => {
+  .action(async (opts: { data: string; session?: string; last: boolean; out: string }) => {
+    if (opts.session === undefined && !opts.last) throw new InvalidArgumentError("give --session ID or --last");
     const store = openStore(opts.data);
-    const stream = streamOf(opts.session);
-    const entries = await store.read(stream);
-    await store.close();
-    if (entries.length === 0) {
-      process.stderr.write(`no session ${opts.session} in ${resolve(opts.data)}\n`);
-      process.exitCode = 2;
-      return;
+    try {
+      const session = opts.session ?? (await lastSessionId(store, opts.data));
+      const stream = streamOf(session);
+      const entries = await store.read(stream);
+      if (entries.length === 0) {
+        process.stderr.write(`no session ${session} in ${resolve(opts.data)}\n`);
+        process.exitCode = 2;
+        return;
+      }
+      await writeSessionFile(opts.out, stream, entries);
+      process.stdout.write(`wrote ${entries.length} entries of ${session} to ${opts.out}\n`);
+    } finally {
+      await store.close();
     }
-    await writeSessionFile(opts.out, stream, entries);
-    process.stdout.write(`wrote ${entries.length} entries of ${opts.session} to ${opts.out}\n`);
   });
 
 program
@@ -265,9 +310,11 @@ program
   .description("list recorded sessions: id, opened at, duration, state, event counts")
   .option("--data <dir>", "folder of the embedded event store", "./data")
   .option("--json", "one JSON object a line", false)
-  .action(async (opts: { data: string; json: boolean }) => {
+  .option("--last <n>", "only the N sessions opened last", positive)
+  .action(async (opts: { data: string; json: boolean; last?: number }) => {
     const store = openStore(opts.data);
-    const streams = await store.listStreams(STREAM_PREFIX);
+    const all = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => a.firstAt - b.firstAt);
+    const streams = opts.last === undefined ? all : all.slice(-opts.last);
     const rows = [];
     for (const info of streams) {
       const entries = await store.read(info.stream);
@@ -276,8 +323,8 @@ program
       rows.push({
         session_id: info.stream.slice(STREAM_PREFIX.length),
         opened_at: new Date(info.firstAt).toISOString(),
-        duration_s: Math.round((info.lastAt - info.firstAt) / 100) / 10,
-        state: state.phase,
+        duration_s: durationOf(entries),
+        state: endingOf(entries, state.attached),
         inputs,
         decisions: entries.length - inputs,
         responses: state.responseCount,
@@ -287,11 +334,11 @@ program
     if (opts.json) for (const row of rows) process.stdout.write(`${JSON.stringify(row)}\n`);
     else {
       process.stdout.write(
-        "session_id                              opened_at                 duration_s  state   inputs  decisions  responses\n",
+        "session_id                              opened_at                 duration_s  state                inputs  decisions  responses\n",
       );
       for (const r of rows) {
         process.stdout.write(
-          `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(8)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}\n`,
+          `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}\n`,
         );
       }
       if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);

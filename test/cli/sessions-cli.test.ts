@@ -1,0 +1,63 @@
+import { execFile } from "node:child_process";
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RealtimeClient } from "../../src/client/index.ts";
+import { startTestServer } from "../support/server.ts";
+
+/**
+ * `duplex sessions`, `replay --last` and `export --last` on a real store (issue 9, "The server's lifecycle"): how
+ * each session ended, and the one opened last without copying its id.
+ */
+const run = promisify(execFile);
+const duplex = (...args: string[]) => run(process.execPath, ["bin/duplex.js", ...args], { timeout: 30_000 });
+
+describe("duplex sessions", () => {
+  let dataDir = "";
+  const ids: Record<string, string> = {};
+  beforeAll(async () => {
+    const server = await startTestServer();
+    dataDir = server.dataDir;
+    const idOf = async (c: RealtimeClient) =>
+      String(((await c.waitFor("session.created", { since: 0 })).session as { id: string }).id);
+    const closed = await RealtimeClient.connect(server.url);
+    ids.closed = await idOf(closed);
+    closed.send({ type: "session.close" });
+    await closed.closed;
+    const unused = await RealtimeClient.connect(server.url);
+    ids.unused = await idOf(unused);
+    await unused.close();
+    const detached = await RealtimeClient.connect(server.url);
+    ids.detached = await idOf(detached);
+    detached.send({ type: "session.update", session: {} });
+    await detached.waitFor("session.updated", { since: 0 });
+    // close(), not stop(): the store stays on disk for the commands.
+    await server.close();
+  });
+  afterAll(async () => rm(dataDir, { recursive: true, force: true }));
+
+  it("says how each session ended, oldest first; --last N shows the newest N", async () => {
+    const rows = (await duplex("sessions", "--data", dataDir, "--json")).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { session_id: string; state: string; duration_s: number });
+    expect(rows.map((r) => [r.session_id, r.state])).toEqual([
+      [ids.closed, "closed"],
+      [ids.unused, "unused"],
+      [ids.detached, "detached"],
+    ]);
+    for (const r of rows) expect(r.duration_s).toBeGreaterThanOrEqual(0);
+    const last = (await duplex("sessions", "--data", dataDir, "--json", "--last", "1")).stdout.trim().split("\n");
+    expect(last.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
+  });
+
+  it("replays and exports the session opened last with --last", async () => {
+    const replayed = await duplex("replay", "--data", dataDir, "--last");
+    expect(replayed.stdout).toContain(ids.detached);
+    const out = join(dataDir, "last.jsonl");
+    const exported = await duplex("export", "--data", dataDir, "--last", "--out", out);
+    expect(exported.stdout).toContain(`of ${ids.detached} to ${out}`);
+    expect(await readFile(out, "utf8")).toContain(ids.detached);
+  });
+});
