@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 
@@ -154,7 +154,44 @@ export const loadConfig = async (path?: string): Promise<DeployConfig> => {
   } catch (error) {
     throw new ConfigError(`cannot read ${path}: ${(error as Error).message}`, { cause: error });
   }
-  return parseConfig(parse(text), path);
+  let raw: unknown;
+  try {
+    raw = parse(text);
+  } catch (error) {
+    const where = (error as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+    const first = ((error as Error).message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
+    throw new ConfigError(
+      `${path}${where === undefined ? "" : `:${where.line}:${where.col}`}: YAML syntax error: ${first}`,
+      { cause: error },
+    );
+  }
+  return parseConfig(resolveRelativePaths(raw, dirname(path)), path);
+};
+
+/**
+ * The files a deployment file names (`runner.script`, `runner.ca_file`, `listen.tls.cert` and `.key`), resolved
+ * against the folder of that file when relative, so a config works from any working folder. `event_store.path` is
+ * where data goes, and stays relative to the working folder (as `--data`).
+ */
+const resolveRelativePaths = (raw: unknown, base: string): unknown => {
+  if (typeof raw !== "object" || raw === null) return raw;
+  const at = (v: unknown) => (typeof v === "string" && v !== "" && !isAbsolute(v) ? resolve(base, v) : v);
+  const config = { ...(raw as Record<string, unknown>) };
+  const runner = config.runner;
+  if (typeof runner === "object" && runner !== null) {
+    const r = { ...(runner as Record<string, unknown>) };
+    if ("script" in r) r.script = at(r.script);
+    if ("ca_file" in r) r.ca_file = at(r.ca_file);
+    config.runner = r;
+  }
+  const tls = (config.listen as { tls?: unknown } | undefined)?.tls;
+  if (typeof tls === "object" && tls !== null) {
+    const t = { ...(tls as Record<string, unknown>) };
+    t.cert = at(t.cert);
+    t.key = at(t.key);
+    config.listen = { ...(config.listen as Record<string, unknown>), tls: t };
+  }
+  return config;
 };
 
 /** The sqlite file inside a `--data DIR`. */
