@@ -33,6 +33,8 @@ export const buildApp = (options: AppOptions) => {
   // `https: null` is fastify's documented plain-HTTP case of its https overload; both servers emit `upgrade`.
   const app = Fastify({
     loggerInstance: options.log,
+    // Requests are logged at debug below (health checks and scrapes would flood info).
+    disableRequestLogging: true,
     https: options.tls === undefined ? null : { cert: options.tls.cert, key: options.tls.key },
   });
   const wss = new WebSocketServer({
@@ -41,6 +43,9 @@ export const buildApp = (options: AppOptions) => {
     handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false),
   });
 
+  app.addHook("onResponse", async (request, reply) => {
+    request.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
+  });
   app.get("/health", async () => ({ status: "ok", sessions: options.engine.sessions().length }));
   app.get("/metrics", async (_request, reply) => {
     if (options.metrics === undefined) return reply.code(404).send({ error: "metrics are not enabled" });
@@ -91,6 +96,7 @@ export const buildApp = (options: AppOptions) => {
         ?.slice("openai-insecure-api-key.".length);
       const key = bearer ?? (typeof header === "string" ? header : undefined) ?? offered;
       if (key === undefined || !keys.includes(key)) {
+        options.log.info({ code: "unauthorized", path: url.pathname }, "upgrade refused: missing or invalid API key");
         // Refused before any session exists, at the HTTP level, so every client can read why.
         const body = JSON.stringify({
           type: "error",

@@ -85,6 +85,7 @@ export const serveRealtimeSocket = (
   const firstMessage = setTimeout(() => {
     if (state === "bound" && !used && host !== null) {
       // A session opened on connect that heard nothing: it closes and holds no capacity.
+      log.info({ sessionId: host.sessionId, code: "config_timeout" }, "session closed unused: no client event");
       socket.send(sessionError("config_timeout", "no client event arrived within the first message timeout"));
       engine.abandon(host, sink);
       state = "closed";
@@ -93,6 +94,7 @@ export const serveRealtimeSocket = (
     }
     if (state !== "new") return;
     const code = refused === null ? "config_timeout" : refused.code;
+    log.info({ code }, "socket refused: no client event");
     socket.send(handshakeError(code, refused?.message ?? "no session.update arrived within the first message timeout"));
     socket.close(ERROR_CODES[code].closeCode, code);
   }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
@@ -108,6 +110,10 @@ export const serveRealtimeSocket = (
       socket.close(1000, "session replaced");
     },
     ended: (lastType, reason) => {
+      log.info(
+        { sessionId: host?.sessionId, reason },
+        lastType === "session.expired" ? "session expired" : "session closed",
+      );
       if (lastType === "session.expired") {
         state = "expired";
         return;
@@ -132,6 +138,7 @@ export const serveRealtimeSocket = (
       ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
     });
     if ("code" in opened) {
+      log.info({ code: opened.code }, "session refused");
       socket.send(handshakeError(opened.code, opened.message, eventId));
       socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
       return null;
@@ -145,6 +152,7 @@ export const serveRealtimeSocket = (
   const resume = (frame: Extract<DecodedFrame, { type: "session.resume" }>): void => {
     const resumed = engine.resume(frame, sink);
     if ("code" in resumed) {
+      log.info({ sessionId: frame.sessionId, code: resumed.code }, "resume refused");
       socket.send(
         resumed.code === "journal_gap"
           ? resyncRequired(frame.sessionId, "journal_gap")
@@ -294,6 +302,7 @@ export const serveRealtimeSocket = (
     if (current !== null && state === "bound" && !current.isClosed) {
       if (!used) {
         // Nothing of the client reached it: there is nothing to resume.
+        log.info({ sessionId: current.sessionId }, "session closed unused: the socket closed first");
         engine.abandon(current, sink);
         return;
       }

@@ -56,4 +56,38 @@ describe("npm start", () => {
     // Nothing holds the port any more.
     await expect(RealtimeClient.connect(url)).rejects.toMatchObject({ code: "ECONNREFUSED" });
   }, 60_000);
+
+  it("logs each lifecycle event at info, requests only at debug, and never a token", async () => {
+    const port = await freePort();
+    const data = await mkdtemp(join(tmpdir(), "duplex-logs-"));
+    const server = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", data], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    server.stdout?.on("data", (b: Buffer) => {
+      out += b.toString();
+    });
+    await expect.poll(() => out.includes("duplex server listening"), { timeout: 30_000 }).toBe(true);
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+    const client = await RealtimeClient.connect(`ws://127.0.0.1:${port}/v1/realtime`);
+    const created = await client.waitFor("session.created", { since: 0 });
+    client.send({ type: "session.close" });
+    await client.closed;
+    const exited = new Promise((resolve) => server.once("exit", resolve));
+    server.kill("SIGTERM");
+    await exited;
+    await rm(data, { recursive: true, force: true });
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { level: number; msg: string; sessionId?: string; reason?: string; url?: string });
+    const id = (created.session as { id: string }).id;
+    expect(lines.filter((l) => l.sessionId === id).map((l) => [l.level, l.msg, l.reason ?? null])).toEqual([
+      [30, "session opened", null],
+      [30, "session closed", "session_close"],
+    ]);
+    expect(lines.some((l) => l.url === "/health")).toBe(false);
+    expect(out).not.toContain(String(created.resume_token));
+    expect(lines.map((l) => l.msg)).toContain("shutting down");
+  }, 60_000);
 });
