@@ -345,6 +345,45 @@ program
     }
   });
 
+/** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
+const duration = (value: string): number => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (m === null) throw new InvalidArgumentError("expected a duration such as 7d, 12h, 30m, 45s or 0");
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "s"] ?? 1000;
+  return Number(m[1]) * unit;
+};
+
+program
+  .command("gc")
+  .description("remove finished sessions (closed or expired) from a store: their logs and everything in them")
+  .option("--data <dir>", "folder of the embedded event store", "./data")
+  .option("--older-than <duration>", "only sessions whose last entry is older than this (7d, 12h, 30m, 0)", duration, 0)
+  .option("--dry-run", "list what would be removed and remove nothing", false)
+  .action(async (opts: { data: string; olderThan: number; dryRun: boolean }) => {
+    const store = openStore(opts.data);
+    try {
+      const cutoff = Date.now() - opts.olderThan;
+      let removed = 0;
+      let kept = 0;
+      for (const info of await store.listStreams(STREAM_PREFIX)) {
+        // Open and detached sessions may still be resumed: only a session whose log says it ended goes.
+        const { state } = foldLog(await store.read(info.stream));
+        if (state.phase !== "closed" || info.lastAt > cutoff) {
+          kept += 1;
+          continue;
+        }
+        if (!opts.dryRun) await store.deleteStream(info.stream);
+        removed += 1;
+        process.stdout.write(
+          `${opts.dryRun ? "would remove" : "removed"} ${info.stream.slice(STREAM_PREFIX.length)}\n`,
+        );
+      }
+      process.stdout.write(`${removed} finished session(s) ${opts.dryRun ? "to remove" : "removed"}, ${kept} kept\n`);
+    } finally {
+      await store.close();
+    }
+  });
+
 registerConformCommand(program);
 
 program

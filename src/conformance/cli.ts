@@ -17,6 +17,8 @@ interface ConformOptions {
   readonly json: boolean;
   readonly list: boolean;
   readonly serve: boolean;
+  /** With --serve: the folder of the event store, kept after the server stops. */
+  readonly data?: string;
   readonly host: string;
   readonly port: number;
   readonly scenarios: string;
@@ -56,7 +58,8 @@ const parseVars = (pairs: readonly string[]): Record<string, unknown> =>
  */
 const serve = async (opts: ConformOptions): Promise<void> => {
   const scenarios = await loadScenarios(opts.scenarios);
-  const dataDir = await mkdtemp(join(tmpdir(), "duplex-conform-"));
+  // With --data the runs stay (replay them with duplex replay --data DIR); without, a temporary store is removed.
+  const dataDir = opts.data ?? (await mkdtemp(join(tmpdir(), "duplex-conform-")));
   const config = parseConfig({
     log_level: "warn",
     listen: { host: opts.host, port: opts.port },
@@ -69,9 +72,11 @@ const serve = async (opts: ConformOptions): Promise<void> => {
       `a client can be driven through these scenarios (conformance/scenarios; run them with: duplex conform --url ${server.url}):\n\n` +
       renderList(scenarios),
   );
+  if (opts.data !== undefined)
+    process.stdout.write(`\nsessions are kept in ${opts.data}: duplex sessions --data ${opts.data}\n`);
   const stop = async () => {
     await server.close();
-    await rm(dataDir, { recursive: true, force: true });
+    if (opts.data === undefined) await rm(dataDir, { recursive: true, force: true });
     process.exit(0);
   };
   process.once("SIGINT", stop);
@@ -126,6 +131,7 @@ export const registerConformCommand = (program: Command): void => {
     .option("--serve", "start our server with the scripted reference peer and list the scenarios", false)
     .option("--host <host>", "listen address of --serve", "127.0.0.1")
     .option("--port <port>", "listen port of --serve", port, 8099)
+    .option("--data <dir>", "with --serve: keep the sessions in this store folder, to replay them later")
     .option("--scenarios <dir>", "folder of scenario files", SCENARIO_DIR)
     .option("--audio <dir>", "folder of the audio files scenarios stream", AUDIO_DIR)
     .option("--var <name=value>", "override a scenario variable, e.g. max_sessions=2 (repeatable)", collect, [])

@@ -126,6 +126,11 @@ export const renderTable = (report: RunReport): string => {
   );
   if (c.unlisted.length > 0) out.push(`  server events not in the catalogue: ${c.unlisted.join(", ")}`);
   const s = summarize(results);
+  if (s.skipped > 0)
+    out.push(
+      "",
+      "Skipped scenarios need what this server lacks (a capability, or the reference peer's model); `duplex conform --serve` runs every one against our server with the reference peer.",
+    );
   out.push(
     "",
     `${s.passed} passed, ${s.failed} failed, ${s.known_failures} known failure(s), ${s.unexpected_passes} unexpected pass(es), ${s.skipped} skipped, of ${s.total} (${(report.duration_ms / 1000).toFixed(1)} s)`,

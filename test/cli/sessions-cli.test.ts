@@ -60,4 +60,18 @@ describe("duplex sessions", () => {
     expect(exported.stdout).toContain(`of ${ids.detached} to ${out}`);
     expect(await readFile(out, "utf8")).toContain(ids.detached);
   });
+
+  it("gc removes finished sessions (here the closed and the unused one) and keeps what may still be resumed", async () => {
+    const young = await duplex("gc", "--data", dataDir, "--older-than", "7d");
+    expect(young.stdout.trim()).toBe("0 finished session(s) removed, 3 kept");
+    const dry = await duplex("gc", "--data", dataDir, "--dry-run");
+    expect(dry.stdout.trim().split("\n")).toEqual([
+      `would remove ${ids.closed}`,
+      `would remove ${ids.unused}`,
+      "2 finished session(s) to remove, 1 kept",
+    ]);
+    await duplex("gc", "--data", dataDir);
+    const rows = (await duplex("sessions", "--data", dataDir, "--json")).stdout.trim().split("\n");
+    expect(rows.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
+  });
 });

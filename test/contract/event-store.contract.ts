@@ -511,6 +511,21 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
       });
     });
 
+    describe("deleteStream", () => {
+      it("removes a stream and its entries, leaves the others, and lets the stream be created anew", async () => {
+        const prefix = `${uniqueStream("del")}/`;
+        await store.append(`${prefix}gone`, [entry("g0", null, 100), entry("g1", null, 200)], "no_stream");
+        await store.append(`${prefix}kept`, [entry("k0", null, 300)], "no_stream");
+        expect(await store.deleteStream(`${prefix}gone`)).toBe(true);
+        expect(await store.read(`${prefix}gone`)).toEqual([]);
+        expect((await store.listStreams(prefix)).map((s) => s.stream)).toEqual([`${prefix}kept`]);
+        expect((await store.read(`${prefix}kept`)).map((e) => e.type)).toEqual(["k0"]);
+        expect(await store.deleteStream(`${prefix}gone`)).toBe(false);
+        expect(await store.append(`${prefix}gone`, [entry("n0", null, 400)], "no_stream")).toBe(0);
+        expect((await store.read(`${prefix}gone`)).map((e) => e.type)).toEqual(["n0"]);
+      });
+    });
+
     describe("properties", () => {
       it("reading a stream returns exactly the appended entries in order", async () => {
         await fc.assert(

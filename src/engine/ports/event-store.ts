@@ -80,5 +80,10 @@ export interface EventStore {
   subscribe(stream: string | "$all", from?: number): Observable<RecordedEntry>;
   /** Every stream whose name starts with `prefix`, in order of creation. */
   listStreams(prefix: string): Promise<StreamInfo[]>;
+  /**
+   * Removes `stream` and all its entries (retention: `duplex gc`). Returns false when there was no such stream. A
+   * later append with `no_stream` creates it anew from revision 0. Live subscriptions to it are not told.
+   */
+  deleteStream(stream: string): Promise<boolean>;
   close(): Promise<void>;
 }

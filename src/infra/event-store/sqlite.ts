@@ -286,6 +286,16 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     }));
   };
 
+  const deleteEntries = db.prepare<[string]>("DELETE FROM entries WHERE stream = ?");
+  const deleteStreamRow = db.prepare<[string]>("DELETE FROM streams WHERE stream = ?");
+  const deleteStream = async (stream: string): Promise<boolean> => {
+    if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
+    return db.transaction(() => {
+      deleteEntries.run(stream);
+      return deleteStreamRow.run(stream).changes > 0;
+    })();
+  };
+
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
@@ -295,7 +305,7 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     db.close();
   };
 
-  return { append, read, subscribe, listStreams, close };
+  return { append, read, subscribe, listStreams, deleteStream, close };
 }
 
 function matches(expected: ExpectedRevision, actual: number | "no_stream"): boolean {
