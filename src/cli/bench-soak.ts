@@ -134,6 +134,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       );
     o.print({
       bench: "soak",
+      meaning:
+        "one long session: rss_mib_by_quarter and heap_used_mib_by_quarter should stay flat (growth means a leak); rss_end_to_start against the process before the stream",
       lane: o.lane,
       audio_s: o.seconds,
       wall_s: Math.round(wallS),

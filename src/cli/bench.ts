@@ -42,6 +42,7 @@ const benchVad = async (o: BenchOptions): Promise<void> => {
   const audioMs = (wav.samples.length / 16000) * 1000;
   o.print({
     bench: "vad",
+    meaning: "Silero VAD on one core: frames_per_s and x_real_time (audio time per wall time), higher is better",
     frames,
     ms: took,
     frames_per_s: Math.round((frames / took) * 1000),
@@ -79,6 +80,8 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
     await store.close();
     o.print({
       bench: "store_append",
+      meaning:
+        "single-entry appends with 3.2 kB of audio: entries_per_s, higher is better; ratio_to_raw = our time / raw better-sqlite3 inserts, lower is better (1 = no overhead)",
       appends: n,
       entries_per_s: Math.round((n / storeMs) * 1000),
       raw_inserts_per_s: Math.round((n / rawMs) * 1000),
@@ -100,6 +103,8 @@ const benchReplay = async (o: BenchOptions): Promise<void> => {
     const took = ms(started);
     o.print({
       bench: "replay",
+      meaning:
+        "offline replay of a recorded session: decisions_per_s and x_real_time (session time per replay time), higher is better",
       file,
       ok: result.ok,
       decisions: result.decisions,
@@ -150,6 +155,8 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
     const replayed = await server.store.read(streamOf(many.results[0]?.session_id ?? ""));
     o.print({
       bench: "sessions",
+      meaning:
+        "N concurrent fast demos against one alone: latency_ratio (median first audio, N vs 1) lower is better; wall_ratio_per_session below 1 means the sessions overlap",
       sessions: o.sessions,
       median_first_audio_ms: many.latency,
       median_first_audio_ms_alone: one.latency,

@@ -8,6 +8,7 @@ describe("duplex bench", () => {
     expect(lines.length).toBeGreaterThanOrEqual(1);
     for (const line of lines) {
       expect(line).toMatchObject({ bench: "replay", ok: true });
+      expect(String(line.meaning)).toContain("higher is better");
       expect(Number(line.decisions)).toBeGreaterThan(0);
       expect(Number.isFinite(Number(line.x_real_time))).toBe(true);
     }
