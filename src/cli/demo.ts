@@ -3,7 +3,14 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InvalidArgumentError } from "commander";
 import { explainConnectError, RealtimeClient, type ServerEvent } from "../client/index.ts";
-import { pcm16FromBytes, pcm16ToBytes, readWavFile, resamplePcm16, writeWavFile } from "../infra/audio/index.ts";
+import {
+  type EncodedWav,
+  pcm16FromBytes,
+  pcm16ToBytes,
+  readEncodedWav,
+  resamplePcm16,
+  writeWavFile,
+} from "../infra/audio/index.ts";
 
 /** Options of `duplex demo`. Times in ms. */
 export interface DemoOptions {
@@ -74,10 +81,9 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const fast = options.fast ?? false;
   const say = options.progress ?? (() => undefined);
   // Everything that can be checked is checked before connecting, so a bad argument costs no session.
-  const wav = await readInput(options.input);
+  const input = toSend(await readInput(options.input));
   await prepareOut(options.out);
-  const rate = SUPPORTED_RATES.includes(wav.sampleRate) ? wav.sampleRate : 16000;
-  const samples = rate === wav.sampleRate ? wav.samples : resamplePcm16(wav.samples, wav.sampleRate, rate);
+  const rate = input.rate;
 
   const refAudio =
     options.refAudio === undefined
@@ -193,8 +199,8 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     session: {
       instructions: "Echo what you hear.",
       playback_commit_policy: "ack_only",
-      input_audio_format: "pcm16",
-      input_sample_rate_hz: rate,
+      input_audio_format: input.encoding,
+      ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: rate }),
       ...refAudio,
     },
   });
@@ -210,17 +216,19 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   await client.waitFor("session.updated", { since: 0 });
   const sessionId = String((created.session as { id: string }).id);
 
-  const chunkSamples = Math.round((rate * chunkMs) / 1000);
-  const tailSamples = Math.round((rate * (options.tailMs ?? 1500)) / 1000);
-  const all = new Int16Array(samples.length + tailSamples);
-  all.set(samples);
+  // The file's bytes as they are, then silence in the same encoding, in chunkMs appends.
+  const chunkBytes = Math.round((rate * chunkMs) / 1000) * input.bytesPerSample;
+  const tailBytes = Math.round((rate * (options.tailMs ?? 1500)) / 1000) * input.bytesPerSample;
+  const all = new Uint8Array(input.bytes.length + tailBytes).fill(input.silence);
+  all.set(input.bytes);
+  const totalS = all.length / input.bytesPerSample / rate;
   const sentAt: number[] = [];
   const start = performance.now();
-  for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkSamples) {
+  for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkBytes) {
     if (ended !== null) throw ended;
-    if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${(all.length / rate).toFixed(1)} s`, true);
+    if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
     sentAt.push(performance.now());
-    client.appendAudio(pcm16ToBytes(all.subarray(offset, offset + chunkSamples)), { sample_rate_hz: rate });
+    client.appendAudio(all.subarray(offset, offset + chunkBytes));
     if (!fast) {
       const due = start + (i + 1) * chunkMs - performance.now();
       if (due > 0) await sleep(due);
@@ -328,29 +336,51 @@ const whyNoResponse = (events: readonly ServerEvent[], committed: boolean): stri
 };
 
 /**
- * Reads `path` as the demo's input: a mono PCM16 WAV at any rate (8, 16, 24, 48 kHz are sent as they are, others
- * resampled to 16 kHz).
- * @throws one line that names the path and what is wrong with it, with the sox command that converts it.
+ * Reads `path` as the demo's input: a mono WAV of PCM16 (any rate), IEEE float32, A-law or mu-law (8 kHz), the
+ * encodings a session accepts.
+ * @throws InvalidArgumentError naming the path and what is wrong with it, with the sox command that converts it.
  */
-const readInput = async (path: string) => {
+const readInput = async (path: string): Promise<EncodedWav> => {
   const info = await stat(path).catch(() => null);
   if (info === null) throw new InvalidArgumentError(`--input ${path}: no such file`);
   if (info.isDirectory()) throw new InvalidArgumentError(`--input ${path}: is a folder; give a WAV file`);
   const convert = `sox ${JSON.stringify(path)} -r 16000 -c 1 -b 16 -e signed-integer input_16k.wav`;
-  const wav = await readWavFile(path).catch((error: Error) => {
+  let wav: EncodedWav;
+  try {
+    wav = readEncodedWav(await readFile(path));
+  } catch (error) {
     throw new InvalidArgumentError(
-      `--input ${path}: not a WAV file the demo can send (${error.message}); convert it with: ${convert}`,
+      `--input ${path}: not a WAV file the demo can send (${(error as Error).message}); convert it with: ${convert}`,
     );
-  });
+  }
   if (wav.channels !== 1)
     throw new InvalidArgumentError(
       `--input ${path}: the demo needs mono audio; the file has ${wav.channels} channels; convert it with: ${convert}`,
     );
-  if ((wav.missingBytes ?? 0) > 0)
+  if (wav.encoding.startsWith("g711") && wav.sampleRate !== 8000)
+    throw new InvalidArgumentError(
+      `--input ${path}: G.711 audio is sent at 8000 Hz; the file is at ${wav.sampleRate} Hz; convert it with: ${convert}`,
+    );
+  if (wav.missingBytes > 0)
     throw new InvalidArgumentError(
       `--input ${path}: the WAV is truncated: its data chunk declares ${wav.missingBytes} bytes more than the file holds`,
     );
   return wav;
+};
+
+/**
+ * What the demo sends of a WAV: its bytes in its own encoding, except PCM16 at a rate the session does not take
+ * (not 8, 16, 24 or 48 kHz), resampled to 16 kHz. `silence`: the byte that fills the tail (mu-law 0xFF, A-law 0xD5).
+ */
+const toSend = (wav: EncodedWav) => {
+  const bytesPerSample = { pcm16: 2, pcm_f32le: 4, g711_ulaw: 1, g711_alaw: 1 }[wav.encoding];
+  const silence = wav.encoding === "g711_ulaw" ? 0xff : wav.encoding === "g711_alaw" ? 0xd5 : 0;
+  if (wav.encoding !== "pcm16" || SUPPORTED_RATES.includes(wav.sampleRate)) {
+    const whole = wav.data.subarray(0, wav.data.length - (wav.data.length % bytesPerSample));
+    return { encoding: wav.encoding, rate: wav.sampleRate, bytes: whole, bytesPerSample, silence };
+  }
+  const samples = resamplePcm16(pcm16FromBytes(wav.data.subarray(0, wav.data.length & ~1)), wav.sampleRate, 16000);
+  return { encoding: wav.encoding, rate: 16000, bytes: pcm16ToBytes(samples), bytesPerSample, silence };
 };
 
 /**

@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
+import { encodeAudio } from "../../src/protocol/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
@@ -68,6 +70,50 @@ describe("duplex demo from the command line", () => {
     expect(r.code).toBe(0);
     expect((await readdir(out)).filter((f) => f.startsWith("response-"))).toEqual(["response-1.wav"]);
   }, 60_000);
+
+  /** A mono WAV of `data` with format `tag` and `bits` per sample at `rate` Hz (a hand-written 44-byte header). */
+  const wavOf = (tag: number, bits: number, rate: number, data: Uint8Array): Uint8Array => {
+    const header = Buffer.alloc(44);
+    header.write("RIFF", 0);
+    header.writeUInt32LE(36 + data.length, 4);
+    header.write("WAVEfmt ", 8);
+    header.writeUInt32LE(16, 16);
+    header.writeUInt16LE(tag, 20);
+    header.writeUInt16LE(1, 22);
+    header.writeUInt32LE(rate, 24);
+    header.writeUInt32LE((rate * bits) / 8, 28);
+    header.writeUInt16LE(bits / 8, 32);
+    header.writeUInt16LE(bits, 34);
+    header.write("data", 36);
+    header.writeUInt32LE(data.length, 40);
+    return Buffer.concat([header, data]);
+  };
+
+  it.each([
+    ["mu-law at 8 kHz", 7, 8, 8000, "g711_ulaw"],
+    ["A-law at 8 kHz", 6, 8, 8000, "g711_alaw"],
+    ["float32 at 16 kHz", 3, 32, 16000, "pcm_f32le"],
+  ] as const)(
+    "sends a %s WAV as it is, declared in session.update, and gets an answer",
+    async (_what, tag, bits, rate, encoding) => {
+      const speech = (await readWavFile(question)).samples;
+      const samples = rate === 16000 ? speech : resamplePcm16(speech, 16000, rate);
+      const file = join(dir, `${encoding}.wav`);
+      await writeFile(file, wavOf(tag, bits, rate, encodeAudio({ encoding, rate }, samples)));
+      const r = await demo(["--url", server.url, "--input", file, "--out", join(dir, encoding), "--fast", "--quiet"]);
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      const summary = JSON.parse(r.stdout) as { session_id: string; responses: number };
+      expect(summary.responses).toBe(1);
+      const entries = await server.store.read(`session-${summary.session_id}`);
+      const update = entries.find(
+        (e) =>
+          e.type === "CommandReceived" && (e.data as { command: { type: string } }).command.type === "session.update",
+      );
+      expect(JSON.stringify(update?.data)).toContain(encoding);
+    },
+    60_000,
+  );
 
   it.each([
     ["a missing file", () => join(dir, "nope.wav"), /--input .*nope\.wav: no such file/],

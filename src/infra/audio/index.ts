@@ -3,4 +3,13 @@
  */
 export { durationMs, pcm16FromBytes, pcm16ToBytes, rms } from "./pcm.ts";
 export { createResampler, resamplePcm16, type StreamResampler } from "./resample.ts";
-export { encodeWav, readWav, readWavFile, type WavAudio, writeWavFile } from "./wav.ts";
+export {
+  type EncodedWav,
+  encodeWav,
+  readEncodedWav,
+  readWav,
+  readWavFile,
+  type WavAudio,
+  type WavEncoding,
+  writeWavFile,
+} from "./wav.ts";

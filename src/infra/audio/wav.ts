@@ -180,3 +180,65 @@ function writeFourCC(bytes: Uint8Array, offset: number, id: string): void {
     bytes[offset + i] = id.charCodeAt(i);
   }
 }
+
+/** The encodings a realtime session accepts as input, as WAV files carry them (format tag and bits per sample). */
+export type WavEncoding = "pcm16" | "g711_ulaw" | "g711_alaw" | "pcm_f32le";
+
+/** A WAV file's audio as stored: its encoding, rate (Hz), channels, the `data` bytes, and bytes missing at the end. */
+export interface EncodedWav {
+  readonly encoding: WavEncoding;
+  readonly sampleRate: number;
+  readonly channels: number;
+  readonly data: Uint8Array;
+  readonly missingBytes: number;
+}
+
+/**
+ * Reads a WAV file's audio without decoding it, for a client that sends it as it is: PCM16 (tag 1), IEEE float
+ * 32-bit (tag 3), A-law (tag 6) and mu-law (tag 7), WAVE_FORMAT_EXTENSIBLE included.
+ * @throws Error naming what the file is when it is not RIFF/WAVE or holds another encoding.
+ */
+export function readEncodedWav(bytes: Uint8Array): EncodedWav {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (bytes.length < RIFF_HEADER_BYTES || fourCC(bytes, 0) !== "RIFF" || fourCC(bytes, 8) !== "WAVE") {
+    throw new Error(`not a RIFF/WAVE file (${bytes.length} bytes starting ${JSON.stringify(fourCC(bytes, 0))})`);
+  }
+  let format: { encoding: WavEncoding; sampleRate: number; channels: number } | undefined;
+  let offset = RIFF_HEADER_BYTES;
+  while (offset + CHUNK_HEADER_BYTES <= bytes.length) {
+    const id = fourCC(bytes, offset);
+    const size = view.getUint32(offset + 4, true);
+    const body = offset + CHUNK_HEADER_BYTES;
+    if (id === "fmt ") {
+      if (size < 16 || body + 16 > bytes.length) throw new Error(`a "fmt " chunk of ${size} bytes is too short`);
+      let tag = view.getUint16(body, true);
+      if (tag === WAVE_FORMAT_EXTENSIBLE && size >= 26 && body + 26 <= bytes.length)
+        tag = view.getUint16(body + 24, true);
+      const bits = view.getUint16(body + 14, true);
+      const encoding: WavEncoding | undefined =
+        tag === 1 && bits === 16
+          ? "pcm16"
+          : tag === 3 && bits === 32
+            ? "pcm_f32le"
+            : tag === 6 && bits === 8
+              ? "g711_alaw"
+              : tag === 7 && bits === 8
+                ? "g711_ulaw"
+                : undefined;
+      if (encoding === undefined)
+        throw new Error(`format tag ${tag} with ${bits} bits per sample (PCM16, float32, A-law or mu-law are sent)`);
+      format = { encoding, sampleRate: view.getUint32(body + 4, true), channels: view.getUint16(body + 2, true) };
+    } else if (id === "data") {
+      if (format === undefined) throw new Error(`a "data" chunk before any "fmt " chunk`);
+      const available = Math.min(size, bytes.length - body);
+      const streaming = size === 0 || size === 0xffffffff;
+      return {
+        ...format,
+        data: bytes.slice(body, body + available),
+        missingBytes: streaming ? 0 : Math.max(0, size - (bytes.length - body)),
+      };
+    }
+    offset = body + size + (size % 2);
+  }
+  throw new Error(format === undefined ? 'no "fmt " and "data" chunks' : 'no "data" chunk');
+}
