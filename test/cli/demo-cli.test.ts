@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
 import { encodeAudio } from "../../src/protocol/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
+import { createTestCertificate } from "../support/tls.ts";
 
 /**
  * `duplex demo` as a new user meets it (issue 9, "The demo" and "Errors that say what to do"), run as the real
@@ -153,6 +154,24 @@ describe("duplex demo from the command line", () => {
     expect(noKey.stderr).toContain("HTTP 401, the server needs an API key: pass --api-key KEY (or set OPENAI_API_KEY)");
     expect((await demo(["--url", keyed.url, ...args, "--api-key", "sk-demo"])).code).toBe(0);
     expect((await demo(["--url", keyed.url, ...args], { OPENAI_API_KEY: "sk-demo" })).code).toBe(0);
+  }, 60_000);
+
+  it("says to use wss:// on a TLS port, and how to trust a self-signed certificate; trusted, the demo runs", async () => {
+    const cert = await createTestCertificate();
+    const tls = await startTestServer({ listen: { host: "127.0.0.1", port: 0, tls: cert.files } });
+    try {
+      const args = ["--input", question, "--out", join(dir, "tls"), "--fast"];
+      const plain = await demo(["--url", tls.url.replace("wss:", "ws:"), ...args]);
+      expect(plain.stderr).toContain("if the server listens with TLS (listen.tls), use wss://");
+      const untrusted = await demo(["--url", tls.url, ...args]);
+      expect(untrusted.stderr).toContain("the server's TLS certificate is not trusted (DEPTH_ZERO_SELF_SIGNED_CERT)");
+      expect(untrusted.stderr).toContain("NODE_EXTRA_CA_CERTS");
+      const trusted = await demo(["--url", tls.url, ...args], { NODE_EXTRA_CA_CERTS: cert.files.cert });
+      expect(trusted.code).toBe(0);
+    } finally {
+      await tls.stop();
+      await cert.remove();
+    }
   }, 60_000);
 
   it("in the turn lane says why nothing answered, and --commit gets the answer", async () => {
