@@ -19,6 +19,8 @@ export interface AppOptions {
   readonly apiKeys?: readonly string[];
   readonly firstMessageTimeoutMs?: number;
   readonly metrics?: ServerMetrics;
+  /** Resolves once the sessions of the log are recovered: WebSocket upgrades wait for it (absent: at once). */
+  readonly ready?: Promise<void>;
   /** PEM certificate and private key (contents, not paths): serve HTTPS and `wss:`. Absent: plain HTTP and `ws:`. */
   readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
 }
@@ -114,13 +116,15 @@ export const buildApp = (options: AppOptions) => {
         return;
       }
     }
-    wss.handleUpgrade(request, socket, head, (ws) => {
-      serveRealtimeSocket(ws, options.engine, options.log, {
-        firstMessageTimeoutMs: options.firstMessageTimeoutMs,
-        dialect: dialectOf(request.headers),
-        query: readRealtimeQuery(url.searchParams),
-      });
-    });
+    void (options.ready ?? Promise.resolve()).then(() =>
+      wss.handleUpgrade(request, socket, head, (ws) => {
+        serveRealtimeSocket(ws, options.engine, options.log, {
+          firstMessageTimeoutMs: options.firstMessageTimeoutMs,
+          dialect: dialectOf(request.headers),
+          query: readRealtimeQuery(url.searchParams),
+        });
+      }),
+    );
   });
   // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
   // client; their sessions stay open in the log and resume after a restart).

@@ -4,7 +4,7 @@ import type { ModelProfile } from "../domain/index.ts";
 import { createEngine, type Engine, type EventStore, type ModelRunner } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
-import { createSqliteEventStore } from "../infra/event-store/index.ts";
+import { createSqliteEventStore, lockStore } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
@@ -41,6 +41,9 @@ export const startServer = async (
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
   const log = pino({ level: config.log_level, base: { service: "duplex" } });
+  // One server per store: refused before anything is read or written (an in-memory store is this process's own).
+  const memory = config.event_store.path === ":memory:" || config.event_store.path === "";
+  const unlock = memory ? () => undefined : lockStore(config.event_store.path);
   const store = createSqliteEventStore({ path: config.event_store.path });
   const vad = await createSileroVad();
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
@@ -65,10 +68,15 @@ export const startServer = async (
       responseTimeoutMs: config.duplex_session.response_timeout_ms,
     },
   });
-  const recovered = await engine.recover();
-  if (recovered.length > 0) log.info({ sessions: recovered }, "sessions recovered from the log; waiting for resumes");
   metrics.bind(engine);
+  // The port is bound before the log is recovered (a port in use fails before any session is touched); upgrades
+  // wait for the recovery, so a client that resumes at once finds its session.
+  let recovered: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => {
+    recovered = resolve;
+  });
   const app = buildApp({
+    ready,
     engine,
     log,
     model: runner.name,
@@ -77,7 +85,16 @@ export const startServer = async (
     metrics,
     ...(options.firstMessageTimeoutMs === undefined ? {} : { firstMessageTimeoutMs: options.firstMessageTimeoutMs }),
   });
-  await app.listen({ host: config.listen.host, port: config.listen.port });
+  try {
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+  } catch (error) {
+    await store.close();
+    unlock();
+    throw error;
+  }
+  const sessions = await engine.recover();
+  if (sessions.length > 0) log.info({ sessions }, "sessions recovered from the log; waiting for resumes");
+  recovered();
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;
   const url = `${tls === undefined ? "ws" : "wss"}://${config.listen.host}:${port}/v1/realtime`;
@@ -96,6 +113,7 @@ export const startServer = async (
       await engine.close();
       await vad.close();
       await store.close();
+      unlock();
     },
   };
 };

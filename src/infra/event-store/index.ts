@@ -3,5 +3,6 @@
  * entry data out of the JSON.
  */
 export { decodeData, type EncodedData, encodeData } from "./codec.ts";
+export { lockStore, StoreInUseError } from "./lock.ts";
 export * from "./session-file.ts";
 export { createSqliteEventStore, EventStoreClosedError, type SqliteEventStoreOptions } from "./sqlite.ts";
