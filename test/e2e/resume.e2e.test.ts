@@ -163,3 +163,27 @@ describe("idle expiry", () => {
     }
   });
 });
+
+describe("disconnect grace", () => {
+  it("a dropped session not resumed within disconnect_grace_s expires: the resume is session_resume_expired, the log says why", async () => {
+    const server = await startTestServer({ duplex_session: { disconnect_grace_s: 1 } });
+    try {
+      const first = await RealtimeClient.connect(server.url);
+      const { id, token } = await open(first);
+      await first.terminate();
+      await expect
+        .poll(() => server.engine.sessions().some((s) => s.sessionId === id && !s.isClosed), {
+          timeout: 5000,
+        })
+        .toBe(false);
+      const late = await RealtimeClient.connect(`${server.url}?autostart=0`);
+      late.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 0 });
+      expect(await late.waitFor("error", { since: 0 })).toMatchObject({ code: "session_resume_expired" });
+      await late.close();
+      const closed = (await server.store.read(streamOf(id))).filter((e) => e.type === "SessionClosed");
+      expect(closed.map((e) => (e.data as { reason: string }).reason)).toEqual(["disconnect_grace_expired"]);
+    } finally {
+      await server.stop();
+    }
+  });
+});
