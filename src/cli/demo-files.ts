@@ -25,8 +25,10 @@ export const readInput = async (path: string): Promise<EncodedWav> => {
   try {
     wav = readEncodedWav(await readFile(path));
   } catch (error) {
+    const why = (error as Error).message;
+    if (why.startsWith("truncated")) throw new InvalidArgumentError(`--input ${path}: the WAV is ${why}`);
     throw new InvalidArgumentError(
-      `--input ${path}: not a WAV file the demo can send (${(error as Error).message}); convert it with: ${convert}`,
+      `--input ${path}: not a WAV file the demo can send (${why}); convert it with: ${convert}`,
     );
   }
   if (wav.channels !== 1)

@@ -85,7 +85,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     ...(options.headers ?? {}),
   };
   const client = await RealtimeClient.connect(options.url, { headers }).catch((error: unknown) => {
-    throw new Error(explainConnectError(options.url, error));
+    throw new Error(explainConnectError(options.url, error, headers.Authorization !== undefined));
   });
   // The session can end under the demo (its model failed, the server went away): say so at once, with why.
   let closing = false;
@@ -230,7 +230,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
 
   if (options.commit === true) {
     client.send({ type: "input_audio_buffer.commit", response_create: true });
-    say("committed the input");
+    say("sent input_audio_buffer.commit (response_create) after the input");
   }
   // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard.
   const heard = client.received.length;

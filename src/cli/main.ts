@@ -4,6 +4,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { AUDIO_DIR } from "../conformance/files.ts";
 import { registerConformCommand } from "../conformance/index.ts";
 import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
+import { ScriptError } from "../infra/runners/script.ts";
 import { startServer } from "../server/index.ts";
 import { positive } from "./args.ts";
 import { runBench } from "./bench.ts";
@@ -94,7 +95,7 @@ program
       commit: boolean;
       quiet: boolean;
     }) => {
-      const apiKey = opts.apiKey ?? process.env.OPENAI_API_KEY;
+      const apiKey = opts.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
       const summary = await runDemo({
         url: opts.url,
         input: opts.input,
@@ -141,7 +142,7 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   // Users get one line, not a stack trace; DUPLEX_DEBUG=1 shows the stack.
-  const usage = error instanceof ConfigError || error instanceof InvalidArgumentError;
+  const usage = error instanceof ConfigError || error instanceof InvalidArgumentError || error instanceof ScriptError;
   const code = (error as NodeJS.ErrnoException).code;
   const message =
     code === "EADDRINUSE"

@@ -81,6 +81,7 @@ export const registerStoreCommands = (program: Command): void => {
       ) => {
         let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
         if (file !== undefined) {
+          if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
           entries = (await readSessionFile(file)).entries;
         } else {
           if (opts.session === undefined && !opts.last)
@@ -89,7 +90,7 @@ export const registerStoreCommands = (program: Command): void => {
           const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
           entries = await store.read(streamOf(session)).finally(() => store.close());
           if (entries.length === 0) {
-            process.stderr.write(`no session ${session} in ${resolve(opts.data)}\n`);
+            process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
             process.exitCode = 2;
             return;
           }
@@ -189,7 +190,7 @@ export const registerStoreCommands = (program: Command): void => {
         const stream = streamOf(session);
         const entries = await store.read(stream);
         if (entries.length === 0) {
-          process.stderr.write(`no session ${session} in ${resolve(opts.data)}\n`);
+          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
           process.exitCode = 2;
           return;
         }
@@ -252,11 +253,11 @@ export const registerStoreCommands = (program: Command): void => {
     .command("gc")
     .description("remove finished sessions (closed or expired) from a store: their logs and everything in them")
     .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option(
+    // Required: removing is for good, so how old is never a default (0 removes every finished session).
+    .requiredOption(
       "--older-than <duration>",
-      "only sessions whose last entry is older than this (7d, 12h, 30m, 0)",
+      "only sessions whose last entry is older than this (7d, 12h, 30m; 0 for every finished session)",
       duration,
-      0,
     )
     .option("--dry-run", "list what would be removed and remove nothing", false)
     .action(async (opts: { data: string; olderThan: number; dryRun: boolean }) => {

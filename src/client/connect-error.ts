@@ -3,7 +3,7 @@
  * say what to do"), for every command that connects (demo, conform). `error` is what `ws` raised: a Node.js socket
  * error (`code` ECONNREFUSED, ENOTFOUND, ECONNRESET, a TLS code), or "Unexpected server response: STATUS".
  */
-export const explainConnectError = (url: string, error: unknown): string => {
+export const explainConnectError = (url: string, error: unknown, sentKey = false): string => {
   const e = error as NodeJS.ErrnoException & { message?: string };
   const message = e?.message ?? String(error);
   let where = url;
@@ -14,6 +14,8 @@ export const explainConnectError = (url: string, error: unknown): string => {
     return `${url} is not a URL: give ws://HOST:PORT/v1/realtime (or wss://)`;
   }
   const status = /Unexpected server response: (\d+)/.exec(message)?.[1];
+  if ((status === "401" || status === "403") && sentKey)
+    return `${url}: HTTP ${status}, the server refused that API key: check --api-key (or OPENAI_API_KEY)`;
   if (status === "401" || status === "403")
     return `${url}: HTTP ${status}, the server needs an API key: pass --api-key KEY (or set OPENAI_API_KEY)`;
   if (status === "404") return `${url}: HTTP 404, nothing there: the realtime endpoint is ws://${where}/v1/realtime`;

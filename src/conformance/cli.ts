@@ -92,11 +92,11 @@ const conform = async (opts: ConformOptions): Promise<void> => {
   }
   if (opts.url === undefined)
     throw new InvalidArgumentError("give --url ws://HOST:PORT/v1/realtime, --list or --serve");
-  const apiKey = opts.apiKey ?? process.env.OPENAI_API_KEY;
+  const apiKey = opts.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
   const headers: Record<string, string> = apiKey === undefined ? {} : { Authorization: `Bearer ${apiKey}` };
   // A server that cannot be reached is one line, not a report of every scenario failing.
   const probe = await RealtimeClient.connect(opts.url, { headers }).catch((error: unknown) => {
-    throw new Error(explainConnectError(opts.url ?? "", error));
+    throw new Error(explainConnectError(opts.url ?? "", error, apiKey !== undefined));
   });
   await probe.close();
   const report = await runScenarios(scenarios, {

@@ -1,4 +1,4 @@
-import Fastify from "fastify";
+import Fastify, { LogController } from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
@@ -36,7 +36,7 @@ export const buildApp = (options: AppOptions) => {
   const app = Fastify({
     loggerInstance: options.log,
     // Requests are logged at debug below (health checks and scrapes would flood info).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     https: options.tls === undefined ? null : { cert: options.tls.cert, key: options.tls.key },
   });
   const wss = new WebSocketServer({

@@ -121,10 +121,16 @@ describe("duplex demo from the command line", () => {
     ["a folder", () => dir, /--input .*: is a folder; give a WAV file/],
     ["a text file", () => join(dir, "notes.wav"), /--input .*notes\.wav: not a WAV file .*convert it with: sox /],
     ["a truncated WAV", () => join(dir, "cut.wav"), /--input .*cut\.wav: the WAV is truncated/],
+    [
+      "a WAV cut inside its header",
+      () => join(dir, "stub.wav"),
+      /--input .*stub\.wav: the WAV is truncated: the file ends inside its "fmt " chunk$/m,
+    ],
   ])("names the input and what is wrong with %s, exits 2, and connects to nothing", async (_what, path, message) => {
     await writeFile(join(dir, "notes.wav"), "these are not samples");
     const whole = await readFile(question);
     await writeFile(join(dir, "cut.wav"), whole.subarray(0, 20_000));
+    await writeFile(join(dir, "stub.wav"), whole.subarray(0, 30));
     // Port 1: a connection would fail with another message, so the input was checked first.
     const r = await demo(["--url", "ws://127.0.0.1:1/v1/realtime", "--input", path(), "--out", join(dir, "o")]);
     expect(r.code).toBe(2);
@@ -152,6 +158,8 @@ describe("duplex demo from the command line", () => {
     expect(wrongPath.stderr).toContain("HTTP 404, nothing there: the realtime endpoint is ws://127.0.0.1:");
     const noKey = await demo(["--url", keyed.url, ...args]);
     expect(noKey.stderr).toContain("HTTP 401, the server needs an API key: pass --api-key KEY (or set OPENAI_API_KEY)");
+    const wrongKey = await demo(["--url", keyed.url, ...args, "--api-key", "sk-wrong"]);
+    expect(wrongKey.stderr).toContain("HTTP 401, the server refused that API key: check --api-key (or OPENAI_API_KEY)");
     expect((await demo(["--url", keyed.url, ...args, "--api-key", "sk-demo"])).code).toBe(0);
     expect((await demo(["--url", keyed.url, ...args], { OPENAI_API_KEY: "sk-demo" })).code).toBe(0);
   }, 60_000);

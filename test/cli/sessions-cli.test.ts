@@ -64,13 +64,18 @@ describe("duplex sessions", () => {
   it("gc removes finished sessions (here the closed and the unused one) and keeps what may still be resumed", async () => {
     const young = await duplex("gc", "--data", dataDir, "--older-than", "7d");
     expect(young.stdout.trim()).toBe("0 finished session(s) removed, 3 kept");
-    const dry = await duplex("gc", "--data", dataDir, "--dry-run");
+    // How old is never a default: removing is for good.
+    await expect(duplex("gc", "--data", dataDir)).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("--older-than"),
+    });
+    const dry = await duplex("gc", "--data", dataDir, "--older-than", "0", "--dry-run");
     expect(dry.stdout.trim().split("\n")).toEqual([
       `would remove ${ids.closed}`,
       `would remove ${ids.unused}`,
       "2 finished session(s) to remove, 1 kept",
     ]);
-    await duplex("gc", "--data", dataDir);
+    await duplex("gc", "--data", dataDir, "--older-than", "0");
     const rows = (await duplex("sessions", "--data", dataDir, "--json")).stdout.trim().split("\n");
     expect(rows.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
   });

@@ -210,7 +210,8 @@ export function readEncodedWav(bytes: Uint8Array): EncodedWav {
     const size = view.getUint32(offset + 4, true);
     const body = offset + CHUNK_HEADER_BYTES;
     if (id === "fmt ") {
-      if (size < 16 || body + 16 > bytes.length) throw new Error(`a "fmt " chunk of ${size} bytes is too short`);
+      if (body + 16 > bytes.length) throw new Error(`truncated: the file ends inside its "fmt " chunk`);
+      if (size < 16) throw new Error(`a "fmt " chunk of ${size} bytes is too short`);
       let tag = view.getUint16(body, true);
       if (tag === WAVE_FORMAT_EXTENSIBLE && size >= 26 && body + 26 <= bytes.length)
         tag = view.getUint16(body + 24, true);
@@ -240,5 +241,5 @@ export function readEncodedWav(bytes: Uint8Array): EncodedWav {
     }
     offset = body + size + (size % 2);
   }
-  throw new Error(format === undefined ? 'no "fmt " and "data" chunks' : 'no "data" chunk');
+  throw new Error(format === undefined ? 'no "fmt " and "data" chunks' : 'truncated: no "data" chunk');
 }
