@@ -120,12 +120,12 @@ registerConformCommand(program);
 program
   .command("bench")
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
-  .option("--only <names>", `comma list of ${BENCHES.join(", ")} (soak runs only when named)`, benchNames, [])
+  .option("--only <names>", `comma list of ${BENCHES.join(", ")} (soak runs only when named)`, benchNames)
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
   .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", positive, 600)
   .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
-  .option("--audio <dir>", "folder of the test audio (default: ../shared/audio beside the package)", AUDIO_DIR)
-  .action(async (opts: { only: string[]; sessions: number; audio: string; soakSeconds: number; soakLane: string }) => {
+  .option("--audio <dir>", "folder of the test audio (../shared/audio beside the package)", AUDIO_DIR)
+  .action(async (opts: { only?: string[]; sessions: number; audio: string; soakSeconds: number; soakLane: string }) => {
     await runBench(
       {
         audioDir: resolve(opts.audio),
@@ -134,7 +134,7 @@ program
         soakLane: opts.soakLane === "turn" ? "turn" : "native",
         print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
       },
-      opts.only,
+      opts.only ?? [],
     );
   });
 
