@@ -3,7 +3,16 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import { foldLog, redrive, replayEntries, STREAM_PREFIX, stepsOf, streamOf } from "../engine/index.ts";
+import {
+  foldLog,
+  parseDurationMs,
+  redrive,
+  removeFinishedSessions,
+  replayEntries,
+  STREAM_PREFIX,
+  stepsOf,
+  streamOf,
+} from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
@@ -243,10 +252,9 @@ export const registerStoreCommands = (program: Command): void => {
 
   /** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
   const duration = (value: string): number => {
-    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-    if (m === null) throw new InvalidArgumentError("expected a duration such as 7d, 12h, 30m, 45s or 0");
-    const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "s"] ?? 1000;
-    return Number(m[1]) * unit;
+    const ms = parseDurationMs(value);
+    if (ms === null) throw new InvalidArgumentError("expected a duration such as 7d, 12h, 30m, 45s or 0");
+    return ms;
   };
 
   program
@@ -263,23 +271,15 @@ export const registerStoreCommands = (program: Command): void => {
     .action(async (opts: { data: string; olderThan: number; dryRun: boolean }) => {
       const store = openStore(opts.data);
       try {
-        const cutoff = Date.now() - opts.olderThan;
-        let removed = 0;
-        let kept = 0;
-        for (const info of await store.listStreams(STREAM_PREFIX)) {
-          // Open and detached sessions may still be resumed: only a session whose log says it ended goes.
-          const { state } = foldLog(await store.read(info.stream));
-          if (state.phase !== "closed" || info.lastAt > cutoff) {
-            kept += 1;
-            continue;
-          }
-          if (!opts.dryRun) await store.deleteStream(info.stream);
-          removed += 1;
-          process.stdout.write(
-            `${opts.dryRun ? "would remove" : "removed"} ${info.stream.slice(STREAM_PREFIX.length)}\n`,
-          );
-        }
-        process.stdout.write(`${removed} finished session(s) ${opts.dryRun ? "to remove" : "removed"}, ${kept} kept\n`);
+        const { removed, kept } = await removeFinishedSessions(store, {
+          olderThanMs: opts.olderThan,
+          now: Date.now(),
+          dryRun: opts.dryRun,
+        });
+        for (const id of removed) process.stdout.write(`${opts.dryRun ? "would remove" : "removed"} ${id}\n`);
+        process.stdout.write(
+          `${removed.length} finished session(s) ${opts.dryRun ? "to remove" : "removed"}, ${kept} kept\n`,
+        );
       } finally {
         await store.close();
       }

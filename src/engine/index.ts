@@ -5,4 +5,5 @@ export * from "./log.ts";
 export * from "./ports/index.ts";
 export * from "./redrive.ts";
 export * from "./replay.ts";
+export * from "./retention.ts";
 export * from "./session-host.ts";

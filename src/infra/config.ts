@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
+import { parseDurationMs } from "../engine/retention.ts";
 
 /**
  * The deployment configuration (DESIGN.md, "Configuration"), read from `deploy/*.yaml` and validated at start.
@@ -54,6 +55,21 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Retention of finished sessions: the server removes, at start and then hourly, every session that ended
+     * (closed or expired) longer ago than `older_than` (7d, 12h, 30m; seconds without a unit), after writing it to
+     * `export_dir` as a session file when given. Absent: every log is kept.
+     */
+    retention: z
+      .object({
+        older_than: z
+          .string()
+          .refine((v) => parseDurationMs(v) !== null, "expected a duration such as 7d, 12h or 30m")
+          .transform((v) => parseDurationMs(v) ?? 0),
+        export_dir: z.string().optional(),
+      })
+      .strict()
+      .optional(),
     event_store: z
       // EventStoreDB (DESIGN.md) is not written yet: only the embedded sqlite store can be configured.
       .discriminatedUnion("kind", [

@@ -1,10 +1,17 @@
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { pino } from "pino";
 import type { ModelProfile } from "../domain/index.ts";
-import { createEngine, type Engine, type EventStore, type ModelRunner } from "../engine/index.ts";
+import {
+  createEngine,
+  type Engine,
+  type EventStore,
+  type ModelRunner,
+  removeFinishedSessions,
+} from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
-import { createSqliteEventStore, lockStore } from "../infra/event-store/index.ts";
+import { createSqliteEventStore, lockStore, writeSessionFile } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
@@ -95,6 +102,29 @@ export const startServer = async (
   const sessions = await engine.recover();
   if (sessions.length > 0) log.info({ sessions }, "sessions recovered from the log; waiting for resumes");
   recovered();
+  const retention = config.retention;
+  const sweep = async (): Promise<void> => {
+    if (retention === undefined) return;
+    const exportDir = retention.export_dir;
+    const { removed } = await removeFinishedSessions(store, {
+      olderThanMs: retention.older_than,
+      now: Date.now(),
+      ...(exportDir === undefined
+        ? {}
+        : {
+            keep: async (id, stream, entries) => {
+              await mkdir(exportDir, { recursive: true });
+              await writeSessionFile(join(exportDir, `${id}.jsonl`), stream, entries);
+            },
+          }),
+    });
+    if (removed.length > 0)
+      log.info({ removed: removed.length, exportDir: exportDir ?? null }, "retention: finished sessions removed");
+  };
+  const sweepFailed = (error: unknown) => log.warn({ err: error }, "retention sweep failed; logs kept");
+  await sweep().catch(sweepFailed);
+  const sweeper = setInterval(() => void sweep().catch(sweepFailed), 3_600_000);
+  sweeper.unref();
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;
   const url = `${tls === undefined ? "ws" : "wss"}://${config.listen.host}:${port}/v1/realtime`;
@@ -108,6 +138,7 @@ export const startServer = async (
     engine,
     store,
     async close() {
+      clearInterval(sweeper);
       log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
       await engine.close();

@@ -3,7 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
+import { replayEntries } from "../../src/engine/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
+import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { startServer } from "../../src/server/index.ts";
 
 /**
@@ -72,5 +74,50 @@ describe("one server per store", () => {
     } finally {
       await holder.close();
     }
+  });
+});
+
+describe("retention in the deployment file", () => {
+  it("removes finished sessions older than retention.older_than at start, after exporting them; open ones stay", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "duplex-retention-"));
+    const path = join(dir, "data", "duplex.sqlite");
+    const exportDir = join(dir, "exported");
+    try {
+      const config = (extra: Record<string, unknown> = {}) =>
+        parseConfig({
+          log_level: "silent",
+          listen: { host: "127.0.0.1", port: 0 },
+          event_store: { kind: "sqlite", path },
+          ...extra,
+        });
+      const first = await startServer(config());
+      const done = await RealtimeClient.connect(first.url);
+      const doneId = ((await done.waitFor("session.created", { since: 0 })).session as { id: string }).id;
+      done.send({ type: "session.close" });
+      await done.closed;
+      const live = await RealtimeClient.connect(first.url);
+      const liveId = ((await live.waitFor("session.created", { since: 0 })).session as { id: string }).id;
+      live.send({ type: "session.update", session: {} });
+      await live.waitFor("session.updated", { since: 0 });
+      await first.close();
+
+      const second = await startServer(config({ retention: { older_than: "0", export_dir: exportDir } }));
+      try {
+        const streams = (await second.store.listStreams("session-")).map((s) => s.stream);
+        expect(streams).toEqual([`session-${liveId}`]);
+        const exported = await readSessionFile(join(exportDir, `${doneId}.jsonl`));
+        expect(replayEntries(exported.entries).divergence).toBeNull();
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a retention that is not a duration, naming the key", () => {
+    expect(() => parseConfig({ retention: { older_than: "a week" } })).toThrow(
+      /retention\.older_than: expected a duration/,
+    );
   });
 });

@@ -1,0 +1,45 @@
+import { foldLog, STREAM_PREFIX } from "./log.ts";
+import type { EventStore, RecordedEntry } from "./ports/index.ts";
+
+/**
+ * Retention of session logs (issue 10, "Journal limits and log retention"): removes the sessions whose log says
+ * they ended (closed or expired) and whose last entry is older than `olderThanMs`. Open and detached sessions may
+ * still be resumed and are never removed. `keep`, when given, is called with a session's entries before they are
+ * removed (an export); `dryRun` removes nothing. `now` is ms since the Unix epoch.
+ * @returns the ids of the sessions removed (or that would be), and how many were kept.
+ */
+export const removeFinishedSessions = async (
+  store: EventStore,
+  options: {
+    readonly olderThanMs: number;
+    readonly now: number;
+    readonly dryRun?: boolean;
+    readonly keep?: (sessionId: string, stream: string, entries: RecordedEntry[]) => Promise<void>;
+  },
+): Promise<{ removed: string[]; kept: number }> => {
+  const cutoff = options.now - options.olderThanMs;
+  const removed: string[] = [];
+  let kept = 0;
+  for (const info of await store.listStreams(STREAM_PREFIX)) {
+    const entries = await store.read(info.stream);
+    if (foldLog(entries).state.phase !== "closed" || info.lastAt > cutoff) {
+      kept += 1;
+      continue;
+    }
+    const sessionId = info.stream.slice(STREAM_PREFIX.length);
+    if (options.dryRun !== true) {
+      await options.keep?.(sessionId, info.stream, entries);
+      await store.deleteStream(info.stream);
+    }
+    removed.push(sessionId);
+  }
+  return { removed, kept };
+};
+
+/** A duration such as `7d`, `12h`, `30m`, `45s`, `250ms` or `0` (seconds when no unit), in ms; null when not one. */
+export const parseDurationMs = (value: string): number | null => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (m === null) return null;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "s"] ?? 1000;
+  return Number(m[1]) * unit;
+};
