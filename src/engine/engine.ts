@@ -85,6 +85,8 @@ export interface Engine {
    * base64, only its SHA-256 is logged), and enqueues `SessionOpened`. Refuses beyond `maxSessions`.
    */
   open(options?: OpenOptions): SessionHost | AdmissionRefusal;
+  /** Why a new session would be refused now (`max_sessions` live sessions), or null when one may open. */
+  admission(): AdmissionRefusal | null;
   get(sessionId: string): SessionHost | undefined;
   /** Live sessions. */
   sessions(): SessionHost[];
@@ -213,11 +215,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
     capabilities: deps.runner.capabilities,
     model,
     limits,
-    open(options = {}) {
+    admission() {
       const live = [...hosts.values()].filter((h) => !h.isClosed).length;
-      if (live >= limits.maxSessions) {
-        return { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` };
-      }
+      return live >= limits.maxSessions
+        ? { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` }
+        : null;
+    },
+    open(options = {}) {
+      const refusal = engine.admission();
+      if (refusal !== null) return refusal;
       const sessionId = `sess_${randomBytes(16).toString("hex")}` as SessionId;
       const resumeToken = deps.runner.capabilities.supportsSessionResume ? randomBytes(32).toString("base64url") : null;
       const host = createHost(sessionId, resumeToken, null);

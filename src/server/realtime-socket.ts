@@ -8,7 +8,7 @@ import {
   reject,
   type SessionConfig,
 } from "../domain/index.ts";
-import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
+import type { AdmissionRefusal, Engine, SessionHost, SessionSink } from "../engine/index.ts";
 import {
   type DecodedFrame,
   type Dialect,
@@ -81,7 +81,7 @@ export const serveRealtimeSocket = (
   /** False while the session this socket opened on connect has received nothing from the client. */
   let used = true;
   /** Admission refused the session on connect: the first frame may still resume one, or is refused. */
-  let refused: { code: "resource_exhausted"; message: string } | null = null;
+  let refused: AdmissionRefusal | null = null;
   const firstMessage = setTimeout(() => {
     if (state === "bound" && !used && host !== null) {
       // A session opened on connect that heard nothing: it closes and holds no capacity.
@@ -219,14 +219,9 @@ export const serveRealtimeSocket = (
   const openOnConnect = (): void => {
     // A first client event that came first opened (or resumed) the socket's session already.
     if (state !== "new" || socket.readyState !== socket.OPEN) return;
-    const live = engine.sessions().filter((h) => !h.isClosed).length;
-    if (live >= engine.limits.maxSessions) {
-      // At capacity a first session.resume may still take its detached session back; anything else is refused.
-      refused = {
-        code: "resource_exhausted",
-        message: `session capacity reached (max_sessions=${engine.limits.maxSessions})`,
-      };
-    } else {
+    // At capacity a first session.resume may still take its detached session back; anything else is refused.
+    refused = engine.admission();
+    if (refused === null) {
       const opened = open(null);
       if (opened !== null) {
         used = false;
