@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RealtimeClient } from "../client/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
+import { freePort, startServerProcess } from "./server-process.ts";
 
 /**
  * `duplex bench --only soak`: one long session against a real server process. It streams `seconds` of real speech
@@ -21,37 +20,6 @@ export interface SoakOptions {
   readonly lane: "native" | "turn";
   readonly print: (line: Record<string, unknown>) => void;
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
-    });
-  });
-
-const startServerProcess = (port: number, dataDir: string): Promise<ChildProcess> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
-    const listen = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes("duplex server listening")) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    };
-    child.stdout?.on("data", listen);
-    child.stderr?.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-  });
 
 /** The server's V8 heap in use, MiB, from its /metrics (prom-client's `nodejs_heap_size_used_bytes`). */
 const heapUsedMib = async (port: number): Promise<number> => {
@@ -70,7 +38,7 @@ const rssMib = async (pid: number): Promise<number> => {
 export const benchSoak = async (o: SoakOptions): Promise<void> => {
   const dir = await mkdtemp(join(tmpdir(), "duplex-soak-"));
   const port = await freePort();
-  const child = await startServerProcess(port, dir);
+  const { child } = await startServerProcess(port, dir);
   const pid = child.pid ?? 0;
   const samples: number[] = [];
   const sampler = setInterval(() => {

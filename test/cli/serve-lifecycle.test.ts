@@ -1,25 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
 
 /**
  * The server's lifecycle as a user drives it (issue 9, "The server's lifecycle"): `npm start` passes SIGTERM to the
  * server process, which logs that it shuts down, closes every socket with 1012 and a reason, and frees the port.
  */
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
-    });
-  });
-
 describe("npm start", () => {
   let dir = "";
   let child: ChildProcess | null = null;
@@ -60,14 +50,7 @@ describe("npm start", () => {
   it("logs each lifecycle event at info, requests only at debug, and never a token", async () => {
     const port = await freePort();
     const data = await mkdtemp(join(tmpdir(), "duplex-logs-"));
-    const server = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", data], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    server.stdout?.on("data", (b: Buffer) => {
-      out += b.toString();
-    });
-    await expect.poll(() => out.includes("duplex server listening"), { timeout: 30_000 }).toBe(true);
+    const { child: server, stdout } = await startServerProcess(port, data, 30_000);
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     const client = await RealtimeClient.connect(`ws://127.0.0.1:${port}/v1/realtime`);
     const created = await client.waitFor("session.created", { since: 0 });
@@ -77,6 +60,7 @@ describe("npm start", () => {
     server.kill("SIGTERM");
     await exited;
     await rm(data, { recursive: true, force: true });
+    const out = stdout();
     const lines = out
       .trim()
       .split("\n")

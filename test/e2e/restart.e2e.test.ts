@@ -1,9 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
@@ -14,36 +14,9 @@ import { sharedAudio } from "../support/server.ts";
  * BEHAVIOUR.md scenario 14: the server process is killed (SIGKILL) mid-response and started again on the same
  * store; the client resumes with its token and last seq, receives no duplicate and loses no event.
  */
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
-    });
-  });
-
 /** Starts `duplex serve` as a real process and resolves once it listens. */
-const serve = (port: number, dataDir: string): Promise<ChildProcess> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 30_000);
-    child.stdout?.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes("duplex server listening")) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-  });
+const serve = async (port: number, dataDir: string): Promise<ChildProcess> =>
+  (await startServerProcess(port, dataDir, 30_000)).child;
 
 const kill = (child: ChildProcess): Promise<void> =>
   new Promise((resolve) => {

@@ -1,0 +1,44 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+
+/**
+ * Starts `duplex serve --port PORT --data DIR` as a real process (bin/duplex.js, from the package root as working
+ * folder) and resolves once it logs that it listens. `stdout()`: everything it printed there so far (pino lines).
+ * @throws Error with its output when it exits first or does not listen within `timeoutMs`.
+ */
+export const startServerProcess = (
+  port: number,
+  dataDir: string,
+  timeoutMs = 60_000,
+): Promise<{ child: ChildProcess; stdout(): string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let all = "";
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${all}`)), timeoutMs);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      all += chunk.toString();
+      if (out.includes("duplex server listening")) {
+        clearTimeout(timer);
+        resolve({ child, stdout: () => out });
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => {
+      all += chunk.toString();
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code}: ${all}`)));
+  });
