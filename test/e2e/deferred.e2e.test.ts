@@ -1,11 +1,8 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
-import { sharedAudio, startTestServer } from "../support/server.ts";
+import { sharedAudio, startScriptedServer } from "../support/server.ts";
 
 /**
  * A commit while a response is active is deferred, not dropped (BEHAVIOUR.md, "Turn-taking"; issue 8, case 1), over
@@ -17,32 +14,23 @@ const SPEED = 4;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("deferred responses", () => {
-  let dir = "";
-  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let server: Awaited<ReturnType<typeof startScriptedServer>>;
   let interrupt: Int16Array;
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "duplex-deferred-"));
-    const script = join(dir, "long-answer.yaml");
-    await writeFile(
-      script,
-      [
-        "name: long-answer",
-        `speed_factor: ${SPEED}`,
-        "when_exhausted: repeat_last",
-        "turns:",
-        "  - on: respond",
-        '    actions: [{ speak: { text: "A long story that takes twelve seconds to tell.", duration_ms: 12000 } }, end_turn]',
-        "  - on: respond",
-        '    actions: [{ speak: { text: "And now to what you said.", duration_ms: 1200 } }, end_turn]',
-        "",
-      ].join("\n"),
-    );
-    server = await startTestServer({ runner: { kind: "scripted", script } });
+    server = await startScriptedServer([
+      "name: long-answer",
+      `speed_factor: ${SPEED}`,
+      "when_exhausted: repeat_last",
+      "turns:",
+      "  - on: respond",
+      '    actions: [{ speak: { text: "A long story that takes twelve seconds to tell.", duration_ms: 12000 } }, end_turn]',
+      "  - on: respond",
+      '    actions: [{ speak: { text: "And now to what you said.", duration_ms: 1200 } }, end_turn]',
+    ]);
     interrupt = (await readWavFile(sharedAudio("interrupt_16k.wav"))).samples;
   });
   afterAll(async () => {
     await server.stop();
-    await rm(dir, { recursive: true, force: true });
   });
 
   const open = async (): Promise<RealtimeClient> => {

@@ -1,10 +1,7 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
-import { startTestServer } from "../support/server.ts";
+import { startScriptedServer } from "../support/server.ts";
 
 /**
  * A stalled model ends its response (BEHAVIOUR.md, "Defaults and limits": response_timeout_ms): a runner that opens
@@ -12,28 +9,19 @@ import { startTestServer } from "../support/server.ts";
  * aborted, and the next turn works. Over a real socket, with the scripted runner.
  */
 describe("response_timeout_ms", () => {
-  let dir = "";
-  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let server: Awaited<ReturnType<typeof startScriptedServer>>;
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "duplex-stall-"));
-    const script = join(dir, "stall.yaml");
-    await writeFile(
-      script,
-      [
-        "name: stall",
-        "turns:",
-        "  - on: respond",
-        '    actions: [{ speak: "I will now go quiet" }, { wait_ms: 60000 }, end_turn]',
-        "  - on: respond",
-        '    actions: [{ speak: "Back again." }, end_turn]',
-        "",
-      ].join("\n"),
-    );
-    server = await startTestServer({ runner: { kind: "scripted", script } });
+    server = await startScriptedServer([
+      "name: stall",
+      "turns:",
+      "  - on: respond",
+      '    actions: [{ speak: "I will now go quiet" }, { wait_ms: 60000 }, end_turn]',
+      "  - on: respond",
+      '    actions: [{ speak: "Back again." }, end_turn]',
+    ]);
   });
   afterAll(async () => {
     await server.stop();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it("a response with no model output for the session's response_timeout_ms ends failed, and the next turn works", async () => {

@@ -1,9 +1,6 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { startTestServer } from "../support/server.ts";
+import { startScriptedServer } from "../support/server.ts";
 
 /**
  * An input transcript lands on its own item (BEHAVIOUR.md, "Turn-taking"), over a real socket with the scripted
@@ -11,31 +8,22 @@ import { startTestServer } from "../support/server.ts";
  * is not lost with a cancelled response's epoch.
  */
 describe("input transcripts", () => {
-  let dir = "";
-  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let server: Awaited<ReturnType<typeof startScriptedServer>>;
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "duplex-transcripts-"));
-    const script = join(dir, "transcripts.yaml");
-    await writeFile(
-      script,
-      [
-        "name: transcripts",
-        "when_exhausted: repeat_last",
-        "turns:",
-        "  - on: commit",
-        '    actions: [{ wait_ms: 600 }, { input_transcript: "first words" }]',
-        "  - on: commit",
-        '    actions: [{ wait_ms: 600 }, { input_transcript: "second words" }]',
-        "  - on: respond",
-        '    actions: [{ speak: "An answer that takes a while to say." }, end_turn]',
-        "",
-      ].join("\n"),
-    );
-    server = await startTestServer({ runner: { kind: "scripted", script } });
+    server = await startScriptedServer([
+      "name: transcripts",
+      "when_exhausted: repeat_last",
+      "turns:",
+      "  - on: commit",
+      '    actions: [{ wait_ms: 600 }, { input_transcript: "first words" }]',
+      "  - on: commit",
+      '    actions: [{ wait_ms: 600 }, { input_transcript: "second words" }]',
+      "  - on: respond",
+      '    actions: [{ speak: "An answer that takes a while to say." }, end_turn]',
+    ]);
   });
   afterAll(async () => {
     await server.stop();
-    await rm(dir, { recursive: true, force: true });
   });
 
   const open = async (): Promise<RealtimeClient> => {

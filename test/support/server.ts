@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseConfig } from "../../src/infra/config.ts";
@@ -57,6 +57,26 @@ const startSingleServer = async (
     async stop() {
       await server.close();
       await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+};
+
+/**
+ * `startTestServer` with the scripted runner playing `lines` (a script in YAML, one line each; see
+ * src/infra/runners/script.ts), written to a temp file that `stop()` removes too.
+ */
+export const startScriptedServer = async (
+  lines: readonly string[],
+): Promise<Awaited<ReturnType<typeof startTestServer>>> => {
+  const dir = await mkdtemp(join(tmpdir(), "duplex-script-"));
+  const script = join(dir, "script.yaml");
+  await writeFile(script, `${lines.join("\n")}\n`);
+  const server = await startTestServer({ runner: { kind: "scripted", script } });
+  return {
+    ...server,
+    async stop() {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
     },
   };
 };
