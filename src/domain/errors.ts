@@ -59,7 +59,11 @@ export const ERROR_CODES = {
   commit_aborted: server("The commit was aborted."),
   resource_exhausted: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },
   input_backpressure: { type: "rate_limit_error", message: "Too much input is pending for this session." },
-  output_backpressure: { type: "rate_limit_error", message: "The client does not read output fast enough." },
+  output_backpressure: {
+    type: "rate_limit_error",
+    message: "The client does not read output fast enough.",
+    closeCode: 1013,
+  },
   duplex_session_busy: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },
   unauthorized: { type: "invalid_request_error", message: "Missing or invalid API key.", closeCode: 1008 },
 } as const satisfies Record<string, ErrorSpec>;

@@ -68,7 +68,8 @@ export interface SessionHostDeps {
  * event of a session that ended, with why it closed.
  */
 export interface SessionSink {
-  send(json: string): void;
+  /** `replayed`: a missed event re-sent after `session.resumed` (a socket's output limit counts live events only). */
+  send(json: string, replayed?: boolean): void;
   replaced(attachmentGeneration: number): void;
   /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
   ended(lastType: string, reason: CloseReason | null): void;
@@ -437,7 +438,7 @@ export class SessionHost {
       this.sink = sink;
       sink.send(event.json.replace(REDACTED_JSON, token));
       // Tokens inside replayed events were rotated away since: they go out as null.
-      for (const missed of replay) sink.send(missed.json.replace(REDACTED_JSON, "null"));
+      for (const missed of replay) sink.send(missed.json.replace(REDACTED_JSON, "null"), true);
       return;
     }
     this.sink?.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);

@@ -50,6 +50,13 @@ export const configSchema = z
           .positive()
           .default(16 * 1024 * 1024),
         max_pending_turns_per_session: z.number().int().positive().default(4),
+        /** Live output a socket may leave unread (bytes of JSON text, events); beyond it `output_backpressure`. */
+        max_output_buffer_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(2 * 1024 * 1024),
+        max_output_buffer_events: z.number().int().positive().default(512),
         /** ms a response may go without model output before it ends failed (`response_timeout`). */
         response_timeout_ms: z.number().int().min(100).default(30_000),
       })

@@ -4,7 +4,7 @@ import { WebSocketServer } from "ws";
 import type { Engine } from "../engine/index.ts";
 import { capabilitiesJson, dialectOf } from "../protocol/index.ts";
 import type { ServerMetrics } from "./metrics.ts";
-import { readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
+import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
 export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
@@ -18,6 +18,8 @@ export interface AppOptions {
   readonly model: string;
   readonly apiKeys?: readonly string[];
   readonly firstMessageTimeoutMs?: number;
+  /** Output buffer per socket (2 MiB / 512 events when absent). */
+  readonly outputLimits?: OutputLimits;
   readonly metrics?: ServerMetrics;
   /** Resolves once the sessions of the log are recovered: WebSocket upgrades wait for it (absent: at once). */
   readonly ready?: Promise<void>;
@@ -120,6 +122,7 @@ export const buildApp = (options: AppOptions) => {
       wss.handleUpgrade(request, socket, head, (ws) => {
         serveRealtimeSocket(ws, options.engine, options.log, {
           firstMessageTimeoutMs: options.firstMessageTimeoutMs,
+          ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
           dialect: dialectOf(request.headers),
           query: readRealtimeQuery(url.searchParams),
         });

@@ -51,6 +51,21 @@ export const readRealtimeQuery = (params: URLSearchParams): RealtimeQuery => {
 /** First message timeout (BEHAVIOUR.md, "Defaults and limits"): 10 s. */
 export const FIRST_MESSAGE_TIMEOUT_MS = 10_000;
 
+/**
+ * Output buffer per socket (BEHAVIOUR.md, "Defaults and limits"): live server events written but not yet handed to
+ * the kernel, in bytes of JSON text and in events. Beyond either the socket is detached with `output_backpressure`.
+ */
+export interface OutputLimits {
+  readonly maxBytes: number;
+  readonly maxEvents: number;
+}
+
+/** 2 MiB / 512 events. */
+export const DEFAULT_OUTPUT_LIMITS: OutputLimits = { maxBytes: 2 * 1024 * 1024, maxEvents: 512 };
+
+/** How long a socket detached for output backpressure may take over its closing handshake before it is cut (ms). */
+const BACKPRESSURE_CLOSE_MS = 1000;
+
 /** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
 const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
   (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
@@ -73,11 +88,18 @@ export const serveRealtimeSocket = (
   socket: WebSocket,
   engine: Engine,
   log: Logger,
-  options: { firstMessageTimeoutMs?: number; dialect?: Dialect; query?: RealtimeQuery } = {},
+  options: {
+    firstMessageTimeoutMs?: number;
+    dialect?: Dialect;
+    query?: RealtimeQuery;
+    outputLimits?: OutputLimits;
+  } = {},
 ): void => {
   const dialect = options.dialect ?? "ga";
+  const outputLimits = options.outputLimits ?? DEFAULT_OUTPUT_LIMITS;
   let host: SessionHost | null = null;
-  let state: "new" | "bound" | "replaced" | "expired" | "closed" = "new";
+  /** `detached`: the socket read too slowly and was let go of; the session goes on and waits for a resume. */
+  let state: "new" | "bound" | "replaced" | "expired" | "closed" | "detached" = "new";
   /** False while the session this socket opened on connect has received nothing from the client. */
   let used = true;
   /** Admission refused the session on connect: the first frame may still resume one, or is refused. */
@@ -99,9 +121,62 @@ export const serveRealtimeSocket = (
     socket.close(ERROR_CODES[code].closeCode, code);
   }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
 
+  /** Live output written to the socket and not yet handed to the kernel (ws calls back once it is). */
+  let unsentBytes = 0;
+  let unsentEvents = 0;
+  let checking = false;
+  const written = (size: number) => (): void => {
+    unsentBytes -= size;
+    unsentEvents -= 1;
+  };
+
+  /**
+   * A reader slower than the session's output (BEHAVIOUR.md, "Defaults and limits", ours): the socket is detached as
+   * after a drop, so the session goes on within the disconnect grace and a resume replays what the reader missed.
+   * The error and the closing frame go out beyond the limit (its reserve); a reader that does not take them within
+   * a second is cut off, so the server holds no more than the limit for it.
+   */
+  const overflow = (): void => {
+    const current = host;
+    if (current === null) return;
+    state = "detached";
+    log.info(
+      { sessionId: current.sessionId, code: "output_backpressure", unsentBytes, unsentEvents },
+      "socket detached: the client reads too slowly",
+    );
+    engine.detach(current, sink);
+    socket.send(
+      sessionError(
+        "output_backpressure",
+        `more than ${outputLimits.maxBytes} bytes or ${outputLimits.maxEvents} events of output are waiting for this client; resume the session to receive what was missed`,
+      ),
+    );
+    socket.close(ERROR_CODES.output_backpressure.closeCode, "output_backpressure");
+    setTimeout(() => socket.terminate(), BACKPRESSURE_CLOSE_MS).unref();
+  };
+
   const sink: SessionSink = {
-    send: (json) => {
-      if (socket.readyState === socket.OPEN) socket.send(renderForDialect(json, dialect));
+    send: (json, replayed = false) => {
+      if (socket.readyState !== socket.OPEN || state === "detached") return;
+      const text = renderForDialect(json, dialect);
+      // A resume's replay is read from the log and already in memory: only live output counts against the limit.
+      if (replayed) {
+        socket.send(text);
+        return;
+      }
+      unsentBytes += text.length;
+      unsentEvents += 1;
+      socket.send(text, written(text.length));
+      // ws calls back on a later tick even for a write the kernel took at once, so a burst of events published in
+      // one drain counts in full until then: the limit is checked once the burst is over.
+      if (!checking && (unsentBytes > outputLimits.maxBytes || unsentEvents > outputLimits.maxEvents)) {
+        checking = true;
+        setImmediate(() => {
+          checking = false;
+          if (state !== "bound") return;
+          if (unsentBytes > outputLimits.maxBytes || unsentEvents > outputLimits.maxEvents) overflow();
+        });
+      }
     },
     replaced: (generation) => {
       state = "replaced";
@@ -283,6 +358,7 @@ export const serveRealtimeSocket = (
         return;
       case "replaced":
       case "closed":
+      case "detached":
         return;
       default: {
         const unhandled: never = state;

@@ -88,6 +88,10 @@ export const startServer = async (
     log,
     model: runner.name,
     apiKeys: config.auth.api_keys,
+    outputLimits: {
+      maxBytes: config.duplex_session.max_output_buffer_bytes,
+      maxEvents: config.duplex_session.max_output_buffer_events,
+    },
     tls,
     metrics,
     ...(options.firstMessageTimeoutMs === undefined ? {} : { firstMessageTimeoutMs: options.firstMessageTimeoutMs }),

@@ -63,15 +63,16 @@ const startSingleServer = async (
 
 /**
  * `startTestServer` with the scripted runner playing `lines` (a script in YAML, one line each; see
- * src/infra/runners/script.ts), written to a temp file that `stop()` removes too.
+ * src/infra/runners/script.ts), written to a temp file that `stop()` removes too; `overrides` as startTestServer's.
  */
 export const startScriptedServer = async (
   lines: readonly string[],
+  overrides: Record<string, unknown> = {},
 ): Promise<Awaited<ReturnType<typeof startTestServer>>> => {
   const dir = await mkdtemp(join(tmpdir(), "duplex-script-"));
   const script = join(dir, "script.yaml");
   await writeFile(script, `${lines.join("\n")}\n`);
-  const server = await startTestServer({ runner: { kind: "scripted", script } });
+  const server = await startTestServer({ ...overrides, runner: { kind: "scripted", script } });
   return {
     ...server,
     async stop() {
