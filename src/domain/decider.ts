@@ -318,11 +318,12 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       return [...b.events];
     }
     case "SessionRecovered": {
-      // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours); the runner lost its work, so an
-      // active response ends cancelled and the session waits for a resume within the grace lease.
+      // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours), and so is a failed append: the
+      // runner lost its work, so an active response ends cancelled and the session waits for a resume within the
+      // grace lease.
       if (state.phase !== "open") return [];
       const b = decisionBuilder(state);
-      cancelResponse(b, input.at, "server_restart");
+      cancelResponse(b, input.at, input.data.reason);
       // Committed turns are not lost with the process: the next deferred response starts, and runs while the
       // session waits for its client (BEHAVIOUR.md, "Turn-taking": deferred, not dropped).
       startDeferredResponse(b, input.at);

@@ -65,7 +65,8 @@ export type Input = (
         readonly lastReceivedSeq: number | null;
       }
     >
-  | Message<"SessionRecovered", { readonly reason: "server_restart" }>
+  /** The session is rebuilt from its log: after a restart, or after an append failed (the runner's work is lost). */
+  | Message<"SessionRecovered", { readonly reason: "server_restart" | "append_failed" }>
   | Message<
       "RunnerFaulted",
       {
@@ -107,7 +108,8 @@ export type EndReason =
   | "client_cancelled"
   | "session_closed"
   | "model_failure"
-  | "server_restart";
+  | "server_restart"
+  | "append_failed";
 
 /**
  * An item as history holds it. For a message, `text` is what the listener heard (assistant) or said (user: its

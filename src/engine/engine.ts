@@ -160,9 +160,11 @@ export const createEngine = (deps: EngineDeps): Engine => {
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
         onAppendFailed: (failed, error) => {
-          deps.log?.error({ err: error, sessionId: failed.sessionId }, "session log append failed; session stopped");
+          // The client was let go of; the session waits for a resume, which rebuilds it from its log. The grace
+          // lease runs as after a drop: its expiry tries the log again, and a store still failing re-arms it.
+          deps.log?.error({ err: error, sessionId: failed.sessionId }, "session log append failed; client let go");
           clearTimers(failed.sessionId);
-          hosts.delete(failed.sessionId);
+          armGrace(failed, limits.disconnectGraceS * 1000);
         },
       },
       recovered,

@@ -73,6 +73,12 @@ export interface SessionSink {
   replaced(attachmentGeneration: number): void;
   /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
   ended(lastType: string, reason: CloseReason | null): void;
+  /**
+   * The session's log could not be appended to (disk full, store closed, I/O error): nothing after the last durable
+   * event was sent; the socket is let go of (`runtime_append_failed`, then it closes). The session waits for a
+   * resume, which rebuilds it from its log.
+   */
+  failed(message: string): void;
 }
 
 interface Pending {
@@ -102,7 +108,11 @@ export class SessionHost {
   private draining: Promise<void> | null = null;
   private runner: RunnerSession | null = null;
   private resampler: { rate: number; resampler: Resampler } | null = null;
-  private failed = false;
+  /**
+   * Set when an append failed: the in-memory state may be ahead of the log, so the next drain rebuilds the session
+   * from its log first (and records `SessionRecovered{append_failed}`) before it decides anything.
+   */
+  private faulted = false;
   private sink: SessionSink | null = null;
   /** The plain resume token of the current attachment, in memory only; the log keeps its SHA-256. */
   private token: string | null;
@@ -142,7 +152,7 @@ export class SessionHost {
   }
 
   get isClosed(): boolean {
-    return this.state.phase === "closed" || this.failed;
+    return this.state.phase === "closed";
   }
 
   /** The last `server_event_seq` published. */
@@ -313,7 +323,6 @@ export class SessionHost {
   }
 
   private push(input: Pending["input"], barrier = false): Promise<void> {
-    if (this.failed) return Promise.resolve();
     this.queue.push({ input, barrier });
     return this.draining ?? this.startDrain();
   }
@@ -325,7 +334,7 @@ export class SessionHost {
   private startDrain(): Promise<void> {
     const draining = this.drain().finally(() => {
       this.draining = null;
-      if (this.queue.length > 0 && !this.failed) void this.startDrain();
+      if (this.queue.length > 0 && !this.faulted) void this.startDrain();
     });
     this.draining = draining;
     return draining;
@@ -369,7 +378,16 @@ export class SessionHost {
   }
 
   private async drain(): Promise<void> {
-    while (this.queue.length > 0 && !this.failed) {
+    while (this.queue.length > 0) {
+      if (this.faulted) {
+        if (!(await this.rebuild())) return;
+        // Decided in a batch of its own: what it ends goes out before anything queued after the fault.
+        const at = this.deps.now();
+        this.queue.unshift({
+          input: async () => ({ type: "SessionRecovered", at, data: { reason: "append_failed" } }),
+          barrier: true,
+        });
+      }
       const batch = this.nextBatch();
       const entries: NewEntry[] = [];
       const outgoing: WireEvent[] = [];
@@ -400,11 +418,7 @@ export class SessionHost {
         this.revision = await this.deps.store.append(streamOf(this.sessionId), entries, this.revision);
         this.deps.onAppended?.(entries.length, performance.now() - started);
       } catch (error) {
-        this.failed = true;
-        this.deps.onAppendFailed(this, error);
-        const runner = this.runner;
-        this.runner = null;
-        this.guard("close", () => runner?.close());
+        this.fail(error);
         return;
       }
       this.state = state;
@@ -425,6 +439,51 @@ export class SessionHost {
         this.deps.onClosed(this);
         return;
       }
+    }
+  }
+
+  /**
+   * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed). Nothing of the batch was sent, and what waited
+   * behind it is dropped (its client is let go of and resumes from what it received). The runner's work is lost with
+   * it, and the resume token and generation fall back to the logged ones: a resume claimed in the failed batch was
+   * never answered.
+   */
+  private fail(error: unknown): void {
+    this.faulted = true;
+    this.queue.length = 0;
+    this.pendingBytes = 0;
+    this.pendingTurns = 0;
+    this.claimedGeneration = this.state.attachmentGeneration;
+    this.claimedTokenSha256 = null;
+    const message = `the session log could not be appended to: ${error instanceof Error ? error.message : String(error)}`;
+    const sinks = new Set([this.sink, this.pendingAttach?.sink]);
+    this.sink = null;
+    this.pendingAttach = null;
+    for (const sink of sinks) sink?.failed(message);
+    const runner = this.runner;
+    this.runner = null;
+    this.guard("close", () => runner?.close());
+    this.deps.onAppendFailed(this, error);
+  }
+
+  /**
+   * Rebuilds state, wire projection, revision and clip from the log after a failed append. Returns false (and stays
+   * faulted, with the queue dropped) when the log cannot be read either.
+   */
+  private async rebuild(): Promise<boolean> {
+    try {
+      const log = foldLog(await this.deps.store.read(streamOf(this.sessionId)));
+      this.state = log.state;
+      this.wire = log.wire;
+      this.revision = log.revision < 0 ? "no_stream" : log.revision;
+      this.refAudio = log.refAudio;
+      this.runnerFaulted = false;
+      this.faulted = false;
+      return true;
+    } catch (error) {
+      this.queue.length = 0;
+      this.deps.onAppendFailed(this, error);
+      return false;
     }
   }
 

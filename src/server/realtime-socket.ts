@@ -184,6 +184,17 @@ export const serveRealtimeSocket = (
       socket.send(sessionReplaced(host?.sessionId ?? "", generation));
       socket.close(1000, "session replaced");
     },
+    failed: (message) => {
+      // Nothing after the last durable event went out; the session waits, detached, for a resume from its log.
+      log.error(
+        { sessionId: host?.sessionId, code: "runtime_append_failed" },
+        "socket let go: session log append failed",
+      );
+      state = "detached";
+      if (socket.readyState !== socket.OPEN) return;
+      socket.send(sessionError("runtime_append_failed", message));
+      socket.close(ERROR_CODES.runtime_append_failed.closeCode, "runtime_append_failed");
+    },
     ended: (lastType, reason) => {
       log.info(
         { sessionId: host?.sessionId, reason },

@@ -44,6 +44,11 @@ export const startServer = async (
     firstMessageTimeoutMs?: number;
     /** A runner of the caller's instead of the configured one (embedding, tests); the profile still applies. */
     runner?: ModelRunner;
+    /**
+     * Wraps the configured store (embedding, tests: a store that injects faults); the server still opens, locks and
+     * closes the configured one.
+     */
+    wrapStore?: (store: EventStore) => EventStore;
   } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
@@ -51,7 +56,8 @@ export const startServer = async (
   // One server per store: refused before anything is read or written (an in-memory store is this process's own).
   const memory = config.event_store.path === ":memory:" || config.event_store.path === "";
   const unlock = memory ? () => undefined : lockStore(config.event_store.path);
-  const store = createSqliteEventStore({ path: config.event_store.path });
+  const opened = createSqliteEventStore({ path: config.event_store.path });
+  const store = options.wrapStore?.(opened) ?? opened;
   const vad = await createSileroVad();
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
   const base = options.runner ?? (await createConfiguredRunner(config.runner, profile));
