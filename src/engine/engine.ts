@@ -16,6 +16,13 @@ export interface EngineLimits {
   readonly maxPendingTurns: number;
   /** ms a response may go without model output before it ends failed (30000); a session may set its own. */
   readonly responseTimeoutMs: number;
+  /**
+   * The resume journal's retention (BEHAVIOUR.md, "Defaults and limits"): missed events are replayed while the
+   * session has been detached for at most this many seconds (60); null keeps them for as long as the session lives.
+   */
+  readonly resumeReplayTtlS: number | null;
+  /** At most this many bytes of JSON text replayed by one resume (null: no cap, the default). */
+  readonly resumeReplayMaxBytes: number | null;
 }
 
 export const DEFAULT_LIMITS: EngineLimits = {
@@ -25,6 +32,8 @@ export const DEFAULT_LIMITS: EngineLimits = {
   maxPendingInputBytes: 16 * 1024 * 1024,
   maxPendingTurns: 4,
   responseTimeoutMs: 30_000,
+  resumeReplayTtlS: 60,
+  resumeReplayMaxBytes: null,
 };
 
 export interface EngineDeps {
@@ -60,7 +69,12 @@ export type AdmissionRefusal = { readonly code: "resource_exhausted"; readonly m
 
 /** Why `resume` refused a resume (BEHAVIOUR.md scenario 12), or that replay from the requested seq is impossible. */
 export type ResumeRefusal = {
-  readonly code: "invalid_resume_token" | "session_resume_expired" | "unsupported_session_resume" | "journal_gap";
+  readonly code:
+    | "invalid_resume_token"
+    | "session_resume_expired"
+    | "unsupported_session_resume"
+    | "journal_gap"
+    | "journal_overflow";
   readonly message: string;
 };
 
@@ -159,6 +173,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           hosts.delete(closed.sessionId);
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
+        measureJournal: limits.resumeReplayMaxBytes !== null,
         onAppendFailed: (failed, error) => {
           // The client was let go of; the session waits for a resume, which rebuilds it from its log. The grace
           // lease runs as after a drop: its expiry tries the log again, and a store still failing re-arms it.
@@ -284,6 +299,21 @@ export const createEngine = (deps: EngineDeps): Engine => {
           message: `last_received_server_event_seq ${request.lastReceivedSeq} is beyond the last event sent (${host.headSeq})`,
         };
       }
+      const missed = request.lastReceivedSeq < host.headSeq;
+      const ttl = limits.resumeReplayTtlS;
+      if (missed && ttl !== null && host.detachedAt !== null && now() - host.detachedAt > ttl * 1000) {
+        return {
+          code: "journal_gap",
+          message: `the events after ${request.lastReceivedSeq} are no longer retained: the session has been detached for more than resume_replay_ttl_s (${ttl} s)`,
+        };
+      }
+      const cap = limits.resumeReplayMaxBytes;
+      if (missed && cap !== null && host.journalBytesAfter(request.lastReceivedSeq) > cap) {
+        return {
+          code: "journal_overflow",
+          message: `the events after ${request.lastReceivedSeq} are more than resume_replay_max_bytes (${cap}) to replay`,
+        };
+      }
       const token = randomBytes(32).toString("base64url");
       const generation = host.claim(sha256(request.resumeToken), token, sha256(token), equalHex);
       if (generation === null) {
@@ -324,6 +354,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         const host = createHost(log.state.sessionId, null, log);
         void host.enqueue({ type: "SessionRecovered", at: now(), data: { reason: "server_restart" } });
         const lastAt = entries.at(-1)?.metadata.at ?? now();
+        host.markDetached(lastAt);
         armGrace(host, Math.max(0, limits.disconnectGraceS * 1000 - (now() - lastAt)));
         recovered.push(host.sessionId);
       }

@@ -60,6 +60,8 @@ export interface SessionHostDeps {
   readonly inputLimits?: { readonly maxPendingBytes: number; readonly maxPendingTurns: number };
   /** Observes each group commit: how many entries, and how long the append took (ms). */
   readonly onAppended?: (entries: number, ms: number) => void;
+  /** Keep the size of every server event sent, so a resume's replay can be measured (`resume_replay_max_bytes`). */
+  readonly measureJournal?: boolean;
 }
 
 /**
@@ -89,6 +91,15 @@ interface Pending {
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
+
+/** Cumulative bytes of JSON text by seq of `events` (index 0: 0). */
+const measure = (events: readonly WireEvent[]): number[] => {
+  const journal = [0];
+  for (const event of events) {
+    if (event.seq !== null) journal[event.seq] = (journal[event.seq - 1] ?? 0) + event.json.length;
+  }
+  return journal;
+};
 
 /**
  * One session's single writer (DESIGN.md, rule 5): a mailbox that serialises every input, decides it, appends the
@@ -130,12 +141,16 @@ export class SessionHost {
   private refAudio: RefAudioInput | null;
   /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
   private runnerFaulted = false;
+  /** When the last socket let go of the session (ms, engine clock); null while one holds it. */
+  private detached: number | null = null;
+  /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
+  private journal: number[] | null;
 
   constructor(
     readonly sessionId: SessionId,
     resumeToken: string | null,
     private readonly deps: SessionHostDeps,
-    recovered: RecoveredLog | null = null,
+    recovered: (RecoveredLog & { readonly replay?: readonly WireEvent[] }) | null = null,
   ) {
     this.token = resumeToken;
     this.state = recovered?.state ?? initialState;
@@ -144,6 +159,24 @@ export class SessionHost {
     this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
     this.refAudio = recovered?.refAudio ?? null;
+    this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
+  }
+
+  /** When the last socket let go of the session (ms since the Unix epoch, engine clock); null while one holds it. */
+  get detachedAt(): number | null {
+    return this.detached;
+  }
+
+  /** A session rebuilt after a restart counts as detached since its last logged input (ms, engine clock). */
+  markDetached(at: number): void {
+    this.detached = at;
+  }
+
+  /** Bytes of JSON text of the server events after `seq` up to the head (0 when not measured). */
+  journalBytesAfter(seq: number): number {
+    const journal = this.journal;
+    if (journal === null) return 0;
+    return (journal[this.wire.seq] ?? 0) - (journal[Math.max(0, seq)] ?? 0);
   }
 
   /** The state after the last drain. */
@@ -174,6 +207,7 @@ export class SessionHost {
   release(sink: SessionSink): boolean {
     if (this.sink !== sink) return false;
     this.sink = null;
+    this.detached = this.deps.now();
     return true;
   }
 
@@ -198,6 +232,7 @@ export class SessionHost {
     this.claimedGeneration += 1;
     this.claimedTokenSha256 = newTokenSha256;
     this.token = newToken;
+    this.detached = null;
     return this.claimedGeneration;
   }
 
@@ -458,6 +493,7 @@ export class SessionHost {
     const message = `the session log could not be appended to: ${error instanceof Error ? error.message : String(error)}`;
     const sinks = new Set([this.sink, this.pendingAttach?.sink]);
     this.sink = null;
+    this.detached = this.deps.now();
     this.pendingAttach = null;
     for (const sink of sinks) sink?.failed(message);
     const runner = this.runner;
@@ -477,6 +513,7 @@ export class SessionHost {
       this.wire = log.wire;
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
       this.refAudio = log.refAudio;
+      if (this.journal !== null) this.journal = measure(log.replay);
       this.runnerFaulted = false;
       this.faulted = false;
       return true;
@@ -490,6 +527,9 @@ export class SessionHost {
   /** Sends one appended server event to the socket; a resume switches sockets here, in stream order. */
   private publish(event: WireEvent): void {
     this.wire$.next(event);
+    if (this.journal !== null && event.seq !== null) {
+      this.journal[event.seq] = (this.journal[event.seq - 1] ?? 0) + event.json.length;
+    }
     const token = this.token === null ? "null" : JSON.stringify(this.token);
     if (event.type === "session.resumed" && this.pendingAttach !== null) {
       const { sink, replay } = this.pendingAttach;

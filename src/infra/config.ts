@@ -57,6 +57,10 @@ export const configSchema = z
           .positive()
           .default(2 * 1024 * 1024),
         max_output_buffer_events: z.number().int().positive().default(512),
+        /** A resume replays missed events while the session has been detached at most this long (null: always). */
+        resume_replay_ttl_s: durationS.nullable().default(60),
+        /** Bytes of JSON text one resume may replay; beyond: `session.resync_required{journal_overflow}`. */
+        resume_replay_max_bytes: z.number().int().positive().nullable().default(null),
         /** ms a response may go without model output before it ends failed (`response_timeout`). */
         response_timeout_ms: z.number().int().min(100).default(30_000),
       })

@@ -240,8 +240,8 @@ export const serveRealtimeSocket = (
     if ("code" in resumed) {
       log.info({ sessionId: frame.sessionId, code: resumed.code }, "resume refused");
       socket.send(
-        resumed.code === "journal_gap"
-          ? resyncRequired(frame.sessionId, "journal_gap")
+        resumed.code === "journal_gap" || resumed.code === "journal_overflow"
+          ? resyncRequired(frame.sessionId, resumed.code)
           : handshakeError(resumed.code, resumed.message, frame.eventId),
       );
       return;

@@ -79,6 +79,8 @@ export const startServer = async (
       maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
       maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
       responseTimeoutMs: config.duplex_session.response_timeout_ms,
+      resumeReplayTtlS: config.duplex_session.resume_replay_ttl_s,
+      resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
     },
   });
   metrics.bind(engine);

@@ -187,3 +187,73 @@ describe("disconnect grace", () => {
     }
   });
 });
+
+describe("the resume journal's limits", () => {
+  /** A session with an answer, dropped: its id, token, and the head seq (everything was received). */
+  const answeredThenDropped = async (url: string) => {
+    const client = await RealtimeClient.connect(url);
+    const { id, token } = await open(client);
+    client.send({ type: "response.create" });
+    await client.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
+    await client.waitFor("rate_limits.updated", { since: 0 });
+    const head = client.lastSeq();
+    await client.terminate();
+    return { id, token, head };
+  };
+
+  it("resume_replay_ttl_s: after it, missed events are journal_gap (token checked first); nothing missed still resumes", async () => {
+    const server = await startTestServer({ duplex_session: { resume_replay_ttl_s: 0.3 } });
+    try {
+      const { id, token, head } = await answeredThenDropped(server.url);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const client = await RealtimeClient.connect(`${server.url}?autostart=0`);
+      client.send({
+        type: "session.resume",
+        session_id: id,
+        resume_token: "x".repeat(43),
+        last_received_server_event_seq: 1,
+      });
+      expect(await client.waitFor("error")).toMatchObject({ code: "invalid_resume_token" });
+      client.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+      expect(await client.waitFor("session.resync_required")).toMatchObject({ session_id: id, reason: "journal_gap" });
+      client.send({
+        type: "session.resume",
+        session_id: id,
+        resume_token: token,
+        last_received_server_event_seq: head,
+      });
+      const resumed = await client.waitFor("session.resumed");
+      expect(client.types()).toEqual(["error", "session.resync_required", "session.resumed"]);
+      expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2 });
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("resume_replay_max_bytes: a replay larger than it is journal_overflow; a smaller one resumes", async () => {
+    const server = await startTestServer({ duplex_session: { resume_replay_max_bytes: 4096 } });
+    try {
+      const { id, token, head } = await answeredThenDropped(server.url);
+      const client = await RealtimeClient.connect(`${server.url}?autostart=0`);
+      // The answer's audio is far more than 4 KiB of JSON.
+      client.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
+      expect(await client.waitFor("session.resync_required")).toMatchObject({
+        session_id: id,
+        reason: "journal_overflow",
+      });
+      client.send({
+        type: "session.resume",
+        session_id: id,
+        resume_token: token,
+        last_received_server_event_seq: head - 1,
+      });
+      await client.waitFor("session.resumed");
+      const replayed = client.received.map((r) => r.event).slice(2);
+      expect(replayed.map(seqOf)).toEqual([head]);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
