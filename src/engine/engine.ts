@@ -1,6 +1,7 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
+import { equalDigests, sha256Hex } from "./digest.ts";
 import { foldLog, type RecoveredLog, STREAM_PREFIX } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
@@ -80,10 +81,6 @@ export type ResumeRefusal = {
 
 /** The longest delay `setTimeout` honours, ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex");
-const equalHex = (a: string, b: string): boolean =>
-  a.length === b.length && timingSafeEqual(Buffer.from(a, "hex"), Buffer.from(b, "hex"));
 
 /**
  * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
@@ -252,7 +249,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           model: options.model ?? model,
           capabilities: deps.runner.capabilities,
           nativeDuplex: options.nativeDuplex ?? (deps.sessionMode === "turn" ? false : null),
-          resumeTokenSha256: resumeToken === null ? null : sha256(resumeToken),
+          resumeTokenSha256: resumeToken === null ? null : sha256Hex(resumeToken),
           idleTimeoutS: limits.idleTtlS,
           responseTimeoutMs: limits.responseTimeoutMs,
           maxPendingTurns: limits.maxPendingTurns,
@@ -290,7 +287,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         return { code: "unsupported_session_resume", message: "this model does not support session resume" };
       }
       // The token is verified before anything about the journal is answered (BEHAVIOUR.md, "Resume").
-      if (!host.holdsToken(sha256(request.resumeToken), equalHex)) {
+      if (!host.holdsToken(sha256Hex(request.resumeToken), equalDigests)) {
         return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
       }
       if (request.lastReceivedSeq > host.headSeq) {
@@ -315,7 +312,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         };
       }
       const token = randomBytes(32).toString("base64url");
-      const generation = host.claim(sha256(request.resumeToken), token, sha256(token), equalHex);
+      const generation = host.claim(sha256Hex(request.resumeToken), token, sha256Hex(token), equalDigests);
       if (generation === null) {
         return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
       }
