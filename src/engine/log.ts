@@ -45,11 +45,34 @@ export const inputEntry = (input: Input, state: SessionState): NewEntry => {
   return { type, data, metadata: { at, epoch: state.epoch, turnId: state.turnId } };
 };
 
-export const decisionEntry = (envelope: EventEnvelope, wire: readonly WireEvent[]): NewEntry => ({
-  type: envelope.event.type,
-  data: envelope.event.data,
-  metadata: { ...envelope.metadata, wire: wire.map(digestOf) },
-});
+/**
+ * The model's audio is stored once (issue 10, part 4): an `AudioDelivered` made of a `StageOutputReceived` input's
+ * audio is stored with `audio: "input"` in place of the bytes, and `stepsOf` gives it back the input's.
+ */
+const AUDIO_OF_INPUT = "input";
+
+const audioOfInput = (input: Input | undefined): Uint8Array | null =>
+  input?.type === "StageOutputReceived" && input.data.output.kind === "audio" ? input.data.output.audio : null;
+
+/** A decision as stored; `input` is the input it was decided from (its audio is not stored twice). */
+export const decisionEntry = (envelope: EventEnvelope, wire: readonly WireEvent[], input?: Input): NewEntry => {
+  const { event } = envelope;
+  const metadata = { ...envelope.metadata, wire: wire.map(digestOf) };
+  const stored =
+    event.type === "AudioDelivered" && event.data.audio === audioOfInput(input)
+      ? { ...event.data, audio: AUDIO_OF_INPUT }
+      : event.data;
+  return { type: event.type, data: stored, metadata };
+};
+
+/** A decision's data as decided: an `AudioDelivered` stored without its audio takes its input's again. */
+const restoredData = (type: string, data: unknown, input: Input): unknown => {
+  if (type !== "AudioDelivered" || (data as { audio?: unknown }).audio !== AUDIO_OF_INPUT) return data;
+  const audio = audioOfInput(input);
+  if (audio === null) throw new Error("an AudioDelivered refers to the audio of an input that has none");
+  // Spread then set: the key keeps its place, so the event is the one decided, byte for byte.
+  return { ...(data as Record<string, unknown>), audio };
+};
 
 /** One input of a recorded session with the decisions recorded after it. */
 export interface RecordedStep {
@@ -81,7 +104,7 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
     const { wire, ...metadata } = entry.metadata as typeof entry.metadata & { wire?: WireDigest[] };
     step.decisions.push({
       envelope: {
-        event: { type: entry.type, data: entry.data } as DomainEvent,
+        event: { type: entry.type, data: restoredData(entry.type, entry.data, step.input) } as DomainEvent,
         metadata: { at: metadata.at, epoch: metadata.epoch, turnId: metadata.turnId },
       },
       wire: wire ?? [],

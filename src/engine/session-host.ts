@@ -442,7 +442,7 @@ export class SessionHost {
             metadata: { at: input.at, epoch: state.epoch, turnId: state.turnId },
           };
           wire = reduceWire(wire, envelope);
-          entries.push(decisionEntry(envelope, wire.emitted));
+          entries.push(decisionEntry(envelope, wire.emitted, input));
           outgoing.push(...wire.emitted);
           envelopes.push(envelope);
         }
