@@ -128,8 +128,18 @@ export const configSchema = z
           .strict(),
       ])
       .default({ kind: "echo", speed_factor: 4 }),
+    /**
+     * API keys (none: no authentication), compared in constant time; and the lockout of an address after repeated
+     * failed checks: `max_failed_attempts` failures within `failed_attempts_window_s` of the first one refuse that
+     * address with HTTP 429 for `lockout_s`, even with a good key (null: no lockout).
+     */
     auth: z
-      .object({ api_keys: z.array(z.string().min(1)).default([]) })
+      .object({
+        api_keys: z.array(z.string().min(1)).default([]),
+        max_failed_attempts: z.number().int().positive().nullable().default(10),
+        failed_attempts_window_s: durationS.default(60),
+        lockout_s: durationS.default(300),
+      })
       .strict()
       .prefault({}),
     listen: z

@@ -1,8 +1,12 @@
+import type { Duplex } from "node:stream";
 import Fastify, { LogController } from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
+import { ERROR_CODES } from "../domain/index.ts";
 import type { Engine } from "../engine/index.ts";
 import { capabilitiesJson, dialectOf } from "../protocol/index.ts";
+import { createApiKeyCheck, offeredApiKey } from "./api-keys.ts";
+import { type AuthLockoutOptions, createAuthLockout } from "./auth-lockout.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
@@ -16,7 +20,10 @@ export interface AppOptions {
   readonly engine: Engine;
   readonly log: Logger;
   readonly model: string;
+  /** Keys an upgrade must offer (absent or empty: no authentication); compared in constant time. */
   readonly apiKeys?: readonly string[];
+  /** Refuse an address with 429 for a while after repeated failed key checks (absent or null: never). */
+  readonly authLockout?: AuthLockoutOptions | null;
   readonly firstMessageTimeoutMs?: number;
   /** Output buffer per socket (2 MiB / 512 events when absent). */
   readonly outputLimits?: OutputLimits;
@@ -83,51 +90,63 @@ export const buildApp = (options: AppOptions) => {
     );
   }
 
+  const keys = options.apiKeys ?? [];
+  const checkKey = keys.length === 0 ? null : createApiKeyCheck(keys);
+  const lockout = checkKey === null || options.authLockout == null ? null : createAuthLockout(options.authLockout);
   app.server.on("upgrade", (request, socket, head) => {
     const url = new URL(request.url ?? "/", "http://localhost");
     if (!REALTIME_PATHS.includes(url.pathname)) {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
       return;
     }
-    const keys = options.apiKeys ?? [];
-    if (keys.length > 0) {
-      const bearer = request.headers.authorization?.replace(/^Bearer\s+/i, "");
-      const header = request.headers["api-key"];
-      const offered = (request.headers["sec-websocket-protocol"] ?? "")
-        .split(",")
-        .map((p) => p.trim())
-        .find((p) => p.startsWith("openai-insecure-api-key."))
-        ?.slice("openai-insecure-api-key.".length);
-      const key = bearer ?? (typeof header === "string" ? header : undefined) ?? offered;
-      if (key === undefined || !keys.includes(key)) {
-        options.log.info({ code: "unauthorized", path: url.pathname }, "upgrade refused: missing or invalid API key");
-        // Refused before any session exists, at the HTTP level, so every client can read why.
-        const body = JSON.stringify({
-          type: "error",
-          error: {
-            type: "invalid_request_error",
-            code: "unauthorized",
-            message: "missing or invalid API key",
-            param: null,
-            event_id: null,
-          },
-        });
-        socket.end(
-          `HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    const accept = (): void =>
+      void (options.ready ?? Promise.resolve()).then(() =>
+        wss.handleUpgrade(request, socket, head, (ws) => {
+          serveRealtimeSocket(ws, options.engine, options.log, {
+            firstMessageTimeoutMs: options.firstMessageTimeoutMs,
+            ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
+            dialect: dialectOf(request.headers),
+            query: readRealtimeQuery(url.searchParams),
+          });
+        }),
+      );
+    if (checkKey === null) {
+      accept();
+      return;
+    }
+    const address = request.socket.remoteAddress ?? "unknown";
+    // Neither the offered key nor anything derived from it is logged.
+    void (async () => {
+      const waitMs = (await lockout?.lockedFor(address)) ?? 0;
+      if (waitMs > 0) {
+        const retryAfterS = Math.ceil(waitMs / 1000);
+        options.log.info(
+          { code: "too_many_auth_failures", path: url.pathname, address, retryAfterS },
+          "upgrade refused: address locked out after failed API key checks",
         );
+        refuseUpgrade(socket, "429 Too Many Requests", "too_many_auth_failures", {
+          message: `too many failed API key checks from this address; retry after ${retryAfterS} s`,
+          headers: { "Retry-After": String(retryAfterS) },
+        });
         return;
       }
-    }
-    void (options.ready ?? Promise.resolve()).then(() =>
-      wss.handleUpgrade(request, socket, head, (ws) => {
-        serveRealtimeSocket(ws, options.engine, options.log, {
-          firstMessageTimeoutMs: options.firstMessageTimeoutMs,
-          ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
-          dialect: dialectOf(request.headers),
-          query: readRealtimeQuery(url.searchParams),
-        });
-      }),
-    );
+      if (!checkKey(offeredApiKey(request.headers))) {
+        options.log.info({ code: "unauthorized", path: url.pathname }, "upgrade refused: missing or invalid API key");
+        if ((await lockout?.failed(address)) === true) {
+          options.log.info(
+            { code: "too_many_auth_failures", address, lockoutS: options.authLockout?.lockoutS },
+            "address locked out after repeated failed API key checks",
+          );
+        }
+        // Refused before any session exists, at the HTTP level, so every client can read why.
+        refuseUpgrade(socket, "401 Unauthorized", "unauthorized", { message: "missing or invalid API key" });
+        return;
+      }
+      accept();
+    })().catch((error: unknown) => {
+      options.log.error({ err: error }, "upgrade failed");
+      socket.destroy();
+    });
   });
   // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
   // client; their sessions stay open in the log and resume after a restart).
@@ -145,4 +164,25 @@ export const buildApp = (options: AppOptions) => {
     wss.close();
   });
   return app;
+};
+
+/**
+ * Ends an upgrade request with an HTTP error before any session exists: `status` ("401 Unauthorized"), and a JSON
+ * body `{type: "error", error: {type, code, message, param: null, event_id: null}}` whose `type` is the code's class
+ * in the error table (src/domain/errors.ts), so every client can read why.
+ */
+const refuseUpgrade = (
+  socket: Duplex,
+  status: string,
+  code: "unauthorized" | "too_many_auth_failures",
+  details: { message: string; headers?: Record<string, string> },
+): void => {
+  const body = JSON.stringify({
+    type: "error",
+    error: { type: ERROR_CODES[code].type, code, message: details.message, param: null, event_id: null },
+  });
+  const headers = Object.entries(details.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`);
+  socket.end(
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers.join("")}Connection: close\r\n\r\n${body}`,
+  );
 };

@@ -96,6 +96,14 @@ export const startServer = async (
     log,
     model: runner.name,
     apiKeys: config.auth.api_keys,
+    authLockout:
+      config.auth.max_failed_attempts === null
+        ? null
+        : {
+            maxFailures: config.auth.max_failed_attempts,
+            windowS: config.auth.failed_attempts_window_s,
+            lockoutS: config.auth.lockout_s,
+          },
     outputLimits: {
       maxBytes: config.duplex_session.max_output_buffer_bytes,
       maxEvents: config.duplex_session.max_output_buffer_events,

@@ -1,0 +1,213 @@
+import { request } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, it } from "vitest";
+import { ConfigError, parseConfig } from "../../src/infra/config.ts";
+import { startTestServer } from "../support/server.ts";
+
+/**
+ * Keys and tokens (issue 10, part 8): API keys are checked at the upgrade, in constant time (src/server/api-keys.ts),
+ * and an address that fails the check `auth.max_failed_attempts` times within `auth.failed_attempts_window_s` is
+ * refused with 429 for `auth.lockout_s`, even with a good key. Over real sockets, with raw upgrade requests.
+ */
+
+type Upgrade = { status: number; retryAfter: string | null; body: unknown };
+
+/**
+ * Sends a WebSocket upgrade request to `url` (ws://) with `headers` and reads the answer: 101 (the socket is then
+ * dropped at once; `?autostart=0` keeps it from opening a session), or the status, Retry-After and JSON body.
+ */
+const upgrade = (url: string, headers: Record<string, string> = {}): Promise<Upgrade> =>
+  new Promise((resolve, reject) => {
+    const target = new URL(url.replace(/^ws/, "http"));
+    target.searchParams.set("autostart", "0");
+    const req = request(target, {
+      headers: {
+        Connection: "Upgrade",
+        Upgrade: "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": Buffer.from("0123456789abcdef").toString("base64"),
+        ...headers,
+      },
+    });
+    req.once("upgrade", (response, socket) => {
+      socket.destroy();
+      resolve({ status: response.statusCode ?? 0, retryAfter: null, body: null });
+    });
+    req.once("response", (response) => {
+      let text = "";
+      response.on("data", (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      response.once("end", () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          retryAfter: (response.headers["retry-after"] as string | undefined) ?? null,
+          body: text === "" ? null : JSON.parse(text),
+        }),
+      );
+    });
+    req.once("error", reject);
+    req.end();
+  });
+
+const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
+
+describe("API keys at the upgrade", () => {
+  let stop: (() => Promise<void>) | null = null;
+  afterEach(async () => {
+    await stop?.();
+    stop = null;
+  });
+
+  it("accepts every configured key, by Bearer, api-key header or subprotocol, and nothing close to one", async () => {
+    const server = await startTestServer({ auth: { api_keys: ["sk-first", "sk-second-and-longer"] } });
+    stop = server.stop;
+    const statuses = async (headers: Record<string, string>[]) => {
+      const out: number[] = [];
+      for (const h of headers) out.push((await upgrade(server.url, h)).status);
+      return out;
+    };
+    expect(
+      await statuses([
+        bearer("sk-first"),
+        bearer("sk-second-and-longer"),
+        { "api-key": "sk-second-and-longer" },
+        { "Sec-WebSocket-Protocol": "realtime, openai-insecure-api-key.sk-first" },
+      ]),
+    ).toEqual([101, 101, 101, 101]);
+    expect(
+      await statuses([
+        {},
+        bearer(""),
+        bearer("sk-firs"),
+        bearer("sk-firstx"),
+        bearer("sk-second"),
+        bearer("SK-FIRST"),
+        { "api-key": "sk-first-and-longer" },
+      ]),
+    ).toEqual([401, 401, 401, 401, 401, 401, 401]);
+  });
+
+  it("answers a refused key with 401 and the error table's class in a JSON body", async () => {
+    const server = await startTestServer({ auth: { api_keys: ["sk-right"] } });
+    stop = server.stop;
+    const refused = await upgrade(server.url, bearer("sk-wrong"));
+    expect(refused).toEqual({
+      status: 401,
+      retryAfter: null,
+      body: {
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          code: "unauthorized",
+          message: "missing or invalid API key",
+          param: null,
+          event_id: null,
+        },
+      },
+    });
+  });
+});
+
+describe("lockout after failed API key checks", () => {
+  let stop: (() => Promise<void>) | null = null;
+  afterEach(async () => {
+    await stop?.();
+    stop = null;
+  });
+
+  it("refuses the address with 429 and Retry-After, even with a good key, once max_failed_attempts fail; successes do not count and the lockout lifts", async () => {
+    const server = await startTestServer({
+      auth: { api_keys: ["sk-right"], max_failed_attempts: 3, failed_attempts_window_s: 60, lockout_s: 2 },
+    });
+    stop = server.stop;
+    const good = () => upgrade(server.url, bearer("sk-right"));
+    const wrong = () => upgrade(server.url, bearer("sk-wrong"));
+
+    // Successes are not counted: more of them than the limit lock nothing out.
+    for (let i = 0; i < 5; i += 1) expect((await good()).status).toBe(101);
+    expect((await wrong()).status).toBe(401);
+    expect((await wrong()).status).toBe(401);
+    // Nor do they clear earlier failures: the third failure locks the address out.
+    expect((await good()).status).toBe(101);
+    expect((await wrong()).status).toBe(401);
+
+    const locked = await good();
+    expect(locked.status).toBe(429);
+    expect(Number(locked.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(Number(locked.retryAfter)).toBeLessThanOrEqual(2);
+    expect(locked.body).toEqual({
+      type: "error",
+      error: {
+        type: "rate_limit_error",
+        code: "too_many_auth_failures",
+        message: `too many failed API key checks from this address; retry after ${locked.retryAfter} s`,
+        param: null,
+        event_id: null,
+      },
+    });
+    // A wrong key while locked out is refused the same way (and is not checked).
+    expect((await wrong()).status).toBe(429);
+    expect((await upgrade(server.url)).status).toBe(429);
+
+    await sleep(Number(locked.retryAfter) * 1000 + 200);
+    expect((await good()).status).toBe(101);
+    // The count starts again from nothing.
+    expect((await wrong()).status).toBe(401);
+    expect((await good()).status).toBe(101);
+  });
+
+  it("counts failures within the window of the first one only", async () => {
+    const server = await startTestServer({
+      auth: { api_keys: ["sk-right"], max_failed_attempts: 3, failed_attempts_window_s: 1, lockout_s: 60 },
+    });
+    stop = server.stop;
+    const good = () => upgrade(server.url, bearer("sk-right"));
+    const wrong = () => upgrade(server.url, bearer("sk-wrong"));
+
+    expect((await wrong()).status).toBe(401);
+    expect((await wrong()).status).toBe(401);
+    await sleep(1200);
+    // The window passed: this is the first failure of a new one, not the third.
+    expect((await wrong()).status).toBe(401);
+    expect((await good()).status).toBe(101);
+    expect((await wrong()).status).toBe(401);
+    expect((await wrong()).status).toBe(401);
+    expect((await good()).status).toBe(429);
+  });
+
+  it("never locks out with max_failed_attempts: null", async () => {
+    const server = await startTestServer({ auth: { api_keys: ["sk-right"], max_failed_attempts: null } });
+    stop = server.stop;
+    for (let i = 0; i < 12; i += 1) expect((await upgrade(server.url, bearer("sk-wrong"))).status).toBe(401);
+    expect((await upgrade(server.url, bearer("sk-right"))).status).toBe(101);
+  });
+
+  it("does not apply without api_keys: every upgrade is accepted", async () => {
+    const server = await startTestServer({ auth: { max_failed_attempts: 1 } });
+    stop = server.stop;
+    for (let i = 0; i < 3; i += 1) expect((await upgrade(server.url, bearer("anything"))).status).toBe(101);
+  });
+});
+
+describe("auth configuration", () => {
+  it("defaults to no keys and a lockout after 10 failures within 60 s, for 300 s", () => {
+    expect(parseConfig({}).auth).toEqual({
+      api_keys: [],
+      max_failed_attempts: 10,
+      failed_attempts_window_s: 60,
+      lockout_s: 300,
+    });
+  });
+
+  it.each([
+    [{ max_failed_attempts: 0 }, "auth.max_failed_attempts"],
+    [{ max_failed_attempts: 2.5 }, "auth.max_failed_attempts"],
+    [{ failed_attempts_window_s: 0 }, "auth.failed_attempts_window_s"],
+    [{ lockout_s: -1 }, "auth.lockout_s"],
+    [{ lockout: 60 }, "auth"],
+  ])("refuses auth %j, naming %s", (auth, key) => {
+    expect(() => parseConfig({ auth })).toThrow(ConfigError);
+    expect(() => parseConfig({ auth })).toThrow(new RegExp(`${key.replace(/\./g, "\\.")}:`));
+  });
+});
