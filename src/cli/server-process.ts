@@ -14,18 +14,24 @@ export const freePort = (): Promise<number> =>
 
 /**
  * Starts `duplex serve --port PORT --data DIR` as a real process (bin/duplex.js, from the package root as working
- * folder) and resolves once it logs that it listens. `stdout()`: everything it printed there so far (pino lines).
+ * folder) and resolves once it logs that it listens. `stdout()`: everything it printed there so far (pino lines);
+ * `output()`: stdout and stderr together, as they came. `args` go after those (`--config FILE`).
  * @throws Error with its output when it exits first or does not listen within `timeoutMs`.
  */
 export const startServerProcess = (
   port: number,
   dataDir: string,
   timeoutMs = 60_000,
-): Promise<{ child: ChildProcess; stdout(): string }> =>
+  args: readonly string[] = [],
+): Promise<{ child: ChildProcess; stdout(): string; output(): string }> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir, ...args],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     let all = "";
     const timer = setTimeout(() => reject(new Error(`server did not start: ${all}`)), timeoutMs);
@@ -34,7 +40,7 @@ export const startServerProcess = (
       all += chunk.toString();
       if (out.includes("duplex server listening")) {
         clearTimeout(timer);
-        resolve({ child, stdout: () => out });
+        resolve({ child, stdout: () => out, output: () => all });
       }
     });
     child.stderr?.on("data", (chunk: Buffer) => {
