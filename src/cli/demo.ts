@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { explainConnectError, RealtimeClient, type ServerEvent } from "../client/index.ts";
+import { DuplexClient, DuplexProtocolError, type ResponseHandle, type ServerEvent } from "../client/index.ts";
 import { pcm16FromBytes, writeWavFile } from "../infra/audio/index.ts";
 import { prepareOut, readInput, toSend } from "./demo-files.ts";
 
@@ -52,24 +52,23 @@ export interface DemoSummary {
 }
 
 interface ResponseAudio {
-  readonly id: string;
+  readonly handle: ResponseHandle;
   readonly chunks: Int16Array[];
-  rate: number;
-  receivedMs: number;
-  firstDeltaAt: number;
   ackedMs: number;
-  done: boolean;
 }
 
 /**
- * The demo flow (issue: walking skeleton): opens a session with the project's client, streams the WAV as
+ * The demo flow (issue: walking skeleton): opens a session with the project's DuplexClient, streams the WAV as
  * `chunkMs` appends at real-time pace, lets the model decide when to answer, "plays" each response by sending
- * `playback.ack` at real-time pace, closes with `session.close`, and writes each response's audio.
- * @throws the client's connection error, or WaitTimeoutError when the session does not open.
+ * `playback.ack` at real-time pace, closes with `session.close`, and writes each response's audio. A dropped
+ * connection is resumed by the client (reference/realtime-duplex-api.md, "Reconnect and resume"); the demo says so.
+ * @throws Error with one line that says why: the connection failed (what to do), the server refused or ended the
+ *   session, or the session could not be resumed.
  */
 export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const chunkMs = options.chunkMs ?? 100;
   const fast = options.fast ?? false;
+  const timeoutMs = options.timeoutMs ?? 30_000;
   const say = options.progress ?? (() => undefined);
   // Everything that can be checked is checked before connecting, so a bad argument costs no session.
   const input = toSend(await readInput(options.input));
@@ -84,39 +83,39 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     ...(options.apiKey === undefined ? {} : { Authorization: `Bearer ${options.apiKey}` }),
     ...(options.headers ?? {}),
   };
-  const client = await RealtimeClient.connect(options.url, { headers }).catch((error: unknown) => {
-    throw new Error(explainConnectError(options.url, error, headers.Authorization !== undefined));
+  const responses: ResponseAudio[] = [];
+  const client = await DuplexClient.connect(options.url, {
+    headers,
+    // The demo's own heartbeat waits for every append to be heard, which may take a while on a busy server.
+    heartbeatTimeoutMs: timeoutMs,
+    session: {
+      instructions: "Echo what you hear.",
+      playback_commit_policy: "ack_only",
+      input_audio_format: input.encoding,
+      ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: rate }),
+      ...refAudio,
+    },
+  }).catch((error: unknown) => {
+    if (error instanceof DuplexProtocolError) throw new Error(`the server refused the session: ${error.message}`);
+    throw new Error((error as Error).message);
   });
-  // The session can end under the demo (its model failed, the server went away): say so at once, with why.
+  // The session can end under the demo (its model failed, the server went away for good): say so at once, with why.
   let closing = false;
-  let lastError = "";
-  let ended: Error | null = null;
-  let onEnded: (error: Error) => void = () => undefined;
-  let stopAcker = (): void => undefined;
-  const endedEarly = new Promise<never>((_resolve, reject) => {
-    onEnded = reject;
+  const endedEarly = client.closed.then((end) => {
+    if (closing) return new Promise<never>(() => undefined);
+    throw new Error(end?.message ?? "the session ended");
   });
   endedEarly.catch(() => undefined);
-  const end = (error: Error): void => {
-    if (closing || ended !== null) return;
-    ended = error;
-    stopAcker();
-    onEnded(error);
+  const orEnded = <T>(work: Promise<T>): Promise<T> => {
+    work.catch(() => undefined);
+    return Promise.race([work, endedEarly]);
   };
-  client.onEvent((event) => {
-    if (event.type === "error") {
-      const e = event.error as { code?: string; message?: string } | undefined;
-      lastError = `${e?.code ?? "error"}: ${e?.message ?? ""}`;
-    }
-    if (event.type === "session.closed" || event.type === "session.expired") {
-      end(
-        new Error(`the server ended the session (${String(event.reason)})${lastError === "" ? "" : `; ${lastError}`}`),
-      );
-    }
+
+  client.onResponse((handle) => {
+    const r: ResponseAudio = { handle, chunks: [], ackedMs: 0 };
+    handle.onAudio((pcm) => r.chunks.push(pcm16FromBytes(pcm)));
+    responses.push(r);
   });
-  void client.closed.then(({ code, reason }) =>
-    end(new Error(`connection closed by the server (${code}${reason === "" ? "" : ` ${reason}`})`)),
-  );
   client.onEvent((event) => {
     const seconds = (ms: unknown) => `${(Number(ms) / 1000).toFixed(1)} s`;
     switch (event.type) {
@@ -131,13 +130,18 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
         return;
       case "response.done": {
         const r = event.response as { id?: string; status?: string; status_details?: { reason?: string } | null };
-        const transcript = client.received
-          .map((x) => x.event)
+        const transcript = client.events
+          .events()
           .findLast((e) => e.type === "response.output_audio_transcript.done" && e.response_id === r.id)?.transcript;
         const why = r.status === "completed" ? "" : ` (${r.status_details?.reason ?? ""})`;
         say(`response ${r.id} ${r.status}${why}${transcript === undefined ? "" : `: "${String(transcript)}"`}`);
         return;
       }
+      case "connection.resumed":
+        say(
+          `connection dropped (${String(event.close_code)}); resumed after seq ${String(event.last_received_server_event_seq)}`,
+        );
+        return;
       case "error": {
         const e = event.error as { code?: string; message?: string } | string;
         say(typeof e === "string" ? `error ${String(event.code)}: ${e}` : `error ${e?.code}: ${e?.message}`);
@@ -146,123 +150,80 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       default:
     }
   });
-  const responses = new Map<string, ResponseAudio>();
-  client.onEvent((event: ServerEvent, at: number) => {
-    if (event.type !== "response.output_audio.delta") return;
-    const id = String(event.response_id);
-    const pcm = pcm16FromBytes(Uint8Array.from(Buffer.from(String(event.delta), "base64")));
-    const eventRate = Number(event.sample_rate_hz ?? 24000);
-    const r = responses.get(id) ?? {
-      id,
-      chunks: [],
-      rate: eventRate,
-      receivedMs: 0,
-      firstDeltaAt: at,
-      ackedMs: 0,
-      done: false,
-    };
-    r.chunks.push(pcm);
-    r.receivedMs += (pcm.length / eventRate) * 1000;
-    responses.set(id, r);
-  });
-  client.onEvent((event) => {
-    if (event.type === "response.done") {
-      const r = responses.get(String(event.response_id));
-      if (r !== undefined) r.done = true;
-    }
-  });
 
   const ack = (): void => {
+    if (client.phase !== "open" && client.phase !== "reconnecting") return;
     const now = performance.now();
-    for (const r of responses.values()) {
-      const played = Math.floor(fast ? r.receivedMs : Math.min(r.receivedMs, now - r.firstDeltaAt));
+    for (const r of responses) {
+      const { audioMs, firstAudioAt, responseId } = r.handle;
+      if (firstAudioAt === null || responseId === null) continue;
+      const played = Math.floor(fast ? audioMs : Math.min(audioMs, now - firstAudioAt));
       if (played > r.ackedMs) {
         r.ackedMs = played;
-        client.send({ type: "playback.ack", response_id: r.id, played_ms: played });
+        client.ackPlayback(responseId, played);
       }
     }
   };
   const acker = setInterval(ack, 200);
-  stopAcker = () => clearInterval(acker);
-
-  client.send({
-    type: "session.update",
-    session: {
-      instructions: "Echo what you hear.",
-      playback_commit_policy: "ack_only",
-      input_audio_format: input.encoding,
-      ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: rate }),
-      ...refAudio,
-    },
-  });
-  const created = await client
-    .waitFor((e) => e.type === "session.created" || e.type === "error", { since: 0 })
-    .catch((error: Error) => {
-      throw new Error(`the server did not open a session: ${error.message}`);
-    });
-  if (created.type === "error") {
-    await client.close();
-    throw new Error(`the server refused the session: ${JSON.stringify(created.error)} (${String(created.code ?? "")})`);
-  }
-  await client.waitFor("session.updated", { since: 0 });
-  const sessionId = String((created.session as { id: string }).id);
+  void client.closed.then(() => clearInterval(acker));
+  const sessionId = client.sessionId;
 
   // The file's bytes as they are, then silence in the same encoding, in chunkMs appends.
-  const chunkBytes = Math.round((rate * chunkMs) / 1000) * input.bytesPerSample;
   const tailBytes = Math.round((rate * (options.tailMs ?? 1500)) / 1000) * input.bytesPerSample;
   const all = new Uint8Array(input.bytes.length + tailBytes).fill(input.silence);
   all.set(input.bytes);
   const totalS = all.length / input.bytesPerSample / rate;
   const sentAt: number[] = [];
   const start = performance.now();
-  for (let i = 0, offset = 0; offset < all.length; i += 1, offset += chunkBytes) {
-    if (ended !== null) throw ended;
-    if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
-    sentAt.push(performance.now());
-    client.appendAudio(all.subarray(offset, offset + chunkBytes));
-    if (!fast) {
-      const due = start + (i + 1) * chunkMs - performance.now();
-      if (due > 0) await sleep(due);
-    } else if (i % 20 === 19) {
-      await sleep(1);
-    }
-  }
+  await orEnded(
+    client.streamAudio(all, {
+      bytesPerSecond: rate * input.bytesPerSample,
+      bytesPerSample: input.bytesPerSample,
+      chunkMs,
+      realtime: !fast,
+      onAppend: (i, at) => {
+        if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
+        sentAt.push(at);
+      },
+    }),
+  );
 
   if (options.commit === true) {
-    client.send({ type: "input_audio_buffer.commit", response_create: true });
+    client.commit({ createResponse: true });
     say("sent input_audio_buffer.commit (response_create) after the input");
   }
-  // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard.
-  const heard = client.received.length;
-  client.send({ type: "session.heartbeat" });
-  await Promise.race([
-    client.waitFor("session.heartbeat_ack", { since: heard, timeoutMs: options.timeoutMs ?? 30_000 }),
-    endedEarly,
-  ]);
+  // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard. A drop on the
+  // way is resumed by the client; the demo then asks again.
+  for (;;) {
+    const heard = await orEnded(
+      client.heartbeat().then(
+        () => true,
+        () => false,
+      ),
+    );
+    if (heard) break;
+    if (client.phase !== "open") await orEnded(client.events.waitFor("connection.resumed", { timeoutMs: 60_000 }));
+  }
   // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
-  const deadline = performance.now() + (options.timeoutMs ?? 30_000);
+  const deadline = performance.now() + timeoutMs;
   const quietMs = fast ? 600 : 1500;
   while (performance.now() < deadline) {
-    if (ended !== null) throw ended;
     ack();
-    const last = client.received.at(-1)?.at ?? 0;
-    const open = [...responses.values()].some((r) => !r.done || r.ackedMs < Math.floor(r.receivedMs));
+    const last = client.events.received.at(-1)?.at ?? 0;
+    const open = responses.some((r) => r.handle.phase === "streaming" || r.ackedMs < Math.floor(r.handle.audioMs));
+    const types = client.events.types();
     const speaking =
-      client.types().lastIndexOf("input_audio_buffer.speech_started") >
-      client.types().lastIndexOf("input_audio_buffer.speech_stopped");
+      types.lastIndexOf("input_audio_buffer.speech_started") > types.lastIndexOf("input_audio_buffer.speech_stopped");
     if (!open && !speaking && performance.now() - last > quietMs) break;
-    await sleep(100);
+    await orEnded(sleep(100));
   }
   clearInterval(acker);
   ack();
   closing = true;
-  client.send({ type: "session.close" });
-  await client.waitFor("session.closed", { since: 0, timeoutMs: 5000 }).catch(() => undefined);
-  await client.close();
+  await client.close(5000);
 
   const files: string[] = [];
-  const ordered = [...responses.values()];
-  for (const [i, r] of ordered.entries()) {
+  for (const [i, r] of responses.entries()) {
     const total = r.chunks.reduce((n, c) => n + c.length, 0);
     const pcm = new Int16Array(total);
     let offset = 0;
@@ -270,21 +231,18 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       pcm.set(c, offset);
       offset += c.length;
     }
+    const outputRate = r.handle.sampleRateHz;
     const file = join(options.out, `response-${i + 1}.wav`);
-    await writeWavFile(file, pcm, r.rate);
+    await writeWavFile(file, pcm, outputRate);
     files.push(file);
-    say(`wrote ${file} (${(((total / r.rate) * 1000) / 1000).toFixed(1)} s)`);
+    say(`wrote ${file} (${(((total / outputRate) * 1000) / 1000).toFixed(1)} s)`);
   }
-  if (ordered.length === 0)
-    say(
-      `no response: ${whyNoResponse(
-        client.received.map((r) => r.event),
-        options.commit === true,
-      )}`,
-    );
+  const trace = client.events.events();
+  if (responses.length === 0) say(`no response: ${whyNoResponse(trace, options.commit === true)}`);
 
-  const stopped = client.received.find((r) => r.event.type === "input_audio_buffer.speech_stopped");
-  const firstDelta = client.received.find(
+  const received = client.events.received;
+  const stopped = received.find((r) => r.event.type === "input_audio_buffer.speech_stopped");
+  const firstDelta = received.find(
     (r) => r.event.type === "response.output_audio.delta" && (stopped === undefined || r.at >= stopped.at),
   );
   let latency: number | null = null;
@@ -295,16 +253,16 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     latency = Math.round(firstDelta.at - sent);
   }
   const events: Record<string, number> = {};
-  for (const type of client.types()) events[type] = (events[type] ?? 0) + 1;
+  for (const type of client.events.types()) events[type] = (events[type] ?? 0) + 1;
   return {
     session_id: sessionId,
-    responses: ordered.length,
+    responses: responses.length,
     pace: fast ? "fast" : "realtime",
     first_audio_latency_ms: latency,
-    audio_ms: ordered.map((r) => Math.round(r.receivedMs)),
+    audio_ms: responses.map((r) => Math.round(r.handle.audioMs)),
     events,
     files,
-    trace: client.received.map((r) => r.event),
+    trace,
   };
 };
 

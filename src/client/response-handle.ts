@@ -34,6 +34,8 @@ export interface ResponseHandle {
   readonly responseId: string | null;
   /** Audio received so far, ms. */
   readonly audioMs: number;
+  /** The rate of its audio, Hz (`sample_rate_hz` of its deltas; 24 000 before the first). */
+  readonly sampleRateHz: number;
   /** When its first audio delta arrived (ms, `performance.now()` clock); null before. */
   readonly firstAudioAt: number | null;
   /** Resolves with `response.created`. */
@@ -97,6 +99,9 @@ export const createResponseFeed = (): ResponseFeed => {
     },
     get audioMs() {
       return (bytes / 2 / rate) * 1000;
+    },
+    get sampleRateHz() {
+      return rate;
     },
     get firstAudioAt() {
       return firstAudioAt;

@@ -43,11 +43,14 @@ export const wsConnect =
         closed = { code, reason: reason.toString() };
         onClose?.(closed.code, closed.reason);
       });
-      // After open, errors end in a close event, which is what the client reacts to.
+      // Before open, an error is the connection's failure; after, errors end in a close event, which is what the
+      // client reacts to.
+      let opened = false;
       socket.on("error", (error) => {
-        if (socket.readyState === WebSocket.CONNECTING || socket.readyState === WebSocket.CLOSED) reject(error);
+        if (!opened) reject(error);
       });
-      socket.once("open", () =>
+      socket.once("open", () => {
+        opened = true;
         resolve({
           send: (text) => {
             if (socket.readyState === WebSocket.OPEN) socket.send(text);
@@ -65,6 +68,6 @@ export const wsConnect =
             onClose = listener;
             if (closed !== null) listener(closed.code, closed.reason);
           },
-        }),
-      );
+        });
+      });
     });

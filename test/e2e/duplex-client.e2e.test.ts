@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { DuplexClient, DuplexSessionClosedError } from "../../src/client/index.ts";
+import { DuplexClient, DuplexConnectionError, DuplexSessionClosedError } from "../../src/client/index.ts";
 import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
 import { expectDeliveredAsLogged } from "../support/delivery.ts";
@@ -83,6 +83,15 @@ describe("DuplexClient on a real server", () => {
     expect((await second.done).status).toBe("completed");
     expect(client.responses).toEqual([handle, second]);
     await client.close();
+  });
+
+  it("says what to do when nothing listens at the URL, over a real socket", async () => {
+    const failure = await DuplexClient.connect("ws://127.0.0.1:1/v1/realtime").catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(DuplexConnectionError);
+    expect(failure).toMatchObject({
+      code: "connect_failed",
+      message: "nothing listens at 127.0.0.1:1: start the server (npm start) or pass --url",
+    });
   });
 
   it("ends with session_resume_expired, and tries no more, when the server let the session go before the resume", async () => {
