@@ -14,7 +14,7 @@ export const CONNECTION_RESUMED = "connection.resumed";
  * Delivered in place of `session.resumed` after an automatic resume (reference/realtime-duplex-api.md, "Reconnect
  * and resume": ConnectionResumed): the events the client missed follow it, each once.
  */
-export interface ConnectionResumed {
+export type ConnectionResumed = {
   readonly type: typeof CONNECTION_RESUMED;
   readonly session_id: string;
   readonly attachment_generation: number;
@@ -24,7 +24,7 @@ export interface ConnectionResumed {
   readonly attempt: number;
   /** The close code of the dropped connection (1006: dropped without a close frame). */
   readonly close_code: number;
-}
+};
 
 /** How a DuplexClient connects, resumes and keeps its connection alive. Times in ms. */
 export interface ConnectionOptions {

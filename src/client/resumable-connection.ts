@@ -327,7 +327,7 @@ export class ResumableConnection {
       close_code: this.dropCode,
     };
     // The replay that follows is delivered after the notice; what waited for the reconnect goes out now.
-    this.hooks.deliver(notice as unknown as ServerEvent, at);
+    this.hooks.deliver(notice, at);
     for (const text of this.queue.splice(0)) this.transport?.send(text);
     this.queuedBytes = 0;
     this.startTimers();
