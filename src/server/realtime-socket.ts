@@ -72,6 +72,13 @@ const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
     .subarray(0, n)
     .toString();
 
+/**
+ * The `event_id` of a frame that is not parsed (a binary frame), read from its first 2048 bytes as the codec reads
+ * that of a frame too large to parse (src/protocol/decode.ts): the first `"event_id": "..."` of at most 512
+ * characters without quotes or escapes, else null. Only echoed in the error; the frame is still refused.
+ */
+const sniffEventId = (text: string): string | null => /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text)?.[1] ?? null;
+
 const frameBytes = (data: Buffer | ArrayBuffer | Buffer[]): number =>
   Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
 
@@ -322,12 +329,14 @@ export const serveRealtimeSocket = (
   socket.on("message", (data, isBinary) => {
     const bytes = frameBytes(data);
     const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString();
+    // A binary frame is refused, but its error still echoes the event_id its bytes carry (issue 10, part 9).
+    const binaryEventId = isBinary ? sniffEventId(head(data, 2048)) : null;
     // Frames of a session are decoded in its mailbox, with the configuration the inputs before them left.
     const decode = (config: SessionConfig | null): DecodedFrame =>
       text === null
         ? {
             type: "invalid",
-            eventId: null,
+            eventId: binaryEventId,
             code: "invalid_json",
             message: "binary frames are not accepted; send one JSON object per text frame",
             param: null,
