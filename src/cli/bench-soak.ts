@@ -7,10 +7,12 @@ import { freePort, startServerProcess } from "./server-process.ts";
 
 /**
  * `duplex bench --only soak`: one long session against a real server process. It streams `seconds` of real speech
- * (speech_60s_16k.wav, repeated) as fast as the server accepts it, in 100 ms appends, and samples the server's
- * resident memory (VmRSS of /proc/PID/status, MiB) once a second. Prints the RSS at the start and the end, its peak,
- * the end-to-start ratio (the baseline: the same process before the stream), RSS and V8 heap in use after each
- * quarter of the stream (flat, or growing), the utterances heard and answered, and the store's size on disk. Issue 8: the queue of an overlapping lane must not grow the process.
+ * (speech_60s_16k.wav, repeated) in 100 ms appends, as fast as the server accepts it or (`pace: realtime`) in real
+ * time, and samples the server's resident memory (VmRSS of /proc/PID/status, MiB) once a second. Prints the RSS at
+ * the start and the end, its peak, the end-to-start ratio (the baseline: the same process before the stream), RSS and
+ * V8 heap in use after each quarter of the stream (flat, or growing), the utterances heard and answered, the seconds
+ * of model audio received, and the store's size on disk (MiB, and MB per session-hour of audio streamed). Issue 8:
+ * the queue of an overlapping lane must not grow the process; issue 10: the log's size per session-hour.
  */
 export interface SoakOptions {
   readonly audioDir: string;
@@ -18,6 +20,8 @@ export interface SoakOptions {
   readonly seconds: number;
   /** `native`: the default lane (the model answers when speech stops); `turn`: server VAD commits and responds. */
   readonly lane: "native" | "turn";
+  /** `fast`: as fast as the server accepts; `realtime`: 100 ms of audio every 100 ms, as a microphone sends it. */
+  readonly pace?: "fast" | "realtime";
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -62,9 +66,12 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     const started = performance.now();
     const appends = Math.round(o.seconds * 10);
     let utterances = 0;
+    /** Bytes of the model's audio received (24 kHz PCM16), from the deltas' base64 length. */
+    let audioOutBytes = 0;
     let responses = 0;
     const count = () => {
       for (const { event } of client.received) {
+        if (event.type === "response.output_audio.delta") audioOutBytes += (String(event.delta).length * 3) / 4;
         if (event.type === "input_audio_buffer.speech_stopped") utterances += 1;
         if (event.type === "response.done") responses += 1;
       }
@@ -80,6 +87,11 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       }
       const offset = (n * 1600) % (speech.length - (speech.length % 1600));
       client.appendSamples(speech.subarray(offset, offset + 1600), { sampleRateHz: 16000 });
+      // In real time: each append at its time on the audio's clock (no drift from late timers).
+      if (o.pace === "realtime") {
+        const due = started + (n + 1) * 100 - performance.now();
+        if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+      }
       // As fast as accepted: wait for the server to have handled each second of audio before sending more.
       if (n % 10 === 9) {
         client.send({ type: "session.heartbeat" });
@@ -105,6 +117,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       meaning:
         "one long session: rss_mib_by_quarter and heap_used_mib_by_quarter should stay flat (growth means a leak); rss_end_to_start against the process before the stream",
       lane: o.lane,
+      pace: o.pace ?? "fast",
       audio_s: o.seconds,
       wall_s: Math.round(wallS),
       x_real_time: Math.round(o.seconds / wallS),
@@ -117,6 +130,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       utterances,
       responses,
       store_mib: Math.round(storeBytes / 2 ** 20),
+      store_mb_per_session_hour: Math.round((storeBytes / 1e6) * (3600 / o.seconds)),
+      audio_out_s: Math.round(audioOutBytes / 48_000),
     });
   } finally {
     clearInterval(sampler);

@@ -23,6 +23,7 @@ export interface BenchOptions {
   /** The soak bench: seconds of audio streamed into one session, and its lane. */
   readonly soakSeconds?: number;
   readonly soakLane?: "native" | "turn";
+  readonly soakPace?: "fast" | "realtime";
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -185,7 +186,13 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
     replay: benchReplay,
     sessions: benchSessions,
     soak: (b) =>
-      benchSoak({ audioDir: b.audioDir, seconds: b.soakSeconds ?? 600, lane: b.soakLane ?? "native", print: b.print }),
+      benchSoak({
+        audioDir: b.audioDir,
+        seconds: b.soakSeconds ?? 600,
+        lane: b.soakLane ?? "native",
+        pace: b.soakPace ?? "fast",
+        print: b.print,
+      }),
   };
   for (const [name, bench] of Object.entries(all)) {
     if (only.length === 0 ? name !== "soak" : only.includes(name)) await bench(o);

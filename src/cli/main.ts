@@ -124,19 +124,34 @@ program
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
   .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", positive, 600)
   .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
+  .addOption(
+    new Option("--soak-pace <pace>", "fast: as fast as the server accepts; realtime: 100 ms of audio every 100 ms")
+      .choices(["fast", "realtime"])
+      .default("fast"),
+  )
   .option("--audio <dir>", "folder of the test audio (../shared/audio beside the package)", AUDIO_DIR)
-  .action(async (opts: { only?: string[]; sessions: number; audio: string; soakSeconds: number; soakLane: string }) => {
-    await runBench(
-      {
-        audioDir: resolve(opts.audio),
-        sessions: opts.sessions,
-        soakSeconds: opts.soakSeconds,
-        soakLane: opts.soakLane === "turn" ? "turn" : "native",
-        print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
-      },
-      opts.only ?? [],
-    );
-  });
+  .action(
+    async (opts: {
+      only?: string[];
+      sessions: number;
+      audio: string;
+      soakSeconds: number;
+      soakLane: string;
+      soakPace: string;
+    }) => {
+      await runBench(
+        {
+          audioDir: resolve(opts.audio),
+          sessions: opts.sessions,
+          soakSeconds: opts.soakSeconds,
+          soakLane: opts.soakLane === "turn" ? "turn" : "native",
+          soakPace: opts.soakPace === "realtime" ? "realtime" : "fast",
+          print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
+        },
+        opts.only ?? [],
+      );
+    },
+  );
 
 try {
   await program.parseAsync(process.argv);
