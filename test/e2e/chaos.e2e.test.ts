@@ -1,10 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/server-process.ts";
+import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
 import { DuplexClient } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
@@ -29,34 +29,10 @@ const KILLS = Number(process.env.DUPLEX_CHAOS_KILLS ?? 3);
 
 /**
  * `duplex serve --config FILE` as a real process: enough sessions for the run, and a disconnect grace that covers
- * a restart (README, "Configuration"). Resolves once it listens; its output is read and dropped.
+ * a restart (README, "Configuration").
  */
-const serve = (config: string, port: number, dataDir: string): Promise<ChildProcess> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["bin/duplex.js", "serve", "--config", config, "--port", String(port), "--data", dataDir],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let head = "";
-    let ready = false;
-    const timer = setTimeout(() => reject(new Error(`the server did not start: ${head}`)), 60_000);
-    const onExit = (code: number | null) => reject(new Error(`the server exited with ${code}: ${head}`));
-    child.once("exit", onExit);
-    child.stderr?.on("data", (chunk: Buffer) => {
-      if (!ready) head = (head + chunk.toString()).slice(-4000);
-    });
-    child.stdout?.on("data", (chunk: Buffer) => {
-      if (ready) return;
-      head = (head + chunk.toString()).slice(-4000);
-      if (head.includes("duplex server listening")) {
-        ready = true;
-        clearTimeout(timer);
-        child.off("exit", onExit);
-        resolve(child);
-      }
-    });
-  });
+const serve = async (config: string, port: number, dataDir: string): Promise<ChildProcess> =>
+  (await startServerProcess(port, dataDir, 60_000, ["--config", config])).child;
 
 const kill = (child: ChildProcess): Promise<void> =>
   new Promise((resolve) => {
