@@ -231,7 +231,6 @@ describe("fuzzed frames on one session", () => {
       // Most frames are refused (the guard is about refusals), some are accepted (so refusals meet a session that moves).
       expect(refused).toBeGreaterThan(sent / 2);
       expect(refused).toBeLessThan(sent);
-      expect(quietBatches).toBeGreaterThan(0);
       // Every client event type was refused, and every one was accepted too but those that cannot be here: a valid
       // session.close (or an alias) is never sent, and a session.resume on a socket that holds a session is refused.
       const types = CLIENT_EVENTS.map((e) => e.type);
@@ -240,9 +239,11 @@ describe("fuzzed frames on one session", () => {
         "types never refused",
       ).toEqual([]);
       // Some types are accepted only now and then (a truncate needs an assistant item that has audio): a run of fewer
-      // than 50,000 frames (DUPLEX_FUZZ_FRAMES, while looking into a failure) may miss one.
+      // than 50,000 frames (DUPLEX_FUZZ_FRAMES, while looking into a failure) may miss one, or have no refused batch.
       const acceptable = types.filter((t) => t !== "session.close" && t !== "session.resume");
       if (FRAMES >= 50_000) {
+        // A batch of refused frames is one in four, drawn at random: a few batches may have none.
+        expect(quietBatches).toBeGreaterThan(0);
         expect(
           acceptable.filter((t) => !acceptedTypes.has(t)),
           "types never accepted",
