@@ -9,6 +9,7 @@ import { parseConfig } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { startServer } from "../server/index.ts";
+import { benchSlowReader } from "./bench-slow-reader.ts";
 import { benchSoak } from "./bench-soak.ts";
 import { runDemo } from "./demo.ts";
 
@@ -175,16 +176,17 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
   }
 };
 
-/**
- * Runs the benches named in `only` (all but `soak` when empty: the soak streams for minutes and runs only when
- * named).
- */
+/** Benches that run only when named: the soak streams for minutes, the slow reader floods a socket. */
+const ON_REQUEST: readonly string[] = ["soak", "slow-reader"];
+
+/** Runs the benches named in `only` (all but those of `ON_REQUEST` when empty). */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
   const all: Record<string, (o: BenchOptions) => Promise<void>> = {
     vad: benchVad,
     store: benchStore,
     replay: benchReplay,
     sessions: benchSessions,
+    "slow-reader": (b) => benchSlowReader({ print: b.print }),
     soak: (b) =>
       benchSoak({
         audioDir: b.audioDir,
@@ -195,6 +197,6 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
       }),
   };
   for (const [name, bench] of Object.entries(all)) {
-    if (only.length === 0 ? name !== "soak" : only.includes(name)) await bench(o);
+    if (only.length === 0 ? !ON_REQUEST.includes(name) : only.includes(name)) await bench(o);
   }
 };

@@ -30,7 +30,7 @@ function packageVersion(): string {
 }
 
 /** The benches of `duplex bench`, in the order they run. */
-const BENCHES = ["vad", "store", "replay", "sessions", "soak"];
+const BENCHES = ["vad", "store", "replay", "sessions", "soak", "slow-reader"];
 
 /** `--only`: known bench names only (a usage error names the unknown one). */
 const benchNames = (value: string): string[] => {
@@ -120,7 +120,11 @@ registerConformCommand(program);
 program
   .command("bench")
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
-  .option("--only <names>", `comma list of ${BENCHES.join(", ")} (soak runs only when named)`, benchNames)
+  .option(
+    "--only <names>",
+    `comma list of ${BENCHES.join(", ")} (soak and slow-reader run only when named)`,
+    benchNames,
+  )
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
   .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", positive, 600)
   .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
