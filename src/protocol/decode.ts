@@ -20,6 +20,27 @@ import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
 
 /**
+ * The deepest nesting of objects and arrays a client frame may have (ours). Fields that take any JSON (a
+ * `turn.signal` payload, response metadata, tool parameters) are logged as they came, and the log's codec walks them
+ * recursively: a frame thousands of levels deep would overflow the stack on append or on reading the log back.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** Whether `value` nests objects and arrays deeper than `limit` (the frame object itself is level 1); iterative. */
+const deeperThan = (value: unknown, limit: number): boolean => {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== "object" || node === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+};
+
+/**
  * An audio append as decoded from the wire, before the engine converts it to the runner's input rate and runs
  * VAD on it. `pcm16` is little-endian mono at `sampleRateHz` (bytes, an even count), whatever the declared format
  * was: G.711 and pcm_f32le appends are decoded to PCM16 here (G.711 at 8000 Hz).
@@ -387,6 +408,14 @@ export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeC
     return invalid("bad_event", "event has no string `type`", eventId, null, "type");
   }
   const type = CLIENT_EVENT_ALIASES[record.type] ?? record.type;
+  if (deeperThan(raw, MAX_JSON_DEPTH)) {
+    return invalid(
+      "bad_event",
+      `frame nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`,
+      eventId,
+      record.type,
+    );
+  }
   if (Object.hasOwn(clientEventSchemas, type)) return decodeKnown(type as ClientEventType, raw, eventId, ctx);
   return invalid("unknown_event", `unknown event type "${record.type}"`, eventId, record.type, "type");
 };

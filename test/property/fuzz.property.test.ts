@@ -4,7 +4,7 @@ import WebSocket from "ws";
 import type { ServerEvent } from "../../src/client/index.ts";
 import { ERROR_CODES, isErrorCode, type SessionState } from "../../src/domain/index.ts";
 import { type RecordedStep, replayEntries, type SessionHost, stepsOf, streamOf } from "../../src/engine/index.ts";
-import { CLIENT_EVENTS } from "../../src/protocol/index.ts";
+import { CLIENT_EVENTS, MAX_JSON_DEPTH } from "../../src/protocol/index.ts";
 import { CLOSE_TYPES, type FrameSpec, mixedFrame, refusedOnlyFrame } from "../support/fuzz-frames.ts";
 import { type Materialized, materialize } from "../support/fuzz-wire.ts";
 import { connectRaw, type Peer } from "../support/raw-socket.ts";
@@ -270,33 +270,41 @@ describe("fuzzed frames on one session", () => {
   );
 });
 
-describe("deep JSON a session accepts", () => {
-  // KNOWN BUG, left to the codec's owner (reported with issue 10, part 9): the codec accepts JSON of any depth where
-  // a schema takes any value (a turn.signal payload, response metadata, input_audio_transcription, tool parameters),
-  // and the event store encodes and decodes entries recursively (src/infra/event-store/codec.ts). About 5,000 levels
-  // overflow the stack on append: runtime_append_failed, and the healthy socket is closed; about 2,000 are appended
-  // but the log cannot be read back (recovery and replay throw RangeError). The fuzz above stays at
-  // ACCEPTED_DEPTH_MAX (400) for what is accepted. `it.fails` passes while the bug is there: once the codec refuses
-  // such a frame (or the store copes), this test fails and `.fails` is to be removed.
-  it.fails("a frame nested 100,000 deep where any value is allowed is refused or kept, and the session goes on", async () => {
-    const server = await startTestServer();
-    const peer = await connectRaw(server.url);
-    try {
-      const created = await peer.waitFor((e) => e.type === "session.created", 0);
-      const sessionId = String((created.session as { id: string }).id);
-      const depth = 100_000;
-      const payload = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
-      peer.ws.send(`{"event_id":"deep","type":"turn.signal","event":"listen","payload":${payload}}`);
-      peer.ws.send(JSON.stringify({ type: "session.heartbeat", event_id: "after" }));
-      await peer.waitFor((e) => e.type === "session.heartbeat_ack", 0, 10_000);
-      const refusal = peer.received.find((e) => e.type === "error");
-      if (refusal !== undefined) expect(refusal.error).toMatchObject({ event_id: "deep", code: "bad_event" });
-      const replay = replayEntries(await server.store.read(streamOf(sessionId)));
-      expect(replay.divergence).toBeNull();
-      expect(peer.ws.readyState).toBe(WebSocket.OPEN);
-    } finally {
-      peer.ws.close();
-      await server.stop();
-    }
-  });
+describe("deep JSON", () => {
+  // Fields that take any JSON are logged as they came, and the log's codec walks them recursively: the codec refuses
+  // frames nested deeper than MAX_JSON_DEPTH (about 2,000 levels made the log unreadable, 5,000 overflowed the stack
+  // on append and closed the socket).
+  it.each([
+    [MAX_JSON_DEPTH, false],
+    [MAX_JSON_DEPTH + 1, true],
+    [100_000, true],
+  ])(
+    "a turn.signal whose frame nests %i levels: refused with bad_event = %s; the session goes on and replays",
+    async (depth, refused) => {
+      const server = await startTestServer();
+      const peer = await connectRaw(server.url);
+      try {
+        const created = await peer.waitFor((e) => e.type === "session.created", 0);
+        const sessionId = String((created.session as { id: string }).id);
+        // The frame object is level 1 and `payload` level 2: `depth - 1` objects from there.
+        const payload = `${'{"a":'.repeat(depth - 1)}1${"}".repeat(depth - 1)}`;
+        peer.ws.send(`{"event_id":"deep","type":"turn.signal","event":"listen","payload":${payload}}`);
+        peer.ws.send(JSON.stringify({ type: "session.heartbeat", event_id: "after" }));
+        await peer.waitFor((e) => e.type === "session.heartbeat_ack", 0, 10_000);
+        const errors = peer.received.filter((e) => e.type === "error");
+        if (refused) {
+          expect(errors).toHaveLength(1);
+          expect(errors[0]?.error).toMatchObject({ event_id: "deep", code: "bad_event" });
+        } else {
+          expect(errors).toEqual([]);
+        }
+        const replay = replayEntries(await server.store.read(streamOf(sessionId)));
+        expect(replay.divergence).toBeNull();
+        expect(peer.ws.readyState).toBe(WebSocket.OPEN);
+      } finally {
+        peer.ws.close();
+        await server.stop();
+      }
+    },
+  );
 });

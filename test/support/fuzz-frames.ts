@@ -42,8 +42,8 @@ export type FrameSpec =
   | { readonly kind: "large"; readonly bytes: number }
   | { readonly kind: "oversize"; readonly binary: boolean };
 
-/** Deep JSON that a session accepts (a turn.signal payload) stays at most this deep (known bug: fuzz.property.test.ts). */
-export const ACCEPTED_DEPTH_MAX = 400;
+/** Deep turn.signal payloads go this deep: accepted up to MAX_JSON_DEPTH levels of frame, refused beyond. */
+export const DEEP_PAYLOAD_MAX = 400;
 /** Deep JSON that the codec refuses goes this deep. */
 export const REFUSED_DEPTH_MAX = 100_000;
 
@@ -373,7 +373,7 @@ const refusedFrame: fc.Arbitrary<FrameSpec> = fc.oneof(
 
 /**
  * What a session is sent most of the time: mutated frames of the 21 types (600 in 920; a sixth of them unmutated,
- * so valid), frames refused by construction (300), and deep JSON a session accepts (20).
+ * so valid), frames refused by construction (300), and deep turn.signal payloads (20).
  */
 export const mixedFrame: fc.Arbitrary<FrameSpec> = fc.oneof(
   { weight: 600, arbitrary: mutatedFrame },
@@ -383,7 +383,7 @@ export const mixedFrame: fc.Arbitrary<FrameSpec> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant("deep" as const),
       shape: fc.constant("payload" as const),
-      depth: fc.integer({ min: 1, max: ACCEPTED_DEPTH_MAX }),
+      depth: fc.integer({ min: 1, max: DEEP_PAYLOAD_MAX }),
     }),
   },
 );

@@ -1,4 +1,4 @@
-import { MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
+import { MAX_FRAME_BYTES, MAX_JSON_DEPTH } from "../../src/protocol/index.ts";
 import { CLOSE_TYPES, type DeepShape, type FrameSpec, type Mutation } from "./fuzz-frames.ts";
 
 /**
@@ -202,9 +202,12 @@ export const materialize = (spec: FrameSpec, n: number, sessionId: string): Mate
       };
     case "deep": {
       const text = deepText(spec.shape, spec.depth, id);
+      // The frame object is level 1, its payload's objects the levels below: beyond MAX_JSON_DEPTH it is refused.
       const must =
         spec.shape === "payload"
-          ? "any"
+          ? spec.depth + 1 > MAX_JSON_DEPTH
+            ? ["bad_event"]
+            : "any"
           : spec.shape === "array" || spec.shape === "unclosed"
             ? ["invalid_json"]
             : ["unknown_event", "bad_event"];
