@@ -9,6 +9,7 @@ import { parseConfig } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { startServer } from "../server/index.ts";
+import { benchIdle } from "./bench-idle.ts";
 import { benchSlowReader } from "./bench-slow-reader.ts";
 import { benchSoak } from "./bench-soak.ts";
 import { runDemo } from "./demo.ts";
@@ -25,6 +26,8 @@ export interface BenchOptions {
   readonly soakSeconds?: number;
   readonly soakLane?: "native" | "turn";
   readonly soakPace?: "fast" | "realtime";
+  /** Sessions the idle bench opens (200). */
+  readonly idleSessions?: number;
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -176,8 +179,8 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
   }
 };
 
-/** Benches that run only when named: the soak streams for minutes, the slow reader floods a socket. */
-const ON_REQUEST: readonly string[] = ["soak", "slow-reader"];
+/** Benches that run only when named: the soak streams for minutes, the slow reader floods a socket, idle opens many. */
+const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle"];
 
 /** Runs the benches named in `only` (all but those of `ON_REQUEST` when empty). */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
@@ -187,6 +190,7 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
     replay: benchReplay,
     sessions: benchSessions,
     "slow-reader": (b) => benchSlowReader({ print: b.print }),
+    idle: (b) => benchIdle({ sessions: b.idleSessions ?? 200, print: b.print }),
     soak: (b) =>
       benchSoak({
         audioDir: b.audioDir,

@@ -30,7 +30,7 @@ function packageVersion(): string {
 }
 
 /** The benches of `duplex bench`, in the order they run. */
-const BENCHES = ["vad", "store", "replay", "sessions", "soak", "slow-reader"];
+const BENCHES = ["vad", "store", "replay", "sessions", "soak", "slow-reader", "idle"];
 
 /** `--only`: known bench names only (a usage error names the unknown one). */
 const benchNames = (value: string): string[] => {
@@ -122,10 +122,11 @@ program
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
   .option(
     "--only <names>",
-    `comma list of ${BENCHES.join(", ")} (soak and slow-reader run only when named)`,
+    `comma list of ${BENCHES.join(", ")} (soak, slow-reader and idle run only when named)`,
     benchNames,
   )
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
+  .option("--idle-sessions <n>", "sessions the idle bench opens", positive, 200)
   .option("--soak-seconds <s>", "seconds of speech the soak bench streams into one session", positive, 600)
   .addOption(new Option("--soak-lane <lane>", "lane of the soak session").choices(["native", "turn"]).default("native"))
   .addOption(
@@ -142,6 +143,7 @@ program
       soakSeconds: number;
       soakLane: string;
       soakPace: string;
+      idleSessions: number;
     }) => {
       await runBench(
         {
@@ -150,6 +152,7 @@ program
           soakSeconds: opts.soakSeconds,
           soakLane: opts.soakLane === "turn" ? "turn" : "native",
           soakPace: opts.soakPace === "realtime" ? "realtime" : "fast",
+          idleSessions: opts.idleSessions,
           print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
         },
         opts.only ?? [],

@@ -119,6 +119,10 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
   // new file takes the size (an existing one keeps its own).
   db.pragma("page_size = 16384");
   db.pragma("journal_mode = WAL");
+  // The WAL is checkpointed every 4 MiB (the default, 1000 pages, would be 16 MiB at this page size) and cut back to
+  // that size afterwards, so it does not stay at its largest on disk.
+  db.pragma("wal_autocheckpoint = 256");
+  db.pragma(`journal_size_limit = ${4 * 1024 * 1024}`);
   db.pragma("synchronous = NORMAL");
   db.exec(SCHEMA);
   // Files from before blob packing lack the column: their blobs are raw (NULL codec).
