@@ -49,10 +49,14 @@ export interface EngineDeps {
   /** Engine clock, ms since the Unix epoch; injectable for tests. */
   readonly now?: () => number;
   readonly log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
-  /** Observers for metrics: every group commit, and every domain event decided. */
+  /**
+   * Observers for metrics: every group commit, every domain event decided, and for each runner output whose server
+   * events went to a socket, the ms from its arrival to their write (the engine's added latency).
+   */
   readonly observe?: {
     appended(entries: number, ms: number): void;
     decided(event: DomainEvent): void;
+    delivered?(ms: number): void;
   };
 }
 
@@ -170,6 +174,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           hosts.delete(closed.sessionId);
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
+        ...(deps.observe?.delivered === undefined ? {} : { onDelivered: deps.observe.delivered }),
         measureJournal: limits.resumeReplayMaxBytes !== null,
         onAppendFailed: (failed, error) => {
           // The client was let go of; the session waits for a resume, which rebuilds it from its log. The grace

@@ -60,6 +60,8 @@ export interface SessionHostDeps {
   readonly inputLimits?: { readonly maxPendingBytes: number; readonly maxPendingTurns: number };
   /** Observes each group commit: how many entries, and how long the append took (ms). */
   readonly onAppended?: (entries: number, ms: number) => void;
+  /** For each runner output whose server events were written to a socket: ms from its arrival to that write. */
+  readonly onDelivered?: (ms: number) => void;
   /** Keep the size of every server event sent, so a resume's replay can be measured (`resume_replay_max_bytes`). */
   readonly measureJournal?: boolean;
 }
@@ -88,6 +90,8 @@ interface Pending {
   readonly input: (state: SessionState) => Promise<Input>;
   /** A barrier is decided in a drain of its own, after everything before it was published (resume). */
   readonly barrier: boolean;
+  /** `performance.now()` when a runner output arrived (the engine-added latency starts there). */
+  readonly arrived?: number;
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
@@ -260,7 +264,7 @@ export class SessionHost {
 
   /** Enqueues an input that is already complete (session opened, stage output, timer, attachment). */
   enqueue(input: Input): Promise<void> {
-    return this.push(async () => input);
+    return this.push(async () => input, false, input.type === "StageOutputReceived" ? performance.now() : undefined);
   }
 
   /**
@@ -357,8 +361,8 @@ export class SessionHost {
     }
   }
 
-  private push(input: Pending["input"], barrier = false): Promise<void> {
-    this.queue.push({ input, barrier });
+  private push(input: Pending["input"], barrier = false, arrived?: number): Promise<void> {
+    this.queue.push(arrived === undefined ? { input, barrier } : { input, barrier, arrived });
     return this.draining ?? this.startDrain();
   }
 
@@ -458,7 +462,13 @@ export class SessionHost {
       }
       this.state = state;
       this.wire = wire;
+      const sent = this.sink !== null && outgoing.length > 0;
       for (const event of outgoing) this.publish(event);
+      if (sent && this.deps.onDelivered !== undefined) {
+        const written = performance.now();
+        for (const pending of batch)
+          if (pending.arrived !== undefined) this.deps.onDelivered(written - pending.arrived);
+      }
       this.pendingAttach = null;
       for (const envelope of envelopes) this.events$.next(envelope);
       this.run(effects);

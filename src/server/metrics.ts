@@ -9,7 +9,11 @@ import type { Engine } from "../engine/index.ts";
 export interface ServerMetrics {
   readonly registry: Registry;
   /** The engine's observer: group commits and decided domain events. */
-  readonly observe: { appended(entries: number, ms: number): void; decided(event: DomainEvent): void };
+  readonly observe: {
+    appended(entries: number, ms: number): void;
+    decided(event: DomainEvent): void;
+    delivered(ms: number): void;
+  };
   /** Binds the gauges that read the engine (live sessions). */
   bind(engine: Engine): void;
 }
@@ -47,6 +51,12 @@ export const createMetrics = (): ServerMetrics => {
     labelNames: ["status"],
     registers: [registry],
   });
+  const engineAdded = new Histogram({
+    name: "duplex_engine_added_seconds",
+    help: "From a runner output reaching the engine to its server events being written to the socket (decide, append, render).",
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
   let bound: Engine | null = null;
   new Gauge({
     name: "duplex_sessions_live",
@@ -62,6 +72,9 @@ export const createMetrics = (): ServerMetrics => {
       appended(count, ms) {
         entries.inc(count);
         appendSeconds.observe(ms / 1000);
+      },
+      delivered(ms) {
+        engineAdded.observe(ms / 1000);
       },
       decided(event) {
         decisions.inc({ type: event.type });

@@ -263,6 +263,21 @@ describe("HTTP routes", () => {
       expect(metrics).toMatch(/duplex_decisions_total\{type="SessionCreated"\} 1/);
       expect(metrics).toMatch(/duplex_rejections_total\{code="input_audio_buffer_empty"\} 1/);
       expect(metrics).toMatch(/duplex_log_append_seconds_count [1-9]/);
+      expect(metrics).toMatch(/duplex_engine_added_seconds_count 0\n/);
+
+      // Engine-added latency: every runner output whose events went to the socket is observed once.
+      client.send({ type: "response.create" });
+      await client.waitFor("response.done", { timeoutMs: 20_000 });
+      const deltas = client.types().filter((t) => t === "response.output_audio.delta").length;
+      const id = String(
+        (client.received.find((r) => r.event.type === "session.created")?.event.session as { id: string }).id,
+      );
+      const outputs = (await server.store.read(streamOf(id))).filter((e) => e.type === "StageOutputReceived").length;
+      const after = await (await fetch(`${http}/metrics`)).text();
+      const observed = Number(/duplex_engine_added_seconds_count (\d+)/.exec(after)?.[1]);
+      expect(deltas).toBeGreaterThan(0);
+      expect(observed).toBeGreaterThanOrEqual(deltas);
+      expect(observed).toBeLessThanOrEqual(outputs);
       await client.close();
     } finally {
       await server.stop();
