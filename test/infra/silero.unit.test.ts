@@ -157,6 +157,15 @@ describe("silero vad", () => {
     expect(new Set(together.map((p) => p.join())).size).toBe(40);
   });
 
+  it("gives the same probabilities with inference on the event loop as on its worker thread", async () => {
+    const main = await createSileroVad({ thread: "main" });
+    try {
+      expect(await run(main.createStream(), jfk)).toEqual(jfkAlone);
+    } finally {
+      await main.close();
+    }
+  });
+
   it("runs calls on one stream in call order without awaiting each", async () => {
     const stream = vad.createStream();
     const calls: Promise<number[]>[] = [];

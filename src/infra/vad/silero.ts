@@ -16,6 +16,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { Worker } from "node:worker_threads";
 import ort from "onnxruntime-node";
 import type { VadModel, VadStream } from "../../engine/ports/vad.ts";
 
@@ -26,7 +27,98 @@ export const SILERO_VAD_V5_SHA256 = "2623a2953f6ff3d2c1e61740c6cdb7168133479b267
 export interface SileroVadOptions {
   /** Path of the ONNX file; default: `dist/silero_vad_v5.onnx` of the installed `@ricky0123/vad-web`. */
   readonly modelPath?: string;
+  /**
+   * Where inference runs: `worker` (default), a worker thread of its own (silero-worker.mjs), so the event loop
+   * goes on while a batch runs; `main`, on the event loop (onnxruntime-node runs a session synchronously).
+   */
+  readonly thread?: "worker" | "main";
 }
+
+/** Runs batches of the model, on the event loop or on a worker thread. */
+interface BatchRunner {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  /** `input` [rows, 576], `state` [2, rows, 128] -> `output` [rows], `stateN` [2, rows, 128]. */
+  run(rows: number, input: Float32Array, state: Float32Array): Promise<{ output: unknown; stateN: unknown }>;
+  release(): Promise<void>;
+}
+
+const SESSION_OPTIONS = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential" } as const;
+
+const mainThreadRunner = async (bytes: Uint8Array): Promise<BatchRunner> => {
+  const session = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
+  const sampleRate = new ort.Tensor("int64", BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
+  return {
+    inputNames: session.inputNames,
+    outputNames: session.outputNames,
+    async run(rows, input, state) {
+      const outputs = await session.run({
+        input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
+        state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
+        sr: sampleRate,
+      });
+      return { output: outputs.output?.data, stateN: outputs.stateN?.data };
+    },
+    release: () => session.release(),
+  };
+};
+
+const workerRunner = (bytes: Uint8Array): Promise<BatchRunner> =>
+  new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("./silero-worker.mjs", import.meta.url), { workerData: { model: bytes } });
+    const pending = new Map<
+      number,
+      { resolve: (r: { output: unknown; stateN: unknown }) => void; reject: (e: Error) => void }
+    >();
+    let next = 0;
+    let failed: Error | null = null;
+    const fail = (error: Error): void => {
+      failed = error;
+      for (const p of pending.values()) p.reject(error);
+      pending.clear();
+      reject(error);
+    };
+    // The thread does not hold the process open: a server exits as it did with inference on the event loop.
+    worker.unref();
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`the Silero VAD worker thread exited (code ${code})`)));
+    worker.on("message", (message: Record<string, unknown>) => {
+      if (message.loadError !== undefined) {
+        fail(new Error(String(message.loadError)));
+        return;
+      }
+      const ready = message.ready as { inputNames: string[]; outputNames: string[] } | undefined;
+      if (ready !== undefined) {
+        resolve({
+          inputNames: ready.inputNames,
+          outputNames: ready.outputNames,
+          run(rows, input, state) {
+            if (failed !== null) return Promise.reject(failed);
+            const id = next++;
+            return new Promise((done, refuse) => {
+              pending.set(id, { resolve: done, reject: refuse });
+              worker.postMessage({ id, rows, input, state }, [
+                input.buffer as ArrayBuffer,
+                state.buffer as ArrayBuffer,
+              ]);
+            });
+          },
+          async release() {
+            worker.removeAllListeners("exit");
+            const exited = new Promise<void>((done) => worker.once("exit", () => done()));
+            worker.postMessage("close");
+            await exited;
+          },
+        });
+        return;
+      }
+      const waiting = pending.get(message.id as number);
+      if (waiting === undefined) return;
+      pending.delete(message.id as number);
+      if (message.error !== undefined) waiting.reject(new Error(String(message.error)));
+      else waiting.resolve({ output: message.output, stateN: message.stateN });
+    });
+  });
 
 const SAMPLE_RATE = 16000;
 const FRAME_SAMPLES = 512;
@@ -64,13 +156,9 @@ export async function createSileroVad(options: SileroVadOptions = {}): Promise<V
       `Silero VAD: expected ${modelPath} to have SHA-256 ${SILERO_VAD_V5_SHA256} (silero_vad_v5.onnx), found ${digest}`,
     );
   }
-  let session: ort.InferenceSession;
+  let session: BatchRunner;
   try {
-    session = await ort.InferenceSession.create(bytes, {
-      intraOpNumThreads: 1,
-      interOpNumThreads: 1,
-      executionMode: "sequential",
-    });
+    session = await (options.thread === "main" ? mainThreadRunner(bytes) : workerRunner(bytes));
   } catch (error) {
     throw new Error(`Silero VAD: onnxruntime could not load ${modelPath}`, { cause: error });
   }
@@ -82,7 +170,6 @@ export async function createSileroVad(options: SileroVadOptions = {}): Promise<V
     );
   }
 
-  const sampleRateTensor = new ort.Tensor("int64", BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
   const inFlight = new Set<Promise<unknown>>();
   let closed = false;
   let released: Promise<void> | undefined;
@@ -107,18 +194,14 @@ export async function createSileroVad(options: SileroVadOptions = {}): Promise<V
       state.set(frame.state.subarray(0, STATE_UNITS), b * STATE_UNITS);
       state.set(frame.state.subarray(STATE_UNITS), (rows + b) * STATE_UNITS);
     }
-    const run = session.run({
-      input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
-      state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
-      sr: sampleRateTensor,
-    });
+    const run = session.run(rows, input, state);
     inFlight.add(run);
     try {
       const outputs = await run.catch((error: unknown) => {
         throw new Error("Silero VAD: onnxruntime failed to run a frame", { cause: error });
       });
-      const probabilities = outputs.output?.data;
-      const nextState = outputs.stateN?.data;
+      const probabilities = outputs.output;
+      const nextState = outputs.stateN;
       if (
         !(probabilities instanceof Float32Array) ||
         probabilities.length !== rows ||
@@ -126,7 +209,7 @@ export async function createSileroVad(options: SileroVadOptions = {}): Promise<V
         nextState.length !== rows * STATE_SIZE
       ) {
         throw new Error(
-          `Silero VAD: expected a float32 "output" of ${rows} and a float32 "stateN" of ${rows * STATE_SIZE} values, found ${probabilities?.length ?? "none"} and ${nextState?.length ?? "none"}`,
+          `Silero VAD: expected a float32 "output" of ${rows} and a float32 "stateN" of ${rows * STATE_SIZE} values, found ${lengthOf(probabilities)} and ${lengthOf(nextState)}`,
         );
       }
       for (const [b, frame] of batch.entries()) {
@@ -237,6 +320,9 @@ export async function createSileroVad(options: SileroVadOptions = {}): Promise<V
     },
   };
 }
+
+const lengthOf = (value: unknown): string =>
+  value instanceof Float32Array ? String(value.length) : value === undefined ? "none" : typeof value;
 
 function defaultModelPath(): string {
   const packageJson = createRequire(import.meta.url).resolve("@ricky0123/vad-web/package.json");
