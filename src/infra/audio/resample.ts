@@ -4,6 +4,7 @@
  * `wave-resampler` zero-pads each call's edges and filters forwards and backwards over the whole buffer, so
  * calling it chunk by chunk would click at every chunk boundary.
  */
+import libsamplerate from "@alexanderolsen/libsamplerate-js";
 import waveResampler from "wave-resampler";
 
 /**
@@ -64,6 +65,40 @@ export function resamplePcm16(samples: Int16Array, fromHz: number, toHz: number)
     output[i] = last;
   }
   return output;
+}
+
+/**
+ * Loads a whole-buffer resampler for one pair of rates on libsamplerate (`@alexanderolsen/libsamplerate-js`, its C
+ * code compiled to JavaScript), converter `SRC_SINC_FASTEST`: a band-limited sinc (97 dB SNR, 80% of the band per
+ * its author), about 2-3 times faster here than {@link resamplePcm16}'s wave-resampler (issue 11: the echo runner's
+ * resampling was over half of the server's busy time at 40 sessions). Each call treats its input as a whole signal.
+ *
+ * @param fromHz input rate in Hz, a positive integer.
+ * @param toHz output rate in Hz, a positive integer.
+ * @returns a function from mono PCM16 at `fromHz` to a new array of exactly `floor(n * toHz / fromHz)` samples at
+ *   `toHz` (rounded and clamped; libsamplerate's own count may differ by one: the last sample is held or dropped).
+ * @throws Error when a rate is not a positive integer; libsamplerate's error text when it cannot be set up.
+ */
+export async function loadFastResampler(fromHz: number, toHz: number): Promise<(samples: Int16Array) => Int16Array> {
+  checkRate("fromHz", fromHz);
+  checkRate("toHz", toHz);
+  const src = await libsamplerate.create(1, fromHz, toHz, {
+    converterType: libsamplerate.ConverterType.SRC_SINC_FASTEST,
+  });
+  return (samples) => {
+    const length = outputLength(samples.length, fromHz, toHz);
+    const output = new Int16Array(length);
+    if (samples.length === 0 || length === 0) return output;
+    const input = new Float32Array(samples.length);
+    for (let i = 0; i < samples.length; i++) input[i] = (samples[i] ?? 0) / 32768;
+    const resampled = src.simple(input);
+    let last = 0;
+    for (let i = 0; i < length; i++) {
+      if (i < resampled.length) last = toPcm16((resampled[i] ?? 0) * 32768);
+      output[i] = last;
+    }
+    return output;
+  };
 }
 
 /**
