@@ -8,6 +8,7 @@ import { ScriptError } from "../infra/runners/script.ts";
 import { startServer } from "../server/index.ts";
 import { positive } from "./args.ts";
 import { runBench } from "./bench.ts";
+import { registerLoadBench } from "./bench-load.ts";
 import { progressLine, runDemo } from "./demo.ts";
 import { registerStoreCommands } from "./store-commands.ts";
 
@@ -19,6 +20,9 @@ import { registerStoreCommands } from "./store-commands.ts";
 const program = new Command("duplex")
   .description("An event-sourced server for full-duplex speech models (OpenAI Realtime API).")
   .version(packageVersion())
+  // Options belong to the command they follow: `bench load --sessions` is load's, not bench's (commander hands a
+  // subcommand's unknown options to its parent first unless every ancestor is positional).
+  .enablePositionalOptions()
   // Commander names the unknown option, command or missing value; a usage error exits 2 (help and version 0).
   .exitOverride((error) => {
     process.exit(["commander.helpDisplayed", "commander.version", "commander.help"].includes(error.code) ? 0 : 2);
@@ -117,9 +121,11 @@ registerStoreCommands(program);
 
 registerConformCommand(program);
 
-program
+const bench = program
   .command("bench")
   .description("print speed and memory figures (JSON lines), each with a ratio to a baseline of the same run")
+  // `bench load` has options of its own (--sessions): those of `bench` are read before the subcommand only.
+  .enablePositionalOptions()
   .option(
     "--only <names>",
     `comma list of ${BENCHES.join(", ")} (soak, slow-reader and idle run only when named)`,
@@ -159,6 +165,8 @@ program
       );
     },
   );
+
+registerLoadBench(bench);
 
 try {
   await program.parseAsync(process.argv);

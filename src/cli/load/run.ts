@@ -1,0 +1,144 @@
+import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, startServerProcess } from "../server-process.ts";
+import { spawnScript } from "./child-process.ts";
+import type { LoadClientConfig, LoadClientResult } from "./load-client.ts";
+import { measureCpu, sampleRss } from "./proc.ts";
+import { type HistogramBucket, histogramDelta, parseHistogram } from "./stats.ts";
+
+/** One load run's settings. Times in seconds. */
+export interface LoadRunOptions {
+  readonly sessions: number;
+  readonly seconds: number;
+  readonly lane: "native" | "turn";
+  /** Session starts are spread evenly over this many seconds. */
+  readonly rampS: number;
+  /** The longest a session waits for its last responses after streaming. */
+  readonly drainS: number;
+  /** The folder of jfk_16k.wav and jfk_24k.wav. */
+  readonly audioDir: string;
+  /** A running server's realtime endpoint; without it a `duplex serve` process is started for the run. */
+  readonly url?: string;
+}
+
+/** What one run measured: the load client's counts and the process's CPU and memory (null when not ours). */
+export interface RunMeasure {
+  readonly client: LoadClientResult;
+  /** CPU cores the serving process used between the first session's start and the last one's close. */
+  readonly cpuCores: number | null;
+  /** The serving process's peak RSS over that time, MiB (sampled every 250 ms). */
+  readonly rssMibPeak: number | null;
+  /** `duplex_engine_added_seconds` observed during the run (buckets, seconds); null without /metrics. */
+  readonly engineAdded: readonly HistogramBucket[] | null;
+}
+
+/** The inputs streamed: 16 and 24 kHz, alternating between sessions. */
+export const LOAD_INPUTS = [
+  { file: "jfk_16k.wav", rateHz: 16000 },
+  { file: "jfk_24k.wav", rateHz: 24000 },
+] as const;
+
+const CLIENT_SCRIPT = new URL("./load-client.ts", import.meta.url);
+const RELAY_SCRIPT = new URL("./relay-server.ts", import.meta.url);
+
+/** Runs the load client against `url` while measuring process `pid` (when known) from its first start to its end. */
+const drive = async (
+  o: LoadRunOptions,
+  url: string,
+  target: LoadClientConfig["target"],
+  pid: number | null,
+): Promise<Omit<RunMeasure, "engineAdded">> => {
+  const config: LoadClientConfig = {
+    url,
+    sessions: o.sessions,
+    seconds: o.seconds,
+    rampMs: o.rampS * 1000,
+    drainMs: o.drainS * 1000,
+    lane: o.lane,
+    target,
+    inputs: LOAD_INPUTS.map((i) => ({ path: join(o.audioDir, i.file), rateHz: i.rateHz })),
+  };
+  const client = spawnScript(CLIENT_SCRIPT, [JSON.stringify(config)]);
+  try {
+    await client.line("started", 60_000);
+    const cpu = pid === null ? null : measureCpu(pid);
+    const rss = pid === null ? null : sampleRss(pid, 250);
+    try {
+      await client.line("ended", (o.rampS + o.seconds + o.drainS + 120) * 1000);
+    } finally {
+      rss?.stop();
+    }
+    const cores = cpu?.cores().cores ?? null;
+    const result = (await client.line("result", 30_000)) as unknown as LoadClientResult;
+    return {
+      client: result,
+      cpuCores: cores,
+      rssMibPeak: rss === null ? null : rss.peakKib() / 1024,
+    };
+  } finally {
+    await client.stop();
+  }
+};
+
+/** The histogram of engine-added latency now, from the server's /metrics; null when it cannot be read. */
+const scrapeEngineAdded = async (metricsUrl: string): Promise<HistogramBucket[] | null> => {
+  try {
+    const response = await fetch(metricsUrl);
+    if (!response.ok) return null;
+    const buckets = parseHistogram(await response.text(), "duplex_engine_added_seconds");
+    return buckets.length === 0 ? null : buckets;
+  } catch {
+    return null;
+  }
+};
+
+/** `ws://host:port/...` -> `http://host:port/metrics` (wss -> https). */
+const metricsUrlOf = (url: string): string => {
+  const u = new URL(url);
+  return `${u.protocol === "wss:" ? "https:" : "http:"}//${u.host}/metrics`;
+};
+
+/**
+ * One load run against a duplex server: the one at `o.url`, or a `duplex serve` process started on a fresh store
+ * (echo runner, `duplex_session.max_sessions` above the sessions) and killed afterwards. CPU and RSS are measured
+ * only for a server started here; engine-added latency wherever /metrics answers.
+ */
+export const runAgainstServer = async (o: LoadRunOptions): Promise<RunMeasure> => {
+  if (o.url !== undefined) {
+    const before = await scrapeEngineAdded(metricsUrlOf(o.url));
+    const measured = await drive(o, o.url, "server", null);
+    const after = await scrapeEngineAdded(metricsUrlOf(o.url));
+    return { ...measured, engineAdded: after === null ? null : histogramDelta(after, before ?? []) };
+  }
+  const dir = await mkdtemp(join(tmpdir(), "duplex-load-"));
+  const config = join(dir, "config.yaml");
+  await writeFile(config, `duplex_session: { max_sessions: ${o.sessions + 8} }\n`);
+  const port = await freePort();
+  const { child } = await startServerProcess(port, join(dir, "data"), 60_000, ["--config", config]);
+  const exited = once(child, "exit");
+  try {
+    const url = `ws://127.0.0.1:${port}/v1/realtime`;
+    const before = await scrapeEngineAdded(metricsUrlOf(url));
+    const measured = await drive(o, url, "server", child.pid ?? null);
+    const after = await scrapeEngineAdded(metricsUrlOf(url));
+    return { ...measured, engineAdded: after === null ? null : histogramDelta(after, before ?? []) };
+  } finally {
+    child.kill("SIGKILL");
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  }
+};
+
+/** The same load against the bare relay (relay-server.ts) in a process of its own: its CPU and RSS. */
+export const runAgainstRelay = async (o: LoadRunOptions): Promise<RunMeasure> => {
+  const relay = spawnScript(RELAY_SCRIPT, []);
+  try {
+    const { port } = (await relay.line("listening", 60_000)) as { port: number };
+    const measured = await drive(o, `ws://127.0.0.1:${port}/`, "relay", relay.child.pid ?? null);
+    return { ...measured, engineAdded: null };
+  } finally {
+    await relay.stop();
+  }
+};
