@@ -3,7 +3,7 @@ import { histogramQuantile, percentile } from "./stats.ts";
 
 /** The `meaning` of a `bench: "load"` line. */
 export const LOAD_MEANING =
-  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = speech_stopped seen; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_ms_* from speech_stopped to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram; server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
+  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = speech_stopped seen; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_ms_* from speech_stopped to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
 
 const round = (value: number | null, digits: number): number | null => {
   if (value === null || !Number.isFinite(value)) return null;
@@ -34,6 +34,7 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
   const engine = server.engineAdded;
   const engineCount = engine?.at(-1)?.count ?? 0;
   const engineMs = (q: number) => (engine === null ? null : round(histogramQuantile(engine, q) * 1000, 2));
+  const top = engine?.filter((b) => Number.isFinite(b.le)).at(-1);
   const perSession = (m: RunMeasure | null) => (m?.cpuCores == null ? null : m.cpuCores / o.sessions);
   const serverPer = perSession(server);
   const relayPer = perSession(relay);
@@ -46,6 +47,7 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     server: o.url ?? "duplex serve (started by the bench, echo runner)",
     sessions_opened: c.sessionsOpened,
     sessions_completed: c.sessionsCompleted,
+    sessions_drain_timed_out: c.sessionsDrainTimedOut,
     responses_expected: c.expected,
     responses_received: c.completed,
     responses_interrupted: c.interrupted,
@@ -60,6 +62,9 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     engine_added_samples: engine === null ? null : engineCount,
     engine_added_ms_p50: engineMs(0.5),
     engine_added_ms_p99: engineMs(0.99),
+    engine_added_ms_top_bucket: top === undefined ? null : round(top.le * 1000, 2),
+    engine_added_share_above_top_bucket:
+      top === undefined || engineCount === 0 ? null : round((engineCount - top.count) / engineCount, 3),
     server_cpu_cores: round(server.cpuCores, 3),
     server_rss_mib_peak: round(server.rssMibPeak, 1),
     client_cpu_cores: round(c.cpuCores, 3),
@@ -74,6 +79,10 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
 };
 
 const cell = (value: unknown): string => (value === null || value === undefined ? "-" : String(value));
+
+/** An engine-added quantile, `>= bound` when it lies beyond the histogram's top finite bucket. */
+const engineCell = (l: Record<string, unknown>, q: number, value: unknown): string =>
+  Number(l.engine_added_share_above_top_bucket) > 1 - q ? `>= ${cell(l.engine_added_ms_top_bucket)}` : cell(value);
 
 /** A Markdown table of `bench: "load"` lines, one row each (for stderr beside the JSON lines). */
 export const loadTable = (lines: readonly Record<string, unknown>[]): string => {
@@ -96,7 +105,7 @@ export const loadTable = (lines: readonly Record<string, unknown>[]): string => 
     `${cell(l.sessions_opened)} / ${cell(l.sessions_completed)}`,
     `${cell(l.responses_expected)} / ${cell(l.responses_received)} / ${cell(l.responses_interrupted)} / ${cell(l.responses_lost)}`,
     `${cell(l.first_audio_ms_p50)} / ${cell(l.first_audio_ms_p90)} / ${cell(l.first_audio_ms_p99)}`,
-    `${cell(l.engine_added_ms_p50)} / ${cell(l.engine_added_ms_p99)}`,
+    `${engineCell(l, 0.5, l.engine_added_ms_p50)} / ${engineCell(l, 0.99, l.engine_added_ms_p99)}`,
     cell(l.server_cpu_cores),
     cell(l.server_rss_mib_peak),
     cell(l.relay_cpu_cores),
