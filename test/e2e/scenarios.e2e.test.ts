@@ -269,9 +269,8 @@ describe("HTTP routes", () => {
       client.send({ type: "response.create" });
       await client.waitFor("response.done", { timeoutMs: 20_000 });
       const deltas = client.types().filter((t) => t === "response.output_audio.delta").length;
-      const id = String(
-        (client.received.find((r) => r.event.type === "session.created")?.event.session as { id: string }).id,
-      );
+      const created = await client.waitFor("session.created", { since: 0 });
+      const id = String((created.session as { id: string }).id);
       const outputs = (await server.store.read(streamOf(id))).filter((e) => e.type === "StageOutputReceived").length;
       const after = await (await fetch(`${http}/metrics`)).text();
       const observed = Number(/duplex_engine_added_seconds_count (\d+)/.exec(after)?.[1]);
