@@ -1,7 +1,7 @@
 import type { ClientEnd, ConnectionOptions, DuplexClientPhase } from "./connection-types.ts";
 import { DuplexConnectionError, DuplexProtocolError, DuplexSessionClosedError, errorEventId } from "./errors.ts";
+import type { ServerEvent } from "./event-collector.ts";
 import { createEventCollector, type EventCollector } from "./event-collector.ts";
-import type { ServerEvent } from "./realtime-client.ts";
 import { createResponseFeed, type ResponseFeed, type ResponseHandle } from "./response-handle.ts";
 import { ResumableConnection } from "./resumable-connection.ts";
 

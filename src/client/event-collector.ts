@@ -1,4 +1,14 @@
-import { type ServerEvent, WaitTimeoutError } from "./realtime-client.ts";
+/** A server event as received: its JSON object. */
+export type ServerEvent = { readonly type: string } & Readonly<Record<string, unknown>>;
+
+/** Thrown by `waitFor` when no matching event arrived in time; `received` names the last types seen. */
+export class WaitTimeoutError extends Error {
+  readonly code = "wait_timeout";
+  constructor(what: string, timeoutMs: number, received: readonly string[]) {
+    super(`no ${what} within ${timeoutMs} ms; last received: ${received.slice(-8).join(", ") || "(nothing)"}`);
+    this.name = "WaitTimeoutError";
+  }
+}
 
 /** One collected event and when it arrived (ms, `performance.now()` clock). */
 export interface CollectedEvent {

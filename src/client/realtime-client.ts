@@ -1,26 +1,18 @@
 import { WebSocket } from "ws";
 import { pcm16ToBytes } from "../infra/audio/pcm.ts";
-
-/** A server event as received: its JSON object. */
-export type ServerEvent = { readonly type: string } & Readonly<Record<string, unknown>>;
-
-/** Thrown by `waitFor` when no matching event arrived in time; `received` names the last types seen. */
-export class WaitTimeoutError extends Error {
-  readonly code = "wait_timeout";
-  constructor(what: string, timeoutMs: number, received: readonly string[]) {
-    super(`no ${what} within ${timeoutMs} ms; last received: ${received.slice(-8).join(", ") || "(nothing)"}`);
-    this.name = "WaitTimeoutError";
-  }
-}
+import { type CollectedEvent, createEventCollector, type ServerEvent } from "./event-collector.ts";
 
 /**
  * The project's own client of /v1/realtime (DESIGN.md, src/client): used by the demo, the tests and users. Keeps
  * every received event in order (`received`), lets callers wait for one, and stamps `event_id`s on what it sends.
  */
 export class RealtimeClient {
-  /** Every server event received, in order, with the local receive time (ms, `performance.now()` clock). */
-  readonly received: { readonly event: ServerEvent; readonly at: number }[] = [];
-  private readonly waiters = new Set<{ match: (e: ServerEvent) => boolean; resolve: (e: ServerEvent) => void }>();
+  private readonly collector = createEventCollector();
+  /**
+   * Every server event received, in order, with the local receive time (ms, `performance.now()` clock): the
+   * collector's own array (a caller may empty it to bound a long run).
+   */
+  readonly received = this.collector.received as CollectedEvent[];
   private readonly listeners = new Set<(event: ServerEvent, at: number) => void>();
   private counter = 0;
   /** Resolves with the close code when the socket closes. */
@@ -33,14 +25,8 @@ export class RealtimeClient {
     socket.on("message", (data) => {
       const event = JSON.parse(data.toString()) as ServerEvent;
       const at = performance.now();
-      this.received.push({ event, at });
+      this.collector.push(event, at);
       for (const listener of this.listeners) listener(event, at);
-      for (const waiter of [...this.waiters]) {
-        if (waiter.match(event)) {
-          this.waiters.delete(waiter);
-          waiter.resolve(event);
-        }
-      }
     });
   }
 
@@ -104,37 +90,12 @@ export class RealtimeClient {
     type: string | ((event: ServerEvent) => boolean),
     options: { timeoutMs?: number; since?: number } = {},
   ): Promise<ServerEvent> {
-    const match = typeof type === "string" ? (e: ServerEvent) => e.type === type : type;
-    if (options.since !== undefined) {
-      const found = this.received.slice(options.since).find((r) => match(r.event));
-      if (found !== undefined) return Promise.resolve(found.event);
-    }
-    const timeoutMs = options.timeoutMs ?? 10_000;
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        match,
-        resolve: (e: ServerEvent) => {
-          clearTimeout(timer);
-          resolve(e);
-        },
-      };
-      const timer = setTimeout(() => {
-        this.waiters.delete(waiter);
-        reject(
-          new WaitTimeoutError(
-            typeof type === "string" ? type : "matching event",
-            timeoutMs,
-            this.received.map((r) => r.event.type),
-          ),
-        );
-      }, timeoutMs);
-      this.waiters.add(waiter);
-    });
+    return this.collector.waitFor(type, options);
   }
 
   /** Types of every event received so far, in order. */
   types(): string[] {
-    return this.received.map((r) => r.event.type);
+    return this.collector.types();
   }
 
   /** Drops the connection without a closing handshake (as a network failure would) and waits for it to close. */

@@ -1,4 +1,4 @@
-import type { ServerEvent } from "./realtime-client.ts";
+import type { ServerEvent } from "./event-collector.ts";
 
 /**
  * How one response ended: `response.done`'s status (`completed`, `cancelled`, `failed`, `incomplete`) and

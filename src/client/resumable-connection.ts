@@ -7,8 +7,8 @@ import {
   type DuplexClientPhase,
 } from "./connection-types.ts";
 import { DuplexConnectionError, DuplexProtocolError, DuplexSessionClosedError } from "./errors.ts";
+import type { ServerEvent } from "./event-collector.ts";
 import { createHeartbeats, type Heartbeats } from "./heartbeats.ts";
-import type { ServerEvent } from "./realtime-client.ts";
 import {
   DEFAULT_RECONNECT_POLICY,
   RESUMABLE_CLOSE_CODES,

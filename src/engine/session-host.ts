@@ -99,10 +99,13 @@ const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
 /** Cumulative bytes of JSON text by seq of `events` (index 0: 0). */
 const measure = (events: readonly WireEvent[]): number[] => {
   const journal = [0];
-  for (const event of events) {
-    if (event.seq !== null) journal[event.seq] = (journal[event.seq - 1] ?? 0) + event.json.length;
-  }
+  for (const event of events) addToJournal(journal, event);
   return journal;
+};
+
+/** Records `event`'s size in `journal` (cumulative bytes by seq); events without a seq are not journaled. */
+const addToJournal = (journal: number[], event: WireEvent): void => {
+  if (event.seq !== null) journal[event.seq] = (journal[event.seq - 1] ?? 0) + event.json.length;
 };
 
 /**
@@ -537,9 +540,7 @@ export class SessionHost {
   /** Sends one appended server event to the socket; a resume switches sockets here, in stream order. */
   private publish(event: WireEvent): void {
     this.wire$.next(event);
-    if (this.journal !== null && event.seq !== null) {
-      this.journal[event.seq] = (this.journal[event.seq - 1] ?? 0) + event.json.length;
-    }
+    if (this.journal !== null) addToJournal(this.journal, event);
     const token = this.token === null ? "null" : JSON.stringify(this.token);
     if (event.type === "session.resumed" && this.pendingAttach !== null) {
       const { sink, replay } = this.pendingAttach;
