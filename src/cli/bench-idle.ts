@@ -1,7 +1,8 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RealtimeClient } from "../client/index.ts";
+import { rssKib } from "./load/proc.ts";
 import { freePort, startServerProcess } from "./server-process.ts";
 
 /**
@@ -14,9 +15,6 @@ export interface IdleOptions {
   readonly sessions: number;
   readonly print: (line: Record<string, unknown>) => void;
 }
-
-const rssKb = async (pid: number): Promise<number> =>
-  Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN);
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 2000));
 
@@ -38,12 +36,12 @@ export const benchIdle = async (o: IdleOptions): Promise<void> => {
   try {
     await open();
     await settle();
-    const one = await rssKb(pid);
+    const one = rssKib(pid);
     for (let n = 1; n < o.sessions; n += 20) {
       await Promise.all(Array.from({ length: Math.min(20, o.sessions - n) }, open));
     }
     await settle();
-    const all = await rssKb(pid);
+    const all = rssKib(pid);
     o.print({
       bench: "idle",
       meaning: "RSS per idle session (open, configured, silent) against the same process with one: lower is better",

@@ -1,8 +1,10 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RealtimeClient } from "../client/index.ts";
+import { sampleRss } from "./load/proc.ts";
+import { percentile } from "./load/stats.ts";
 import { freePort, startServerProcess } from "./server-process.ts";
 
 /**
@@ -31,16 +33,6 @@ const SCRIPT = [
   "  - on: respond",
   '    actions: [{ speak: { text: "A short answer.", duration_ms: 3000 } }, end_turn]',
 ];
-
-const rssMib = async (pid: number): Promise<number> => {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 102.4) / 10;
-};
-
-const percentile = (values: readonly number[], p: number): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-};
 
 /** Ten sessions answered at once, three rounds: every first-audio latency (ms). */
 const normalRounds = async (url: string, sessions: number): Promise<number[]> => {
@@ -125,20 +117,13 @@ export const benchSlowReader = async (o: SlowReaderOptions): Promise<void> => {
   const { child, stdout } = await startServerProcess(port, join(dir, "data"), 60_000, ["--config", config]);
   const pid = child.pid ?? 0;
   const url = `ws://127.0.0.1:${port}/v1/realtime`;
-  let peak = 0;
-  const sampler = setInterval(() => {
-    rssMib(pid).then(
-      (mib) => {
-        peak = Math.max(peak, mib);
-      },
-      () => undefined,
-    );
-  }, 200);
+  let sampler = sampleRss(pid, 200);
   const sessions = o.sessions ?? 10;
   try {
     const baseline = await normalRounds(url, sessions);
-    const peakBaseline = peak;
-    peak = 0;
+    sampler.stop();
+    const peakBaseline = Math.round(sampler.peakKib() / 102.4) / 10;
+    sampler = sampleRss(pid, 200);
 
     const slow = await stalledReader(port);
     const beside = await normalRounds(url, sessions);
@@ -148,7 +133,7 @@ export const benchSlowReader = async (o: SlowReaderOptions): Promise<void> => {
     while (!stdout().includes("the client reads too slowly") && performance.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const peakBeside = peak;
+    const peakBeside = Math.round(sampler.peakKib() / 102.4) / 10;
     const received = await slow.drain(10_000);
     const detached = received.includes('"code":"output_backpressure"');
 
@@ -169,7 +154,7 @@ export const benchSlowReader = async (o: SlowReaderOptions): Promise<void> => {
       slow_received_mib: Math.round((received.length / 2 ** 20) * 10) / 10,
     });
   } finally {
-    clearInterval(sampler);
+    sampler.stop();
     child.kill("SIGKILL");
     await rm(dir, { recursive: true, force: true });
   }

@@ -1,8 +1,9 @@
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RealtimeClient } from "../client/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
+import { rssMib } from "./load/proc.ts";
 import { freePort, startServerProcess } from "./server-process.ts";
 
 /**
@@ -32,13 +33,6 @@ const heapUsedMib = async (port: number): Promise<number> => {
   return Math.round((bytes / 2 ** 20) * 10) / 10;
 };
 
-/** The resident memory of process `pid`, MiB, from /proc (Linux). */
-const rssMib = async (pid: number): Promise<number> => {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
-  return Math.round((kb / 1024) * 10) / 10;
-};
-
 export const benchSoak = async (o: SoakOptions): Promise<void> => {
   const dir = await mkdtemp(join(tmpdir(), "duplex-soak-"));
   const port = await freePort();
@@ -46,10 +40,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
   const pid = child.pid ?? 0;
   const samples: number[] = [];
   const sampler = setInterval(() => {
-    rssMib(pid).then(
-      (mib) => samples.push(mib),
-      () => undefined,
-    );
+    const mib = rssMib(pid);
+    if (!Number.isNaN(mib)) samples.push(mib);
   }, 1000);
   try {
     const speech = (await readWavFile(join(o.audioDir, "speech_60s_16k.wav"))).samples;
@@ -62,7 +54,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       },
     });
     await client.waitFor("session.updated", { since: 0 });
-    const rssStart = await rssMib(pid);
+    const rssStart = rssMib(pid);
     const started = performance.now();
     const appends = Math.round(o.seconds * 10);
     let utterances = 0;
@@ -82,7 +74,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     const heapByQuarter: number[] = [];
     for (let n = 0; n < appends; n += 1) {
       if (n > 0 && n % Math.ceil(appends / 4) === 0) {
-        rssByQuarter.push(await rssMib(pid));
+        rssByQuarter.push(rssMib(pid));
         heapByQuarter.push(await heapUsedMib(port));
       }
       const offset = (n * 1600) % (speech.length - (speech.length % 1600));
@@ -102,7 +94,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     const wallS = (performance.now() - started) / 1000;
     await new Promise((resolve) => setTimeout(resolve, 2000));
     count();
-    const rssEnd = await rssMib(pid);
+    const rssEnd = rssMib(pid);
     rssByQuarter.push(rssEnd);
     heapByQuarter.push(await heapUsedMib(port));
     await client.close();

@@ -23,6 +23,9 @@ export const rssKib = (pid: number): number => {
   }
 };
 
+/** The resident memory of process `pid`, MiB to 0.1 (VmRSS); NaN when it cannot be read. */
+export const rssMib = (pid: number): number => Math.round(rssKib(pid) / 102.4) / 10;
+
 /** Samples a process's RSS every `everyMs`; `peakKib()` is the largest seen, `stop()` ends the sampling. */
 export const sampleRss = (pid: number, everyMs: number): { peakKib(): number; stop(): void } => {
   let peak = rssKib(pid);
