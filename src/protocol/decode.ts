@@ -382,14 +382,20 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
  * `unknown_event`, `bad_audio`, `unsupported_audio_format`), echoing the frame's `event_id` when it had one
  * (BEHAVIOUR.md scenario 2).
  */
+/**
+ * The `event_id` of a frame that is not parsed (too large, or binary), read from its first 2048 characters: the
+ * first `"event_id": "..."` of at most 512 characters without quotes or escapes, else null.
+ */
+export const sniffEventId = (text: string): string | null =>
+  /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text.slice(0, 2048))?.[1] ?? null;
+
 export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeContext): DecodedFrame => {
   if (byteLength > MAX_FRAME_BYTES) {
     // Too large to parse; the event_id is still echoed when it stands near the start of the frame.
-    const sniffed = /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text.slice(0, 2048))?.[1] ?? null;
     return invalid(
       "event_too_large",
       `frame of ${byteLength} bytes exceeds the maximum of ${MAX_FRAME_BYTES} bytes`,
-      sniffed,
+      sniffEventId(text),
       null,
     );
   }

@@ -19,6 +19,7 @@ import {
   resyncRequired,
   sessionError,
   sessionReplaced,
+  sniffEventId,
 } from "../protocol/index.ts";
 
 /**
@@ -71,13 +72,6 @@ const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
   (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
     .subarray(0, n)
     .toString();
-
-/**
- * The `event_id` of a frame that is not parsed (a binary frame), read from its first 2048 bytes as the codec reads
- * that of a frame too large to parse (src/protocol/decode.ts): the first `"event_id": "..."` of at most 512
- * characters without quotes or escapes, else null. Only echoed in the error; the frame is still refused.
- */
-const sniffEventId = (text: string): string | null => /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text)?.[1] ?? null;
 
 const frameBytes = (data: Buffer | ArrayBuffer | Buffer[]): number =>
   Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
