@@ -2,7 +2,7 @@
  * Audio utilities: WAV files, PCM16 bytes and levels, sample-rate conversion (whole buffers and live streams).
  */
 export { durationMs, pcm16FromBytes, pcm16ToBytes, rms } from "./pcm.ts";
-export { createResampler, loadFastResampler, resamplePcm16, type StreamResampler } from "./resample.ts";
+export { createResampler, resamplePcm16, type StreamResampler } from "./resample.ts";
 export {
   type EncodedWav,
   encodeWav,

@@ -1,19 +1,20 @@
 /**
- * Sample-rate conversion of mono PCM16. Whole buffers go through `wave-resampler` (windowed sinc with a
- * zero-phase Butterworth low-pass); live streams go through a stateful linear interpolator, because
- * `wave-resampler` zero-pads each call's edges and filters forwards and backwards over the whole buffer, so
- * calling it chunk by chunk would click at every chunk boundary.
+ * Sample-rate conversion of mono PCM16. Whole buffers go through the Speex resampler (SpeexDSP's windowed-sinc
+ * polyphase filter, `@echogarden/speex-resampler-wasm`, compiled to WebAssembly with SIMD); live streams go through
+ * a stateful linear interpolator ({@link createResampler}), which keeps no filter history and adds no delay.
  */
-import libsamplerate from "@alexanderolsen/libsamplerate-js";
-import waveResampler from "wave-resampler";
+import createSpeexSimd from "@echogarden/speex-resampler-wasm/simd";
 
 /**
- * `wave-resampler` settings: sinc interpolation (6 lobes each side) after (downsampling) or before (upsampling) a
- * 16-stage Butterworth low-pass at the lower Nyquist frequency, run forwards then backwards so it adds no phase
- * shift. Measured against an analytic sine at 16 kHz -> 24 kHz: 86 dB SNR at 1 kHz, 38 dB at 4 kHz, vs 67/24 dB
- * for cubic and 37/13 dB for linear; a 10 kHz tone at 24 kHz -> 16 kHz is removed instead of aliasing to 6 kHz.
+ * SpeexDSP's quality (0-10). At 4, 11 s of jfk at 16 kHz -> 24 kHz takes about 7 ms here and lands 74 dB from
+ * sox's resampling of it (jfk_24k.wav); libsamplerate's SRC_SINC_FASTEST took 50-80 ms for 62 dB, and
+ * wave-resampler was half a sample late (15 dB). Issue 11: the echo runner's resampling had been over a third of
+ * the server's busy time at 60 sessions.
  */
-const WAVE_RESAMPLER_DETAILS = { method: "sinc", LPF: true, LPFType: "IIR" } as const;
+const SPEEX_QUALITY = 4;
+
+/** The Speex WebAssembly module, compiled once when this module loads. */
+const speex = (await createSpeexSimd()) as SpeexModule;
 
 /** A stateful resampler for one stream: each `push` returns the output that its input made available. */
 export interface StreamResampler {
@@ -32,16 +33,17 @@ export interface StreamResampler {
 }
 
 /**
- * Resamples a whole mono PCM16 buffer with `wave-resampler` (windowed sinc + zero-phase Butterworth low-pass, see
- * {@link WAVE_RESAMPLER_DETAILS}). The input is not modified. Not for live streams: each call treats its input
- * as the whole signal (silence before and after), so use {@link createResampler} chunk by chunk.
+ * Resamples a whole mono PCM16 buffer with the Speex resampler at quality {@link SPEEX_QUALITY}, aligned with its
+ * input: the filter's leading zeros are skipped and its tail is flushed with silence, so output sample `k` is the
+ * signal at input time `k * fromHz / toHz`. The input is not modified. Each call treats its input as the whole
+ * signal (silence before and after); for a live stream use {@link createResampler} chunk by chunk.
  *
  * @param samples mono PCM16 at `fromHz`.
  * @param fromHz input rate in Hz, a positive integer.
  * @param toHz output rate in Hz, a positive integer.
- * @returns a new array of `floor(samples.length * toHz / fromHz)` samples at `toHz`, rounded and clamped to
- *   PCM16; a copy of `samples` when the rates are equal.
- * @throws Error when a rate is not a positive integer.
+ * @returns a new array of exactly `floor(samples.length * toHz / fromHz)` samples at `toHz` (Speex rounds and
+ *   clamps to PCM16; should it give fewer, the last sample is held); a copy of `samples` when the rates are equal.
+ * @throws Error when a rate is not a positive integer; Speex's own error text when it refuses the rates.
  */
 export function resamplePcm16(samples: Int16Array, fromHz: number, toHz: number): Int16Array {
   checkRate("fromHz", fromHz);
@@ -54,51 +56,44 @@ export function resamplePcm16(samples: Int16Array, fromHz: number, toHz: number)
   if (samples.length === 0 || length === 0) {
     return output;
   }
-  // wave-resampler filters its input in place when downsampling, so it gets a float copy, never `samples`.
-  const resampled = waveResampler.resample(Float64Array.from(samples), fromHz, toHz, { ...WAVE_RESAMPLER_DETAILS });
-  // Its length is computed in floating point and may fall one short of the exact count: hold the last sample.
-  let last = 0;
-  for (let i = 0; i < length; i++) {
-    if (i < resampled.length) {
-      last = toPcm16(resampled[i] ?? 0);
-    }
-    output[i] = last;
+  const error = speex._malloc(4);
+  const state = speex._speex_resampler_init(1, fromHz, toHz, SPEEX_QUALITY, error);
+  const code = speex.HEAP32[error >> 2] ?? 0;
+  speex._free(error);
+  if (state === 0 || code !== 0) {
+    throw new Error(`the Speex resampler refused ${fromHz} Hz -> ${toHz} Hz (error ${code})`);
   }
-  return output;
-}
-
-/**
- * Loads a whole-buffer resampler for one pair of rates on libsamplerate (`@alexanderolsen/libsamplerate-js`, its C
- * code compiled to JavaScript), converter `SRC_SINC_FASTEST`: a band-limited sinc (97 dB SNR, 80% of the band per
- * its author), about 2-3 times faster here than {@link resamplePcm16}'s wave-resampler (issue 11: the echo runner's
- * resampling was over half of the server's busy time at 40 sessions). Each call treats its input as a whole signal.
- *
- * @param fromHz input rate in Hz, a positive integer.
- * @param toHz output rate in Hz, a positive integer.
- * @returns a function from mono PCM16 at `fromHz` to a new array of exactly `floor(n * toHz / fromHz)` samples at
- *   `toHz` (rounded and clamped; libsamplerate's own count may differ by one: the last sample is held or dropped).
- * @throws Error when a rate is not a positive integer; libsamplerate's error text when it cannot be set up.
- */
-export async function loadFastResampler(fromHz: number, toHz: number): Promise<(samples: Int16Array) => Int16Array> {
-  checkRate("fromHz", fromHz);
-  checkRate("toHz", toHz);
-  const src = await libsamplerate.create(1, fromHz, toHz, {
-    converterType: libsamplerate.ConverterType.SRC_SINC_FASTEST,
-  });
-  return (samples) => {
-    const length = outputLength(samples.length, fromHz, toHz);
-    const output = new Int16Array(length);
-    if (samples.length === 0 || length === 0) return output;
-    const input = new Float32Array(samples.length);
-    for (let i = 0; i < samples.length; i++) input[i] = (samples[i] ?? 0) / 32768;
-    const resampled = src.simple(input);
-    let last = 0;
-    for (let i = 0; i < length; i++) {
-      if (i < resampled.length) last = toPcm16((resampled[i] ?? 0) * 32768);
-      output[i] = last;
+  speex._speex_resampler_skip_zeros(state);
+  // The filter holds back `latency` input samples: silence after the signal brings them out.
+  const inputLength = samples.length + speex._speex_resampler_get_input_latency(state);
+  const input = speex._malloc(inputLength * 2);
+  const out = speex._malloc(length * 2);
+  const counts = speex._malloc(8);
+  try {
+    speex.HEAP16.set(samples, input >> 1);
+    speex.HEAP16.fill(0, (input >> 1) + samples.length, (input >> 1) + inputLength);
+    let consumed = 0;
+    let produced = 0;
+    // One call normally does it all; loop in case Speex stops early.
+    while (consumed < inputLength && produced < length) {
+      speex.HEAPU32[counts >> 2] = inputLength - consumed;
+      speex.HEAPU32[(counts >> 2) + 1] = length - produced;
+      speex._speex_resampler_process_int(state, 0, input + consumed * 2, counts, out + produced * 2, counts + 4);
+      const used = speex.HEAPU32[counts >> 2] ?? 0;
+      const made = speex.HEAPU32[(counts >> 2) + 1] ?? 0;
+      if (used === 0 && made === 0) break;
+      consumed += used;
+      produced += made;
     }
+    output.set(speex.HEAP16.subarray(out >> 1, (out >> 1) + produced));
+    output.fill(produced > 0 ? (output[produced - 1] ?? 0) : 0, produced);
     return output;
-  };
+  } finally {
+    speex._free(input);
+    speex._free(out);
+    speex._free(counts);
+    speex._speex_resampler_destroy(state);
+  }
 }
 
 /**
@@ -173,6 +168,27 @@ function gcd(a: number, b: number): number {
     [x, y] = [y, x % y];
   }
   return x;
+}
+
+/** The parts of the Speex WebAssembly module used here (SpeexDSP's `speex_resampler.h`; pointers are byte offsets). */
+interface SpeexModule {
+  readonly HEAP16: Int16Array;
+  readonly HEAP32: Int32Array;
+  readonly HEAPU32: Uint32Array;
+  _malloc(bytes: number): number;
+  _free(pointer: number): void;
+  _speex_resampler_init(channels: number, inRate: number, outRate: number, quality: number, error: number): number;
+  _speex_resampler_skip_zeros(state: number): number;
+  _speex_resampler_get_input_latency(state: number): number;
+  _speex_resampler_process_int(
+    state: number,
+    channel: number,
+    input: number,
+    inputLength: number,
+    output: number,
+    outputLength: number,
+  ): number;
+  _speex_resampler_destroy(state: number): void;
 }
 
 function toPcm16(value: number): number {

@@ -7,7 +7,7 @@ import {
 } from "../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../engine/ports/index.ts";
 import { pcm16FromBytes, pcm16ToBytes } from "../audio/pcm.ts";
-import { loadFastResampler } from "../audio/resample.ts";
+import { resamplePcm16 } from "../audio/resample.ts";
 
 /** Options of the echo runner. Rates in Hz, times in ms. */
 export interface EchoRunnerOptions {
@@ -24,8 +24,6 @@ export interface EchoRunnerOptions {
 
 const INPUT_RATE = 16000;
 const OUTPUT_RATE = 24000;
-/** The utterance heard, at the model's input rate, as the echo speaks it (loaded once, with the module). */
-const upsample = await loadFastResampler(INPUT_RATE, OUTPUT_RATE);
 /** Utterances of recent commits the echo runner keeps for the responses that answer them. */
 const COMMITS_KEPT = 16;
 
@@ -105,7 +103,7 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
         return;
       }
       speaking = true;
-      const out = upsample(utterance);
+      const out = resamplePcm16(utterance, INPUT_RATE, OUTPUT_RATE);
       const seconds = utterance.length / INPUT_RATE;
       const text = `I heard ${seconds.toFixed(1)} seconds of speech, and this is how it sounded.`;
       const chunkSamples = Math.round((chunkPeriodMs * OUTPUT_RATE) / 1000);
