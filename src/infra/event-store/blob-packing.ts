@@ -1,4 +1,4 @@
-import { brotliCompress, brotliDecompressSync, constants } from "node:zlib";
+import { brotliCompressSync, brotliDecompressSync, constants } from "node:zlib";
 
 /**
  * Lossless packing of an entry's blob on disk (issue 10, part 4: the log at most about 100 MB per session-hour).
@@ -15,7 +15,7 @@ export const PCM16_BROTLI = "pcm16-d2-brotli";
 export type BlobCodec = typeof PCM16_BROTLI | null;
 
 const BROTLI_OPTIONS = {
-  params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_GENERIC },
+  params: { [constants.BROTLI_PARAM_QUALITY]: 1, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_GENERIC },
 };
 
 /** Blobs shorter than this (bytes) are stored raw: brotli's framing would eat what it saves. */
@@ -56,20 +56,16 @@ const samplesOf = (planes: Uint8Array): Uint8Array => {
 };
 
 /**
- * Packs `blob` for storage. The brotli work runs on libuv's thread pool, off the event loop.
+ * Packs `blob` for storage, synchronously: the file store calls it on its writer thread (sqlite-writer.ts), where
+ * a blocking call costs the event loop nothing and node:zlib's stream machinery (which the async call builds per
+ * blob) is not needed.
  * @returns the bytes to store and their codec (`null`: `bytes` is `blob` itself).
  */
-export const packBlob = (blob: Uint8Array): Promise<{ readonly bytes: Uint8Array; readonly codec: BlobCodec }> => {
-  if (blob.byteLength < MIN_PACKED_BYTES || blob.byteLength % 2 !== 0) {
-    return Promise.resolve({ bytes: blob, codec: null });
-  }
-  return new Promise((resolve, reject) => {
-    brotliCompress(residualPlanes(blob), BROTLI_OPTIONS, (error, packed) => {
-      if (error !== null) reject(error);
-      else if (packed.byteLength >= blob.byteLength) resolve({ bytes: blob, codec: null });
-      else resolve({ bytes: new Uint8Array(packed.buffer, packed.byteOffset, packed.byteLength), codec: PCM16_BROTLI });
-    });
-  });
+export const packBlob = (blob: Uint8Array): { readonly bytes: Uint8Array; readonly codec: BlobCodec } => {
+  if (blob.byteLength < MIN_PACKED_BYTES || blob.byteLength % 2 !== 0) return { bytes: blob, codec: null };
+  const packed = brotliCompressSync(residualPlanes(blob), BROTLI_OPTIONS);
+  if (packed.byteLength >= blob.byteLength) return { bytes: blob, codec: null };
+  return { bytes: new Uint8Array(packed.buffer, packed.byteOffset, packed.byteLength), codec: PCM16_BROTLI };
 };
 
 /**

@@ -1,6 +1,4 @@
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import { Worker } from "node:worker_threads";
 import { Observable } from "rxjs";
 import {
   type EventStore,
@@ -10,8 +8,17 @@ import {
   type StreamInfo,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
-import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
-import { decodeData, type EncodedData, encodeData } from "./codec.ts";
+import { createFlushTimer } from "../flush-timer.ts";
+import { unpackBlob } from "./blob-packing.ts";
+import { decodeData, encodeData } from "./codec.ts";
+import {
+  type AppendOutcome,
+  type AppendRequest,
+  createStoreWriter,
+  type EncodedEntry,
+  openStoreFile,
+  type StoreWriter,
+} from "./sqlite-writer.ts";
 
 /** Options of `createSqliteEventStore`. */
 export interface SqliteEventStoreOptions {
@@ -20,6 +27,12 @@ export interface SqliteEventStoreOptions {
    * dies with this instance.
    */
   readonly path: string;
+  /**
+   * Where appends are packed and committed: `"worker"` (the default for a file), a thread of its own, with the
+   * appends of every session that arrive meanwhile committed together; `"main"` (the only choice for `":memory:"`),
+   * the calling thread, one transaction per event-loop turn. Reads run on the calling thread either way.
+   */
+  readonly writer?: "worker" | "main";
 }
 
 /**
@@ -40,28 +53,6 @@ const ALL = "$all";
 /** Rows read per query while a subscription catches up, so a long stream never sits whole in memory. */
 const CATCH_UP_PAGE = 256;
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS entries (
-  position INTEGER PRIMARY KEY AUTOINCREMENT,
-  stream TEXT NOT NULL,
-  revision INTEGER NOT NULL,
-  type TEXT NOT NULL,
-  data TEXT NOT NULL,
-  bin BLOB,
-  metadata TEXT NOT NULL,
-  bin_codec TEXT,
-  UNIQUE (stream, revision)
-);
-CREATE TABLE IF NOT EXISTS streams (
-  stream TEXT PRIMARY KEY,
-  revision INTEGER NOT NULL,
-  first_position INTEGER NOT NULL,
-  first_at REAL NOT NULL,
-  last_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS streams_by_first_position ON streams (first_position);
-`;
-
 interface EntryRow {
   readonly position: number;
   readonly stream: string;
@@ -74,16 +65,6 @@ interface EntryRow {
   readonly bin_codec: string | null;
 }
 
-/** An entry's data encoded for its row, with its blob packed (null when it has none). */
-interface Encoded extends EncodedData {
-  readonly packed: { readonly bytes: Uint8Array; readonly codec: BlobCodec } | null;
-}
-
-interface Written {
-  readonly revision: number;
-  readonly rows: readonly EntryRow[];
-}
-
 interface StreamRow {
   readonly stream: string;
   readonly revision: number;
@@ -94,51 +75,33 @@ interface StreamRow {
 /**
  * The embedded EventStore adapter (DESIGN.md, "Ports": sqlite via better-sqlite3, WAL, one file).
  *
- * Layout: table `entries` holds one row per entry (`position` is the global 1-based position, `revision` the
- * 0-based revision in its stream, `data` the JSON of `encodeData` and `bin` its blob, `metadata` plain JSON);
- * table `streams` holds one row per stream (last revision, first position, `metadata.at` of the first and last
- * entries, in ms) for `listStreams` and the revision check. Pragmas: `journal_mode = WAL`, `synchronous = NORMAL`
- * (a power loss may drop the last commits, never corrupt the file).
+ * Layout (sqlite-writer.ts): table `entries` holds one row per entry (`position` is the global 1-based position,
+ * `revision` the 0-based revision in its stream, `data` the JSON of `encodeData` and `bin` its blob, packed by
+ * blob-packing.ts, `metadata` plain JSON); table `streams` holds one row per stream (last revision, first position,
+ * `metadata.at` of the first and last entries, in ms) for `listStreams` and the revision check. Pragmas:
+ * `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never corrupt the file).
  *
- * `append` runs as one `BEGIN IMMEDIATE` transaction, so the revision check and the inserts hold the write lock
- * together even against another process on the same file; a UNIQUE violation, should one still happen, becomes a
- * `WrongExpectedRevisionError` with the driver's error as `cause`. Appending zero entries checks `expectedRevision`
- * the same way and returns the current revision (`-1` for a stream that does not exist).
+ * Group commit (issue 11): `append` encodes its entries on the calling thread and hands them to the writer, which
+ * packs the blobs and stores every append that reached it meanwhile, from any stream, in one `BEGIN IMMEDIATE`
+ * transaction; each append still checks its own expected revision and succeeds or fails alone. The revision check
+ * and the inserts hold the write lock together even against another process on the same file; a UNIQUE violation,
+ * should one still happen, becomes a `WrongExpectedRevisionError`. Appending zero entries checks
+ * `expectedRevision` the same way and returns the current revision (`-1` for a stream that does not exist). The
+ * promise of an append settles once its transaction has committed (or failed), in the order appends were called.
  *
  * `subscribe` delivers the stored entries, then those appended later through this instance (appends by another
- * process on the same file are not seen live), synchronously within `append` once the transaction has committed.
+ * process on the same file are not seen live), once their transaction has committed and before their `append`
+ * settles.
  *
- * @throws SqliteError (from better-sqlite3) when the file cannot be opened.
+ * @throws SqliteError (from better-sqlite3) when the file cannot be opened. A writer thread that cannot open the
+ *   file, or dies, fails every append from then on with its error.
  */
 export function createSqliteEventStore(options: SqliteEventStoreOptions): EventStore {
-  if (options.path !== ":memory:" && options.path !== "") {
-    mkdirSync(dirname(options.path), { recursive: true });
-  }
-  const db = new Database(options.path);
-  // Rows of 100 ms of packed audio (1-3 KB) leave half of a 4 KiB page empty; 16 KiB pages hold several. Only a
-  // new file takes the size (an existing one keeps its own).
-  db.pragma("page_size = 16384");
-  db.pragma("journal_mode = WAL");
-  // The WAL is checkpointed every 4 MiB (the default, 1000 pages, would be 16 MiB at this page size) and cut back to
-  // that size afterwards, so it does not stay at its largest on disk.
-  db.pragma("wal_autocheckpoint = 256");
-  db.pragma(`journal_size_limit = ${4 * 1024 * 1024}`);
-  db.pragma("synchronous = NORMAL");
-  db.exec(SCHEMA);
-  // Files from before blob packing lack the column: their blobs are raw (NULL codec).
-  const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')").all();
-  if (!columns.some((c) => c.name === "bin_codec")) db.exec("ALTER TABLE entries ADD COLUMN bin_codec TEXT");
+  const db = openStoreFile(options.path);
+  const memory = options.path === ":memory:" || options.path === "";
+  const writer: GroupWriter =
+    options.writer === "main" || memory ? mainThreadWriter(createStoreWriter(db)) : workerWriter(options.path);
 
-  const selectStream = db.prepare<[string], { revision: number }>("SELECT revision FROM streams WHERE stream = ?");
-  const insertEntry = db.prepare<[string, number, string, string, Uint8Array | null, string, BlobCodec]>(
-    "INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES (?, ?, ?, ?, ?, ?, ?)",
-  );
-  const insertStream = db.prepare<[string, number, number, number, number]>(
-    "INSERT INTO streams (stream, revision, first_position, first_at, last_at) VALUES (?, ?, ?, ?, ?)",
-  );
-  const updateStream = db.prepare<[number, number, string]>(
-    "UPDATE streams SET revision = ?, last_at = ? WHERE stream = ?",
-  );
   const selectFromStream = db.prepare<[string, number, number], EntryRow>(
     "SELECT * FROM entries WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?",
   );
@@ -152,44 +115,6 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
   const selectStreams = db.prepare<{ prefix: string }, StreamRow>(
     `SELECT stream, revision, first_at, last_at FROM streams
      WHERE substr(stream, 1, length(@prefix)) = @prefix ORDER BY first_position`,
-  );
-
-  const currentRevision = (stream: string): number | "no_stream" => selectStream.get(stream)?.revision ?? "no_stream";
-
-  /** Checks the revision and inserts the batch; returns the new last revision (-1: no stream) and the new rows. */
-  const writeBatch = db.transaction(
-    (
-      stream: string,
-      entries: readonly NewEntry[],
-      encoded: readonly Encoded[],
-      expected: ExpectedRevision,
-    ): Written => {
-      const actual = currentRevision(stream);
-      if (!matches(expected, actual)) throw new WrongExpectedRevisionError(stream, expected, actual);
-      let revision = actual === "no_stream" ? -1 : actual;
-      const rows: EntryRow[] = [];
-      for (const [i, entry] of entries.entries()) {
-        revision += 1;
-        const { json, blob, packed } = encoded[i] as Encoded;
-        const metadata = JSON.stringify(entry.metadata);
-        const { lastInsertRowid } = insertEntry.run(
-          stream,
-          revision,
-          entry.type,
-          json,
-          packed?.bytes ?? null,
-          metadata,
-          packed?.codec ?? null,
-        );
-        const position = Number(lastInsertRowid);
-        if (revision === 0) insertStream.run(stream, revision, position, entry.metadata.at, entry.metadata.at);
-        // Subscribers get the blob as it was given: nothing to unpack.
-        rows.push({ position, stream, revision, type: entry.type, data: json, bin: blob, metadata, bin_codec: null });
-      }
-      const last = entries.at(-1);
-      if (last !== undefined && revision > 0) updateStream.run(revision, last.metadata.at, stream);
-      return { revision, rows };
-    },
   );
 
   /** Called with every committed batch, in commit order. */
@@ -227,25 +152,31 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
   ): Promise<number> => {
     if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
     if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
-    // Blobs are packed before the transaction, on the thread pool; the revision check stays inside it.
-    const encoded = await Promise.all(
-      entries.map(async (entry): Promise<Encoded> => {
-        const { json, blob } = encodeData(entry.data);
-        return { json, blob, packed: blob === null ? null : await packBlob(blob) };
-      }),
-    );
-    if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
-    let written: Written;
-    try {
-      written = writeBatch.immediate(stream, entries, encoded, expectedRevision);
-    } catch (error) {
-      if (isUniqueViolation(error)) {
-        throw new WrongExpectedRevisionError(stream, expectedRevision, currentRevision(stream), { cause: error });
+    const encoded = entries.map((entry): EncodedEntry => {
+      const { json, blob } = encodeData(entry.data);
+      return { type: entry.type, json, blob, metadata: JSON.stringify(entry.metadata), at: entry.metadata.at };
+    });
+    const outcome = await writer.append({ stream, expected: expectedRevision, entries: encoded });
+    if (!outcome.ok) {
+      if ("wrongRevision" in outcome) {
+        throw new WrongExpectedRevisionError(stream, expectedRevision, outcome.wrongRevision.actual);
       }
-      throw error;
+      throw Object.assign(new Error(outcome.failure.message), outcome.failure);
     }
-    dispatch(written.rows);
-    return written.revision;
+    dispatch(
+      encoded.map((entry, i) => ({
+        position: outcome.positions[i] as number,
+        stream,
+        revision: outcome.revision - encoded.length + 1 + i,
+        type: entry.type,
+        data: entry.json,
+        // Subscribers get the blob as it was given: nothing to unpack.
+        bin: entry.blob,
+        metadata: entry.metadata,
+        bin_codec: null,
+      })),
+    );
+    return outcome.revision;
   };
 
   const read = async (stream: string, from = 0): Promise<RecordedEntry[]> => {
@@ -327,14 +258,9 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     }));
   };
 
-  const deleteEntries = db.prepare<[string]>("DELETE FROM entries WHERE stream = ?");
-  const deleteStreamRow = db.prepare<[string]>("DELETE FROM streams WHERE stream = ?");
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
-    return db.transaction(() => {
-      deleteEntries.run(stream);
-      return deleteStreamRow.run(stream).changes > 0;
-    })();
+    return writer.deleteStream(stream);
   };
 
   const close = async (): Promise<void> => {
@@ -343,14 +269,12 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     for (const complete of [...completers]) complete();
     listeners.clear();
     completers.clear();
+    // Appends already made still commit: a shutdown keeps what the sessions were told is durable.
+    await writer.close();
     db.close();
   };
 
   return { append, read, subscribe, listStreams, deleteStream, close };
-}
-
-function matches(expected: ExpectedRevision, actual: number | "no_stream"): boolean {
-  return expected === "any" || expected === actual;
 }
 
 function toRecorded(row: EntryRow): RecordedEntry {
@@ -364,7 +288,133 @@ function toRecorded(row: EntryRow): RecordedEntry {
   };
 }
 
-function isUniqueViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
+/** The least time between two groups sent to the writer thread under load, ms (flush-timer.ts). */
+const WRITER_FLUSH_MS = 2;
+
+/** Where appends go: a writer on this thread or on a worker, both committing groups. */
+interface GroupWriter {
+  append(request: AppendRequest): Promise<AppendOutcome>;
+  deleteStream(stream: string): Promise<boolean>;
+  /** Waits for every append made so far, then releases the writer. */
+  close(): Promise<void>;
 }
+
+/** An error as the writer reports it, back to an `Error` with the same name, message and code. */
+type Failure = { readonly name: string; readonly message: string; readonly code?: string };
+const errorOf = (failure: Failure): Error => Object.assign(new Error(failure.message), failure);
+
+/** Commits the appends of one event-loop turn together, on this thread (for `:memory:`, or by choice). */
+function mainThreadWriter(writer: StoreWriter): GroupWriter {
+  let group: { request: AppendRequest; resolve: (outcome: AppendOutcome) => void }[] = [];
+  let flushed = Promise.resolve();
+  const flush = (): void => {
+    const now = group;
+    group = [];
+    if (now.length === 0) return;
+    const outcomes = writer.writeGroup(now.map((one) => one.request));
+    for (const [i, one] of now.entries()) one.resolve(outcomes[i] as AppendOutcome);
+  };
+  return {
+    append: (request) =>
+      new Promise((resolve) => {
+        if (group.length === 0) flushed = new Promise((done) => setImmediate(() => done(flush())));
+        group.push({ request, resolve });
+      }),
+    deleteStream: async (stream) => {
+      if (group.length > 0) flush();
+      return writer.deleteStream(stream);
+    },
+    close: () => flushed,
+  };
+}
+
+/**
+ * Commits on a worker thread (sqlite-writer-worker.mjs): the appends waiting go over as one message, at most one per
+ * {@link WRITER_FLUSH_MS} under load (flush-timer.ts).
+ */
+function workerWriter(path: string): GroupWriter {
+  const worker = new Worker(new URL("./sqlite-writer-worker.mjs", import.meta.url), { workerData: { path } });
+  const pending = new Map<number, { resolve: (reply: WorkerReply) => void; reject: (error: Error) => void }>();
+  let next = 0;
+  let failed: Error | null = null;
+  let group: { request: AppendRequest; resolve: (outcome: AppendOutcome) => void; reject: (e: Error) => void }[] = [];
+  const fail = (error: Error): void => {
+    failed ??= error;
+    for (const { reject } of pending.values()) reject(error);
+    pending.clear();
+  };
+  worker.on("message", (message: WorkerReply | { ready: true } | { openError: string }) => {
+    if ("ready" in message) return;
+    if ("openError" in message) {
+      fail(new Error(`the store's writer thread could not open ${path}: ${message.openError}`));
+      return;
+    }
+    const waiting = pending.get(message.id);
+    pending.delete(message.id);
+    waiting?.resolve(message);
+  });
+  worker.on("error", (error) => fail(error));
+  worker.on("exit", (code) => fail(new Error(`the store's writer thread exited (code ${code})`)));
+  // The thread must not keep a finished process alive: only pending work holds it.
+  worker.unref();
+
+  const call = (message: Record<string, unknown>): Promise<WorkerReply> => {
+    if (failed !== null) return Promise.reject(failed);
+    const id = next++;
+    if (pending.size === 0) worker.ref();
+    return new Promise<WorkerReply>((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      worker.postMessage({ id, ...message });
+    }).finally(() => {
+      if (pending.size === 0) worker.unref();
+    });
+  };
+  const timer = createFlushTimer(() => {
+    const now = group;
+    group = [];
+    if (now.length === 0) return;
+    call({ append: now.map((one) => one.request) }).then(
+      (reply) => {
+        if ("outcomes" in reply) for (const [i, one] of now.entries()) one.resolve(reply.outcomes[i] as AppendOutcome);
+        else for (const one of now) one.reject(errorOf("failure" in reply ? reply.failure : unexpected(reply)));
+      },
+      (error: Error) => {
+        for (const one of now) one.reject(error);
+      },
+    );
+  }, WRITER_FLUSH_MS);
+  return {
+    append: (request) =>
+      new Promise((resolve, reject) => {
+        group.push({ request, resolve, reject });
+        timer.schedule();
+      }),
+    deleteStream: async (stream) => {
+      timer.now();
+      const reply = await call({ deleteStream: stream });
+      if ("deleted" in reply) return reply.deleted;
+      throw errorOf("failure" in reply ? reply.failure : unexpected(reply));
+    },
+    close: async () => {
+      timer.now();
+      // The worker answers in order, so once this round trip is answered, every append before it is.
+      if (failed === null) await call({ sync: true }).catch(() => undefined);
+      const exited = new Promise((resolve) => worker.once("exit", resolve));
+      // Held until it has exited, or a process with nothing else to do would end before the file is closed.
+      worker.ref();
+      worker.postMessage("close");
+      await exited;
+    },
+  };
+}
+
+type WorkerReply =
+  | { readonly id: number; readonly outcomes: readonly AppendOutcome[] }
+  | { readonly id: number; readonly deleted: boolean }
+  | { readonly id: number; readonly synced: true }
+  | { readonly id: number; readonly failure: Failure };
+
+const unexpected = (reply: unknown): Failure => ({
+  name: "Error",
+  message: `unexpected reply from the store's writer thread: ${JSON.stringify(reply)}`,
+});
