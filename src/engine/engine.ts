@@ -154,12 +154,13 @@ export const createEngine = (deps: EngineDeps): Engine => {
     resumeToken: string | null,
     recovered: RecoveredLog | null,
   ): SessionHost => {
+    const vad = deps.vad?.createStream() ?? null;
     const host: SessionHost = new SessionHost(
       sessionId,
       resumeToken,
       {
         store: deps.store,
-        vad: deps.vad?.createStream() ?? null,
+        vad,
         createResampler: deps.createResampler,
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
@@ -172,6 +173,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         onClosed: (closed) => {
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
+          vad?.close();
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
         ...(deps.observe?.delivered === undefined ? {} : { onDelivered: deps.observe.delivered }),

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VadModel, VadStream } from "../../src/engine/ports/vad.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { createSileroVad, SILERO_VAD_V5_SHA256 } from "../../src/infra/vad/index.ts";
+import { createSileroStreams, INPUT_SIZE, STATE_UNITS } from "../../src/infra/vad/silero-streams.ts";
 
 const audio = (name: string) => new URL(`../../../shared/audio/${name}`, import.meta.url);
 const shippedModel = join(
@@ -182,6 +183,42 @@ describe("silero vad", () => {
     expect(await stream.process(jfk.subarray(93 * 512, 93 * 512 + 500))).toEqual([]);
     stream.reset();
     expect(await run(stream, jfk)).toEqual(jfkAlone);
+  });
+
+  it("runs the frames of every stream waiting in one turn together: one batch per frame of a call", async () => {
+    const session = await ort.InferenceSession.create(shippedModel);
+    const sr = new ort.Tensor("int64", BigInt64Array.of(16000n), []);
+    const batches: number[] = [];
+    const streams = createSileroStreams(async (rows, input, state) => {
+      batches.push(rows);
+      const out = await session.run({
+        input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
+        state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
+        sr,
+      });
+      return { output: out.output?.data, stateN: out.stateN?.data };
+    });
+    try {
+      const inputs = Array.from({ length: 10 }, (_, i) => speech.subarray(i * 16000, i * 16000 + 1600));
+      const alone: number[][] = [];
+      for (const input of inputs) alone.push(await run(vad.createStream(), input));
+      for (const i of inputs.keys()) streams.open(i);
+      // 1600 samples: three frames each, which depend on each other's state, so three batches of ten rows.
+      const together = await Promise.all(inputs.map((input, i) => streams.process(i, input)));
+      expect(batches).toEqual([10, 10, 10]);
+      expect(together).toEqual(alone);
+    } finally {
+      await streams.shutdown();
+      await session.release();
+    }
+  });
+
+  it("lets a closed stream's waiting call resolve with what ran, and refuses calls after close()", async () => {
+    const stream = vad.createStream();
+    const waiting = stream.process(jfk.subarray(0, 16000));
+    stream.close();
+    expect(await waiting).toEqual([]);
+    await expect(stream.process(jfk.subarray(0, 512))).rejects.toThrow(/no stream/);
   });
 
   it("drops samples pushed before a reset() that had not run yet", async () => {

@@ -20,4 +20,6 @@ export interface VadStream {
   process(samples: Int16Array): Promise<number[]>;
   /** Zeroes the recurrent state, the 64-sample context and the leftover samples. */
   reset(): void;
+  /** Releases the stream (its session has ended); calls waiting on it resolve with what already ran. */
+  close(): void;
 }

@@ -1,13 +1,19 @@
-// The thread that runs Silero VAD v5 for src/infra/vad/silero.ts (issue 11: inference off the event loop, so both
-// cores work). Plain JavaScript: a worker thread does not get the TypeScript loader of its parent.
+// The thread that holds the Silero VAD v5 streams and runs the model for src/infra/vad/silero.ts (issue 11:
+// inference off the event loop, and one message each way per turn instead of one per frame). Plain JavaScript: a
+// worker thread does not get the TypeScript loader of its parent, so it registers tsx before loading
+// silero-streams.ts.
 //
 // workerData: { model: Uint8Array } (the bytes, already checked against their SHA-256 by the parent).
-// Messages in: { id, rows, input: Float32Array [rows * 576], state: Float32Array [2 * rows * 128] } runs one batch;
-// "close" releases the session and ends the thread.
+// Messages in: { ops: [{ open: id } | { process: id, call, samples: Int16Array } | { reset: id } | { close: id }] },
+// applied in order; "close" ends the streams, releases the session and ends the thread.
 // Messages out: { ready: { inputNames, outputNames } } once loaded, or { loadError: message };
-// { id, output: Float32Array [rows], stateN: Float32Array [2 * rows * 128] } or { id, error: message } per batch.
+// { results: [{ call, probabilities: number[] } | { call, error: message }] }, the calls finished in one turn.
 import { parentPort, workerData } from "node:worker_threads";
 import ort from "onnxruntime-node";
+import { register } from "tsx/esm/api";
+
+register();
+const { createSileroStreams, INPUT_SIZE, STATE_UNITS } = await import("./silero-streams.ts");
 
 const port = parentPort;
 let session;
@@ -23,24 +29,43 @@ try {
 }
 
 const sampleRate = new ort.Tensor("int64", BigInt64Array.of(16000n), []);
+const streams = createSileroStreams(async (rows, input, state) => {
+  const outputs = await session.run({
+    input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
+    state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
+    sr: sampleRate,
+  });
+  return { output: outputs.output.data, stateN: outputs.stateN.data };
+});
+
+let results = [];
+const answer = (result) => {
+  if (results.length === 0)
+    setImmediate(() => {
+      const sent = results;
+      results = [];
+      port.postMessage({ results: sent });
+    });
+  results.push(result);
+};
 
 port.on("message", async (message) => {
   if (message === "close") {
+    await streams.shutdown();
     await session?.release();
     port.close();
     return;
   }
-  const { id, rows, input, state } = message;
-  try {
-    const outputs = await session.run({
-      input: new ort.Tensor("float32", input, [rows, 576]),
-      state: new ort.Tensor("float32", state, [2, rows, 128]),
-      sr: sampleRate,
-    });
-    const output = Float32Array.from(outputs.output.data);
-    const stateN = Float32Array.from(outputs.stateN.data);
-    port.postMessage({ id, output, stateN }, [output.buffer, stateN.buffer]);
-  } catch (error) {
-    port.postMessage({ id, error: error instanceof Error ? error.message : String(error) });
+  for (const op of message.ops) {
+    if (op.open !== undefined) streams.open(op.open);
+    else if (op.reset !== undefined) streams.reset(op.reset);
+    else if (op.close !== undefined) streams.close(op.close);
+    else {
+      const { call } = op;
+      streams.process(op.process, op.samples).then(
+        (probabilities) => answer({ call, probabilities }),
+        (error) => answer({ call, error: error instanceof Error ? error.message : String(error) }),
+      );
+    }
   }
 });
