@@ -92,6 +92,12 @@ interface Pending {
   readonly barrier: boolean;
   /** `performance.now()` when a runner output arrived (the engine-added latency starts there). */
   readonly arrived?: number;
+  /**
+   * A client frame. Client frames are decided in arrival order; `ready` is false while its command is still being
+   * prepared (an append's resampling and VAD, started on arrival), and then it and the client frames after it wait
+   * while the runner's outputs and timers behind them go ahead (issue 11: VAD off the mailbox's critical path).
+   */
+  readonly client?: { ready: boolean; readonly prepared: Promise<unknown> | null; readonly lazy?: true };
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
@@ -144,6 +150,8 @@ export class SessionHost {
   /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
   private pendingBytes = 0;
   private pendingTurns = 0;
+  /** Client frames in the mailbox that are decoded when decided (not prepared on arrival). */
+  private lazyClientFrames = 0;
   /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
   private refAudio: RefAudioInput | null;
   /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
@@ -273,7 +281,9 @@ export class SessionHost {
   /**
    * Enqueues a client frame. `frame` is decoded already, or a decoder that the mailbox calls with the session's
    * configuration as the inputs before it left it, so a `session.update` that changes the input format applies to
-   * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD.
+   * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD: on
+   * arrival when no frame before it that may change the configuration waits, so the runner's outputs need not
+   * wait for it (client frames stay in arrival order; see `Pending.client`).
    */
   submit(
     frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
@@ -296,16 +306,53 @@ export class SessionHost {
         param: null,
         eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
       };
-      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }));
+      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }), false, undefined, {
+        ready: true,
+        prepared: null,
+      });
     }
     this.pendingBytes += cost.bytes;
     if (cost.turn) this.pendingTurns += 1;
-    return this.push(async (state) => {
+    const taken = (): void => {
       this.pendingBytes -= cost.bytes;
       if (cost.turn) this.pendingTurns -= 1;
-      const decoded = typeof frame === "function" ? frame(state.config) : frame;
-      return { type: "CommandReceived", at, data: { command: await this.commandOf(decoded, state) } };
-    });
+    };
+    // When every client frame waiting is an append being prepared (none changes the configuration), the state's
+    // configuration is the one this frame will be decided under: an append starts its resampling and VAD now.
+    let lazy = frame;
+    if (this.lazyClientFrames === 0 && !this.faulted) {
+      const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
+      if (decoded.type === "input_audio_buffer.append") {
+        const command = this.commandOf(decoded, this.state);
+        const client = { ready: false, prepared: command };
+        const settled = (): void => {
+          client.ready = true;
+          if (this.draining === null && this.queue.length > 0 && !this.faulted) void this.startDrain();
+        };
+        command.then(settled, settled);
+        return this.push(
+          async () => {
+            taken();
+            return { type: "CommandReceived", at, data: { command: await command } };
+          },
+          false,
+          undefined,
+          client,
+        );
+      }
+      lazy = decoded;
+    }
+    this.lazyClientFrames += 1;
+    return this.push(
+      async (state) => {
+        taken();
+        const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
+        return { type: "CommandReceived", at, data: { command: await this.commandOf(decoded, state) } };
+      },
+      false,
+      undefined,
+      { ready: true, prepared: null, lazy: true },
+    );
   }
 
   private async commandOf(frame: DecodedFrame, state: SessionState): Promise<Command> {
@@ -364,8 +411,13 @@ export class SessionHost {
     }
   }
 
-  private push(input: Pending["input"], barrier = false, arrived?: number): Promise<void> {
-    this.queue.push(arrived === undefined ? { input, barrier } : { input, barrier, arrived });
+  private push(input: Pending["input"], barrier = false, arrived?: number, client?: Pending["client"]): Promise<void> {
+    this.queue.push({
+      input,
+      barrier,
+      ...(arrived === undefined ? {} : { arrived }),
+      ...(client === undefined ? {} : { client }),
+    });
     return this.draining ?? this.startDrain();
   }
 
@@ -411,12 +463,31 @@ export class SessionHost {
     };
   }
 
-  /** The next batch: everything up to the first barrier, or the barrier alone. */
+  /**
+   * The next batch: everything up to the first barrier, or the barrier alone; a client frame still being prepared
+   * stays, with every client frame after it, and the other inputs go ahead. Empty when the first input is a client
+   * frame still being prepared and nothing may pass it.
+   */
   private nextBatch(): Pending[] {
     const first = this.queue[0];
     if (first?.barrier) return this.queue.splice(0, 1);
-    const barrier = this.queue.findIndex((p) => p.barrier);
-    return this.queue.splice(0, barrier < 0 ? this.queue.length : barrier);
+    const batch: Pending[] = [];
+    const waiting: Pending[] = [];
+    let clientWaits = false;
+    for (const [i, pending] of this.queue.entries()) {
+      if (pending.barrier) {
+        waiting.push(...this.queue.slice(i));
+        break;
+      }
+      if (pending.client !== undefined && (clientWaits || !pending.client.ready)) {
+        clientWaits = true;
+        waiting.push(pending);
+      } else {
+        batch.push(pending);
+      }
+    }
+    this.queue.splice(0, this.queue.length, ...waiting);
+    return batch;
   }
 
   private async drain(): Promise<void> {
@@ -431,6 +502,11 @@ export class SessionHost {
         });
       }
       const batch = this.nextBatch();
+      if (batch.length === 0) {
+        // Only client frames wait, the first still being prepared: its settling continues this drain.
+        await this.queue[0]?.client?.prepared?.catch(() => undefined);
+        continue;
+      }
       const entries: NewEntry[] = [];
       const outgoing: WireEvent[] = [];
       const envelopes: EventEnvelope[] = [];
@@ -465,6 +541,8 @@ export class SessionHost {
       }
       this.state = state;
       this.wire = wire;
+      // Only now is the state's configuration the one after these frames: later appends may be prepared on arrival.
+      for (const pending of batch) if (pending.client?.lazy) this.lazyClientFrames -= 1;
       const sent = this.sink !== null && outgoing.length > 0;
       for (const event of outgoing) this.publish(event);
       if (sent && this.deps.onDelivered !== undefined) {
@@ -501,6 +579,7 @@ export class SessionHost {
     this.queue.length = 0;
     this.pendingBytes = 0;
     this.pendingTurns = 0;
+    this.lazyClientFrames = 0;
     this.claimedGeneration = this.state.attachmentGeneration;
     this.claimedTokenSha256 = null;
     const message = `the session log could not be appended to: ${error instanceof Error ? error.message : String(error)}`;
@@ -532,6 +611,7 @@ export class SessionHost {
       return true;
     } catch (error) {
       this.queue.length = 0;
+      this.lazyClientFrames = 0;
       this.deps.onAppendFailed(this, error);
       return false;
     }
