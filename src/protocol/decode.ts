@@ -12,7 +12,7 @@ import {
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
 import { bytesPerSample, decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
-import { base64ByteLength, isStandardBase64 } from "./base64.ts";
+import { base64ByteLength, decodeStandardBase64, isStandardBase64 } from "./base64.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
 import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
@@ -134,10 +134,10 @@ const decodeAppend = (
       "sample_rate_hz",
     );
   }
-  if (!isStandardBase64(event.audio)) {
+  const bytes = decodeStandardBase64(event.audio);
+  if (bytes === null) {
     return invalid("bad_audio", "audio must be standard base64 (padded, A-Z a-z 0-9 + /)", eventId, type, "audio");
   }
-  const bytes = Uint8Array.from(Buffer.from(event.audio, "base64"));
   const samples = decodeAudio({ encoding: format.encoding, rate }, bytes);
   if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
   const videoFrames: Uint8Array[] = [];
