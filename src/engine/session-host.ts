@@ -442,13 +442,16 @@ export class SessionHost {
     if (this.resampler === null || this.resampler.rate !== frame.sampleRateHz) {
       this.resampler = { rate: frame.sampleRateHz, resampler: this.deps.createResampler(frame.sampleRateHz, target) };
     }
-    const source = new Int16Array(
-      frame.pcm16.buffer.slice(frame.pcm16.byteOffset, frame.pcm16.byteOffset + frame.pcm16.byteLength),
-    );
+    const { pcm16 } = frame;
+    // The decoder's bytes are an array of their own; a view is copied to the 2-byte alignment Int16Array needs.
+    const source =
+      pcm16.byteOffset % 2 === 0 && pcm16.byteLength % 2 === 0
+        ? new Int16Array(pcm16.buffer, pcm16.byteOffset, pcm16.byteLength / 2)
+        : new Int16Array(pcm16.slice(0, pcm16.byteLength & ~1).buffer);
     const samples = this.resampler.resampler.push(source);
     const vad = this.deps.vad === null ? [] : await this.deps.vad.process(samples);
     let sum = 0;
-    for (const s of samples) sum += (s / 32768) ** 2;
+    for (let i = 0; i < samples.length; i++) sum += ((samples[i] as number) / 32768) ** 2;
     const rms = samples.length === 0 ? 0 : Math.sqrt(sum / samples.length);
     // Camera frames are kept (and logged) only where the model consumes video; elsewhere they are ignored.
     const frames = state.capabilities.supportsVideo ? frame.videoFrames : [];

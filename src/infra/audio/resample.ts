@@ -129,18 +129,24 @@ export function createResampler(fromHz: number, toHz: number): StreamResampler {
     fromHz,
     toHz,
     push(samples: Int16Array): Int16Array {
+      if (up === down) return samples.slice();
       const base = inputCount;
       inputCount += samples.length;
       const target = floorDiv(inputCount * up, down);
       const output = new Int16Array(target - outputCount);
       // Input sample j: j >= base is samples[j - base]; j = base - 1 is `last` (0 before the stream starts).
-      const at = (j: number): number => (j >= base ? (samples[j - base] ?? 0) : last);
       for (let i = 0; i < output.length; i++) {
         // Position (k + 1) * down / up - 1 in the input, split into an index and a fraction over `up`.
         const numerator = (outputCount + i + 1) * down;
         const remainder = numerator % up;
-        const index = (numerator - remainder) / up - 1;
-        output[i] = remainder === 0 ? at(index) : toPcm16(at(index) + ((at(index + 1) - at(index)) * remainder) / up);
+        const index = (numerator - remainder) / up - 1 - base;
+        const a = index >= 0 ? (samples[index] ?? 0) : last;
+        if (remainder === 0) {
+          output[i] = a;
+          continue;
+        }
+        const b = index + 1 >= 0 ? (samples[index + 1] ?? 0) : last;
+        output[i] = toPcm16(a + ((b - a) * remainder) / up);
       }
       outputCount = target;
       if (samples.length > 0) {
