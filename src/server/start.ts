@@ -8,6 +8,7 @@ import {
   type EventStore,
   type ModelRunner,
   removeFinishedSessions,
+  type VadModel,
 } from "../engine/index.ts";
 import { createResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
@@ -49,6 +50,8 @@ export const startServer = async (
      * closes the configured one.
      */
     wrapStore?: (store: EventStore) => EventStore;
+    /** Wraps the Silero VAD model (tests: a VAD whose answers are held back); the server still closes the model. */
+    wrapVad?: (vad: VadModel) => VadModel;
   } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
@@ -58,7 +61,8 @@ export const startServer = async (
   const unlock = memory ? () => undefined : lockStore(config.event_store.path);
   const opened = createSqliteEventStore({ path: config.event_store.path });
   const store = options.wrapStore?.(opened) ?? opened;
-  const vad = await createSileroVad();
+  const silero = await createSileroVad();
+  const vad = options.wrapVad?.(silero) ?? silero;
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
   const base = options.runner ?? (await createConfiguredRunner(config.runner, profile));
   const runner = profile === null ? base : withModelProfile(base, profile);
@@ -162,7 +166,7 @@ export const startServer = async (
       log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
       await engine.close();
-      await vad.close();
+      await silero.close();
       await store.close();
       unlock();
     },
