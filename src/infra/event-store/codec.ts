@@ -14,10 +14,10 @@ const BIN_KEY = "$bin";
 /**
  * Encodes a JSON-compatible value in which `Uint8Array` (and so `Buffer`) values may appear at any depth.
  *
- * Algorithm: walk the value depth first; replace each `Uint8Array` by `{"$bin":[offset,length]}` and collect its
- * bytes; prefix every object key that starts with `$` with one more `$` (`"$bin"` -> `"$$bin"`, `"$$x"` ->
- * `"$$$x"`), so the only unescaped `$` key in the output is a binary reference; call `toJSON` where a value has it
- * (a `Date` becomes its ISO string), as `JSON.stringify` does. Everything else follows `JSON.stringify`: `undefined`
+ * Algorithm: `JSON.stringify` with a replacer, depth first; each `Uint8Array` becomes `{"$bin":[offset,length]}`
+ * and its bytes are collected; every object key that starts with `$` gets one more `$` (`"$bin"` -> `"$$bin"`,
+ * `"$$x"` -> `"$$$x"`), so the only unescaped `$` key in the output is a binary reference; `toJSON` is called where
+ * a value has it (a `Date` becomes its ISO string). Everything else follows `JSON.stringify`: `undefined`
  * and functions are dropped from objects and become `null` in arrays (a top-level `undefined` becomes `null`),
  * `-0` becomes `0`, `NaN` and infinities become `null`.
  *
@@ -28,24 +28,26 @@ const BIN_KEY = "$bin";
 export function encodeData(data: unknown): EncodedData {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  const walk = (value: unknown): unknown => {
-    if (value instanceof Uint8Array) {
-      const ref = { [BIN_KEY]: [size, value.byteLength] };
-      chunks.push(value);
-      size += value.byteLength;
-      return ref;
-    }
-    if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
-      throw new TypeError(`entry data: expected binary values as Uint8Array, got ${value.constructor.name}`);
-    }
-    if (typeof value !== "object" || value === null) return value;
-    if (typeof (value as { toJSON?: unknown }).toJSON === "function") {
-      return walk((value as { toJSON: () => unknown }).toJSON());
-    }
-    if (Array.isArray(value)) return value.map(walk);
-    return Object.fromEntries(Object.entries(value).map(([key, inner]) => [escapeKey(key), walk(inner)]));
-  };
-  const json = JSON.stringify(walk(data)) ?? "null";
+  // A replacer rather than a copy of the value (issue 11: half the time): JSON.stringify walks the value once. It
+  // calls `toJSON` before the replacer sees a value, so bytes are recognised on the holder's own value (a Buffer's
+  // toJSON would otherwise turn it into {type, data}).
+  const json =
+    JSON.stringify(data, function (this: unknown, key: string, value: unknown): unknown {
+      const raw = (this as Record<string, unknown>)[key];
+      if (raw instanceof Uint8Array) {
+        const ref = { [BIN_KEY]: [size, raw.byteLength] };
+        chunks.push(raw);
+        size += raw.byteLength;
+        return ref;
+      }
+      if (ArrayBuffer.isView(raw) || raw instanceof ArrayBuffer) {
+        throw new TypeError(`entry data: expected binary values as Uint8Array, got ${raw.constructor.name}`);
+      }
+      if (typeof value !== "object" || value === null || Array.isArray(value)) return value;
+      const keys = Object.keys(value);
+      if (!keys.some((k) => k.startsWith("$"))) return value;
+      return Object.fromEntries(keys.map((k) => [escapeKey(k), (value as Record<string, unknown>)[k]]));
+    }) ?? "null";
   if (chunks.length === 0) return { json, blob: null };
   const blob = new Uint8Array(size);
   let offset = 0;
