@@ -97,7 +97,9 @@ interface Pending {
    * prepared (an append's resampling and VAD, started on arrival), and then it and the client frames after it wait
    * while the runner's outputs and timers behind them go ahead (issue 11: VAD off the mailbox's critical path).
    */
-  readonly client?: { ready: boolean; readonly prepared: Promise<unknown> | null; readonly lazy?: true };
+  readonly client?: { ready: boolean; readonly prepared: Promise<unknown> | null };
+  /** Counted in `SessionHost.configuring` until decided. */
+  readonly configures?: true;
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
@@ -150,8 +152,12 @@ export class SessionHost {
   /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
   private pendingBytes = 0;
   private pendingTurns = 0;
-  /** Client frames in the mailbox that are decoded when decided (not prepared on arrival). */
-  private lazyClientFrames = 0;
+  /**
+   * Inputs in the mailbox that may change the configuration a client frame is decoded with: client frames decoded
+   * when decided (not prepared on arrival), the session's opening, attachments. While any waits, appends are not
+   * prepared on arrival.
+   */
+  private configuring = 0;
   /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
   private refAudio: RefAudioInput | null;
   /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
@@ -258,24 +264,39 @@ export class SessionHost {
    */
   resume(generation: number, lastReceivedSeq: number, sink: SessionSink): Promise<void> {
     const at = this.deps.now();
-    return this.push(async () => {
-      const entries = await this.deps.store.read(streamOf(this.sessionId));
-      const { replay } = foldLog(entries);
-      this.pendingAttach = {
-        sink,
-        replay: replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
-      };
-      return {
-        type: "AttachmentChanged",
-        at,
-        data: { change: "resumed", generation, resumeTokenSha256: this.claimedTokenSha256, lastReceivedSeq },
-      };
-    }, true);
+    this.configuring += 1;
+    return this.push(
+      async () => {
+        const entries = await this.deps.store.read(streamOf(this.sessionId));
+        const { replay } = foldLog(entries);
+        this.pendingAttach = {
+          sink,
+          replay: replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
+        };
+        return {
+          type: "AttachmentChanged",
+          at,
+          data: { change: "resumed", generation, resumeTokenSha256: this.claimedTokenSha256, lastReceivedSeq },
+        };
+      },
+      true,
+      undefined,
+      undefined,
+      true,
+    );
   }
 
   /** Enqueues an input that is already complete (session opened, stage output, timer, attachment). */
   enqueue(input: Input): Promise<void> {
-    return this.push(async () => input, false, input.type === "StageOutputReceived" ? performance.now() : undefined);
+    const output = input.type === "StageOutputReceived";
+    if (!output && input.type !== "TimerFired") this.configuring += 1;
+    return this.push(
+      async () => input,
+      false,
+      output ? performance.now() : undefined,
+      undefined,
+      !output && input.type !== "TimerFired",
+    );
   }
 
   /**
@@ -320,7 +341,7 @@ export class SessionHost {
     // When every client frame waiting is an append being prepared (none changes the configuration), the state's
     // configuration is the one this frame will be decided under: an append starts its resampling and VAD now.
     let lazy = frame;
-    if (this.lazyClientFrames === 0 && !this.faulted) {
+    if (this.configuring === 0 && !this.faulted) {
       const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
       if (decoded.type === "input_audio_buffer.append") {
         const command = this.commandOf(decoded, this.state);
@@ -342,7 +363,7 @@ export class SessionHost {
       }
       lazy = decoded;
     }
-    this.lazyClientFrames += 1;
+    this.configuring += 1;
     return this.push(
       async (state) => {
         taken();
@@ -351,7 +372,8 @@ export class SessionHost {
       },
       false,
       undefined,
-      { ready: true, prepared: null, lazy: true },
+      { ready: true, prepared: null },
+      true,
     );
   }
 
@@ -411,12 +433,19 @@ export class SessionHost {
     }
   }
 
-  private push(input: Pending["input"], barrier = false, arrived?: number, client?: Pending["client"]): Promise<void> {
+  private push(
+    input: Pending["input"],
+    barrier = false,
+    arrived?: number,
+    client?: Pending["client"],
+    configures = false,
+  ): Promise<void> {
     this.queue.push({
       input,
       barrier,
       ...(arrived === undefined ? {} : { arrived }),
       ...(client === undefined ? {} : { client }),
+      ...(configures ? { configures: true } : {}),
     });
     return this.draining ?? this.startDrain();
   }
@@ -544,8 +573,8 @@ export class SessionHost {
       }
       this.state = state;
       this.wire = wire;
-      // Only now is the state's configuration the one after these frames: later appends may be prepared on arrival.
-      for (const pending of batch) if (pending.client?.lazy) this.lazyClientFrames -= 1;
+      // Only now is the state's configuration the one after these inputs: later appends may be prepared on arrival.
+      for (const pending of batch) if (pending.configures) this.configuring -= 1;
       const sent = this.sink !== null && outgoing.length > 0;
       for (const event of outgoing) this.publish(event);
       if (sent && this.deps.onDelivered !== undefined) {
@@ -582,7 +611,7 @@ export class SessionHost {
     this.queue.length = 0;
     this.pendingBytes = 0;
     this.pendingTurns = 0;
-    this.lazyClientFrames = 0;
+    this.configuring = 0;
     this.claimedGeneration = this.state.attachmentGeneration;
     this.claimedTokenSha256 = null;
     const message = `the session log could not be appended to: ${error instanceof Error ? error.message : String(error)}`;
@@ -614,7 +643,7 @@ export class SessionHost {
       return true;
     } catch (error) {
       this.queue.length = 0;
-      this.lazyClientFrames = 0;
+      this.configuring = 0;
       this.deps.onAppendFailed(this, error);
       return false;
     }
