@@ -110,7 +110,9 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
       const call = stream.calls[0];
       if (call === undefined) return false;
       const take = Math.min(FRAME_SAMPLES - stream.filled, call.samples.length - call.used);
-      for (let i = 0; i < take; i++) stream.frame[stream.filled + i] = (call.samples[call.used + i] ?? 0) / 32768;
+      const { frame, filled } = stream;
+      const { samples, used } = call;
+      for (let i = 0; i < take; i++) frame[filled + i] = (samples[used + i] as number) / 32768;
       stream.filled += take;
       call.used += take;
       if (call.used === call.samples.length && stream.filled < FRAME_SAMPLES) {
