@@ -1,7 +1,7 @@
 // The thread that holds the Silero VAD v5 streams and runs the model for src/infra/vad/silero.ts (issue 11:
 // inference off the event loop, and one message each way per turn instead of one per frame). Plain JavaScript: a
 // worker thread does not get the TypeScript loader of its parent, so it registers tsx before loading
-// silero-streams.ts.
+// silero-streams.ts and silero-session.ts.
 //
 // workerData: { model: Uint8Array } (the bytes, already checked against their SHA-256 by the parent).
 // Messages in: { ops: [{ open: id } | { process: id, call, samples: Int16Array } | { reset: id } | { close: id }] },
@@ -9,34 +9,23 @@
 // Messages out: { ready: { inputNames, outputNames } } once loaded, or { loadError: message };
 // { results: [{ call, probabilities: number[] } | { call, error: message }] }, the calls finished in one turn.
 import { parentPort, workerData } from "node:worker_threads";
-import ort from "onnxruntime-node";
 import { register } from "tsx/esm/api";
 
 register();
-const { createSileroStreams, INPUT_SIZE, STATE_UNITS } = await import("./silero-streams.ts");
+const { createSileroStreams } = await import("./silero-streams.ts");
+const { loadSileroSession } = await import("./silero-session.ts");
 
 const port = parentPort;
 let session;
+let run;
 try {
-  session = await ort.InferenceSession.create(workerData.model, {
-    intraOpNumThreads: 1,
-    interOpNumThreads: 1,
-    executionMode: "sequential",
-  });
+  ({ session, run } = await loadSileroSession(workerData.model));
   port.postMessage({ ready: { inputNames: session.inputNames, outputNames: session.outputNames } });
 } catch (error) {
   port.postMessage({ loadError: error instanceof Error ? error.message : String(error) });
 }
 
-const sampleRate = new ort.Tensor("int64", BigInt64Array.of(16000n), []);
-const streams = createSileroStreams(async (rows, input, state) => {
-  const outputs = await session.run({
-    input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
-    state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
-    sr: sampleRate,
-  });
-  return { output: outputs.output.data, stateN: outputs.stateN.data };
-});
+const streams = createSileroStreams((rows, input, state) => run(rows, input, state));
 
 let results = [];
 const answer = (result) => {

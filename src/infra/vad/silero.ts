@@ -15,10 +15,10 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Worker } from "node:worker_threads";
-import ort from "onnxruntime-node";
 import type { VadModel, VadStream } from "../../engine/ports/vad.ts";
 import { createFlushTimer } from "../flush-timer.ts";
-import { createSileroStreams, FRAME_SAMPLES, INPUT_SIZE, type SileroStreams, STATE_UNITS } from "./silero-streams.ts";
+import { loadSileroSession } from "./silero-session.ts";
+import { createSileroStreams, FRAME_SAMPLES, type SileroStreams } from "./silero-streams.ts";
 
 /** SHA-256 (hex) of `silero_vad_v5.onnx` as shipped by `@ricky0123/vad-web@0.0.31`. */
 export const SILERO_VAD_V5_SHA256 = "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f";
@@ -44,19 +44,9 @@ interface Backend {
   release(): Promise<void>;
 }
 
-const SESSION_OPTIONS = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential" } as const;
-
 const mainThreadBackend = async (bytes: Uint8Array): Promise<Backend> => {
-  const session = await ort.InferenceSession.create(bytes, SESSION_OPTIONS);
-  const sampleRate = new ort.Tensor("int64", BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
-  const streams = createSileroStreams(async (rows, input, state) => {
-    const outputs = await session.run({
-      input: new ort.Tensor("float32", input, [rows, INPUT_SIZE]),
-      state: new ort.Tensor("float32", state, [2, rows, STATE_UNITS]),
-      sr: sampleRate,
-    });
-    return { output: outputs.output?.data, stateN: outputs.stateN?.data };
-  });
+  const { session, run } = await loadSileroSession(bytes);
+  const streams = createSileroStreams(run);
   return {
     inputNames: session.inputNames,
     outputNames: session.outputNames,
