@@ -98,7 +98,7 @@ interface Pending {
    * while the runner's outputs and timers behind them go ahead (issue 11: VAD off the mailbox's critical path).
    */
   readonly client?: { ready: boolean; readonly prepared: Promise<unknown> | null };
-  /** Counted in `SessionHost.configuring` until decided. */
+  /** May change the configuration a client frame is decoded with: in `SessionHost.configuring` until decided. */
   readonly configures?: true;
 }
 
@@ -264,7 +264,6 @@ export class SessionHost {
    */
   resume(generation: number, lastReceivedSeq: number, sink: SessionSink): Promise<void> {
     const at = this.deps.now();
-    this.configuring += 1;
     return this.push(
       async () => {
         const entries = await this.deps.store.read(streamOf(this.sessionId));
@@ -289,7 +288,6 @@ export class SessionHost {
   /** Enqueues an input that is already complete (session opened, stage output, timer, attachment). */
   enqueue(input: Input): Promise<void> {
     const output = input.type === "StageOutputReceived";
-    if (!output && input.type !== "TimerFired") this.configuring += 1;
     return this.push(
       async () => input,
       false,
@@ -363,7 +361,6 @@ export class SessionHost {
       }
       lazy = decoded;
     }
-    this.configuring += 1;
     return this.push(
       async (state) => {
         taken();
@@ -447,6 +444,7 @@ export class SessionHost {
       ...(client === undefined ? {} : { client }),
       ...(configures ? { configures: true } : {}),
     });
+    if (configures) this.configuring += 1;
     return this.draining ?? this.startDrain();
   }
 

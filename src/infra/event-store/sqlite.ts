@@ -161,7 +161,7 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
       if ("wrongRevision" in outcome) {
         throw new WrongExpectedRevisionError(stream, expectedRevision, outcome.wrongRevision.actual);
       }
-      throw Object.assign(new Error(outcome.failure.message), outcome.failure);
+      throw errorOf(outcome.failure);
     }
     dispatch(
       encoded.map((entry, i) => ({
