@@ -158,6 +158,8 @@ export class SessionHost {
    * prepared on arrival.
    */
   private configuring = 0;
+  /** Set while the drain waits for a client frame being prepared: a new input resumes it. */
+  private wake: (() => void) | null = null;
   /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
   private refAudio: RefAudioInput | null;
   /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
@@ -445,6 +447,7 @@ export class SessionHost {
       ...(configures ? { configures: true } : {}),
     });
     if (configures) this.configuring += 1;
+    this.wake?.();
     return this.draining ?? this.startDrain();
   }
 
@@ -495,7 +498,7 @@ export class SessionHost {
 
   /**
    * The next batch: everything up to the first barrier, or the barrier alone; a client frame still being prepared
-   * stays, with every client frame after it, and the other inputs go ahead. Empty when the first input is a client
+   * stays, with everything after it but the runner's outputs and timers, which go ahead. Empty when the first input is a client
    * frame still being prepared and nothing may pass it.
    */
   private nextBatch(): Pending[] {
@@ -509,7 +512,10 @@ export class SessionHost {
         waiting.push(...this.queue.slice(i));
         break;
       }
-      if (pending.client !== undefined && (clientWaits || !pending.client.ready)) {
+      // Only the runner's outputs and timers pass a client frame that waits: the session's opening, attachments and
+      // faults keep their place behind what the client sent before them.
+      const passes = pending.client === undefined && !pending.configures;
+      if ((pending.client !== undefined && !pending.client.ready) || (clientWaits && !passes)) {
         clientWaits = true;
         waiting.push(pending);
       } else {
@@ -533,8 +539,15 @@ export class SessionHost {
       }
       const batch = this.nextBatch();
       if (batch.length === 0) {
-        // Only client frames wait, the first still being prepared: its settling continues this drain.
-        await this.queue[0]?.client?.prepared?.catch(() => undefined);
+        // Only client frames wait, the first still being prepared: its settling continues this drain, and so does
+        // a new input, which may be a runner output that goes ahead of it.
+        await Promise.race([
+          this.queue[0]?.client?.prepared?.catch(() => undefined),
+          new Promise<void>((resolve) => {
+            this.wake = resolve;
+          }),
+        ]);
+        this.wake = null;
         continue;
       }
       const entries: NewEntry[] = [];
