@@ -78,11 +78,11 @@ export interface SessionSink {
   /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
   ended(lastType: string, reason: CloseReason | null): void;
   /**
-   * The session's log could not be appended to (disk full, store closed, I/O error): nothing after the last durable
-   * event was sent; the socket is let go of (`runtime_append_failed`, then it closes). The session waits for a
-   * resume, which rebuilds it from its log.
+   * The session's log could not be appended to (disk full, store closed, I/O error: `runtime_append_failed`) or read
+   * (a resume's replay: `internal_error`): nothing after the last durable event was sent; the socket is let go of
+   * (the coded error, then it closes). The session waits for a resume, which rebuilds it from its log.
    */
-  failed(message: string): void;
+  failed(code: "runtime_append_failed" | "internal_error", message: string): void;
 }
 
 interface Pending {
@@ -103,6 +103,19 @@ interface Pending {
 }
 
 const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
+
+const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
+type Failure =
+  | { readonly code: "runtime_append_failed"; readonly what: "appended to" }
+  | {
+      readonly code: "internal_error";
+      readonly what: "read";
+    };
+
+const APPEND_FAILED: Failure = { code: "runtime_append_failed", what: "appended to" };
+const READ_FAILED: Failure = { code: "internal_error", what: "read" };
 
 /** Cumulative bytes of JSON text by seq of `events` (index 0: 0). */
 const measure = (events: readonly WireEvent[]): number[] => {
@@ -268,8 +281,9 @@ export class SessionHost {
     const at = this.deps.now();
     return this.push(
       async () => {
-        const entries = await this.deps.store.read(streamOf(this.sessionId));
-        const { replay } = foldLog(entries);
+        // Known before the read: a read that fails lets this socket go too.
+        this.pendingAttach = { sink, replay: [] };
+        const { replay } = foldLog(await this.deps.store.read(streamOf(this.sessionId)));
         this.pendingAttach = {
           sink,
           replay: replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
@@ -467,7 +481,7 @@ export class SessionHost {
   private async prepareAppend(
     frame: Extract<DecodedFrame, { type: "input_audio_buffer.append" }>,
     state: SessionState,
-  ): Promise<AudioAppend> {
+  ): Promise<AudioAppend | Extract<Command, { type: "invalid" }>> {
     const target = state.capabilities.inputSampleRateHz;
     if (this.resampler === null || this.resampler.rate !== frame.sampleRateHz) {
       this.resampler = { rate: frame.sampleRateHz, resampler: this.deps.createResampler(frame.sampleRateHz, target) };
@@ -479,7 +493,20 @@ export class SessionHost {
         ? new Int16Array(pcm16.buffer, pcm16.byteOffset, pcm16.byteLength / 2)
         : new Int16Array(pcm16.slice(0, pcm16.byteLength & ~1).buffer);
     const samples = this.resampler.resampler.push(source);
-    const vad = this.deps.vad === null ? [] : await this.deps.vad.process(samples);
+    let vad: number[] = [];
+    try {
+      if (this.deps.vad !== null) vad = await this.deps.vad.process(samples);
+    } catch (error) {
+      // Refused like any command that cannot be carried out: nothing of it is buffered, and the session goes on.
+      return {
+        type: "invalid",
+        eventId: frame.eventId,
+        code: "server_vad_unavailable",
+        message: `server VAD could not process this audio: ${errorMessage(error)}`,
+        param: null,
+        eventType: "input_audio_buffer.append",
+      };
+    }
     let sum = 0;
     for (let i = 0; i < samples.length; i++) sum += ((samples[i] as number) / 32768) ** 2;
     const rms = samples.length === 0 ? 0 : Math.sqrt(sum / samples.length);
@@ -557,7 +584,15 @@ export class SessionHost {
       let state = this.state;
       let wire = this.wire;
       for (const pending of batch) {
-        const input = await pending.input(state);
+        let input: Input;
+        try {
+          input = await pending.input(state);
+        } catch (error) {
+          // Only a resume's read of the log fails here (an append's VAD failing is a refusal): nothing of the batch
+          // was appended or sent, as after a failed append.
+          this.fail(error, READ_FAILED);
+          return;
+        }
         const before = state;
         entries.push(inputEntry(input, before));
         const events: DomainEvent[] = decide(before, input);
@@ -579,7 +614,7 @@ export class SessionHost {
         this.revision = await this.deps.store.append(streamOf(this.sessionId), entries, this.revision);
         this.deps.onAppended?.(entries.length, performance.now() - started);
       } catch (error) {
-        this.fail(error);
+        this.fail(error, APPEND_FAILED);
         return;
       }
       this.state = state;
@@ -612,12 +647,13 @@ export class SessionHost {
   }
 
   /**
-   * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed). Nothing of the batch was sent, and what waited
+   * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed), or a resume's failed read of the log
+   * (internal_error; the recovery is recorded as `append_failed` all the same). Nothing of the batch was sent, and what waited
    * behind it is dropped (its client is let go of and resumes from what it received). The runner's work is lost with
    * it, and the resume token and generation fall back to the logged ones: a resume claimed in the failed batch was
    * never answered.
    */
-  private fail(error: unknown): void {
+  private fail(error: unknown, failure: Failure): void {
     this.faulted = true;
     this.queue.length = 0;
     this.pendingBytes = 0;
@@ -625,12 +661,12 @@ export class SessionHost {
     this.configuring = 0;
     this.claimedGeneration = this.state.attachmentGeneration;
     this.claimedTokenSha256 = null;
-    const message = `the session log could not be appended to: ${error instanceof Error ? error.message : String(error)}`;
+    const message = `the session log could not be ${failure.what}: ${errorMessage(error)}`;
     const sinks = new Set([this.sink, this.pendingAttach?.sink]);
     this.sink = null;
     this.detached = this.deps.now();
     this.pendingAttach = null;
-    for (const sink of sinks) sink?.failed(message);
+    for (const sink of sinks) sink?.failed(failure.code, message);
     const runner = this.runner;
     this.runner = null;
     this.guard("close", () => runner?.close());
@@ -649,6 +685,10 @@ export class SessionHost {
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
       this.refAudio = log.refAudio;
       if (this.journal !== null) this.journal = measure(log.replay);
+      // Appends dropped with the queue may have reached the resampler and the VAD: both start afresh, as after a
+      // restart.
+      this.resampler = null;
+      this.deps.vad?.reset();
       this.runnerFaulted = false;
       this.faulted = false;
       return true;
@@ -694,7 +734,7 @@ export class SessionHost {
     if (this.runnerFaulted) return;
     this.runnerFaulted = true;
     this.deps.onRunnerFault?.(this, operation, error);
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     void this.enqueue({ type: "RunnerFaulted", at: this.deps.now(), data: { operation, message } });
   }
 

@@ -185,16 +185,13 @@ export const serveRealtimeSocket = (
       socket.send(sessionReplaced(host?.sessionId ?? "", generation));
       socket.close(1000, "session replaced");
     },
-    failed: (message) => {
+    failed: (code, message) => {
       // Nothing after the last durable event went out; the session waits, detached, for a resume from its log.
-      log.error(
-        { sessionId: host?.sessionId, code: "runtime_append_failed" },
-        "socket let go: session log append failed",
-      );
+      log.error({ sessionId: host?.sessionId, code }, "socket let go: the session log failed");
       state = "detached";
       if (socket.readyState !== socket.OPEN) return;
-      socket.send(sessionError("runtime_append_failed", message));
-      socket.close(ERROR_CODES.runtime_append_failed.closeCode, "runtime_append_failed");
+      socket.send(sessionError(code, message));
+      socket.close(ERROR_CODES[code].closeCode, code);
     },
     ended: (lastType, reason) => {
       log.info(

@@ -6,9 +6,11 @@ import { afterAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
 import type { EventStore } from "../../src/engine/ports/index.ts";
-import { readWavFile } from "../../src/infra/audio/index.ts";
+import { createResampler, pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
+import { createSileroVad } from "../../src/infra/vad/index.ts";
 import { startServer } from "../../src/server/index.ts";
+import { gatedVad } from "../support/gated-vad.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
@@ -129,6 +131,137 @@ describe("a failed append", () => {
       expect(replayEntries(entries).divergence).toBeNull();
       await again.close();
     } finally {
+      await server.stop();
+    }
+  }, 60_000);
+});
+
+describe("a store fault while appends and resumes are in flight", () => {
+  it("a resume whose read of the log fails lets that socket go with internal_error; the same token resumes later", async () => {
+    const unreadable = new Set<string>();
+    const server = await startTestServer(
+      {},
+      {
+        wrapStore: (store) => ({
+          ...store,
+          read: (stream, from) =>
+            unreadable.has(stream)
+              ? Promise.reject(new Error(`injected I/O error reading ${stream}`))
+              : store.read(stream, from),
+        }),
+      },
+    );
+    try {
+      const a = await RealtimeClient.connect(server.url);
+      const sa = await sessionOf(a);
+      a.send({ type: "session.update", session: { instructions: "be brief" } });
+      await a.waitFor("session.updated", { since: 0 });
+      await a.terminate();
+
+      unreadable.add(streamOf(sa.id));
+      const refused = await resume(server.url, sa.id, sa.token, a.lastSeq());
+      const error = await refused.waitFor("error", { since: 0 });
+      expect(error.error).toMatchObject({ type: "server_error", code: "internal_error" });
+      expect(String((error.error as { message: string }).message)).toMatch(/could not be read/);
+      expect((await refused.closed).code).toBe(1011);
+      expect(refused.types()).toEqual(["error"]);
+
+      // The claim was never answered: the token the client holds is still the current one.
+      unreadable.clear();
+      const again = await resume(server.url, sa.id, sa.token, a.lastSeq());
+      const resumed = await again.waitFor("session.resumed", { since: 0 });
+      expect(resumed.attachment_generation).toBe(2);
+      again.send({ type: "response.create" });
+      const done = await again.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
+      expect(done.response).toMatchObject({ status: "completed" });
+      expect(replayEntries(await server.store.read(streamOf(sa.id))).divergence).toBeNull();
+      await again.close();
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+
+  it("a session rebuilt after a failed append starts its resampler and VAD afresh, as after a restart", async () => {
+    // Appends to the streams in `failing` wait for `release`, then throw; `held` resolves when one waits.
+    const failing = new Set<string>();
+    let release = (): void => undefined;
+    let held = (): void => undefined;
+    const holding = new Promise<void>((resolve) => {
+      held = resolve;
+    });
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const gate = gatedVad();
+    const server = await startTestServer(
+      {},
+      {
+        wrapVad: gate.wrap,
+        wrapStore: (store) => ({
+          ...store,
+          append: async (stream, entries, expected) => {
+            if (!failing.has(stream)) return store.append(stream, entries, expected);
+            held();
+            await released;
+            throw new Error(`injected I/O error appending to ${stream}`);
+          },
+        }),
+      },
+    );
+    try {
+      // 24 kHz speech, resampled to the echo's 16 kHz: the resampler and the VAD both carry state across appends.
+      const speech = (await readWavFile(sharedAudio("jfk_24k.wav"))).samples;
+      const chunk = (i: number): Uint8Array => pcm16ToBytes(speech.subarray(2400 * i, 2400 * (i + 1)));
+      const a = await RealtimeClient.connect(server.url);
+      const sa = await sessionOf(a);
+      a.send({ type: "session.update", session: { instructions: "listen" } });
+      await a.waitFor("session.updated", { since: 0 });
+
+      failing.add(streamOf(sa.id));
+      a.appendAudio(chunk(10));
+      await holding;
+      // These arrive while the first append's batch is being appended: they reach the resampler and the VAD
+      // at once, and are dropped when that append fails.
+      const before = gate.calls;
+      for (let i = 11; i < 16; i++) a.appendAudio(chunk(i));
+      await expect.poll(() => gate.calls, { timeout: 5_000 }).toBe(before + 5);
+      release();
+      const error = await a.waitFor("error", { since: 0 });
+      expect(error.error).toMatchObject({ code: "runtime_append_failed" });
+      await a.closed;
+
+      failing.clear();
+      const again = await resume(server.url, sa.id, sa.token, a.lastSeq());
+      await again.waitFor("session.resumed", { since: 0 });
+      const ids: string[] = [];
+      for (let i = 20; i < 30; i++) ids.push(again.appendAudio(chunk(i), { event_id: `after_${i}` }));
+      again.send({ type: "session.heartbeat" });
+      await again.waitFor("session.heartbeat_ack", { since: 0 });
+
+      const appended = (await server.store.read(streamOf(sa.id)))
+        .filter((e) => e.type === "CommandReceived")
+        .map((e) => (e.data as { command: { eventId?: string; audio?: Uint8Array; vad?: number[] } }).command)
+        .filter((c) => c.eventId?.startsWith("after_"));
+      expect(appended.map((c) => c.eventId)).toEqual(ids);
+
+      // What a fresh resampler and a fresh Silero stream make of the same audio.
+      const resampler = createResampler(24000, 16000);
+      const vad = await createSileroVad({ thread: "main" });
+      const stream = vad.createStream();
+      const expected: { audio: Uint8Array; vad: number[] }[] = [];
+      for (let i = 20; i < 30; i++) {
+        const samples = resampler.push(new Int16Array(speech.subarray(2400 * i, 2400 * (i + 1))));
+        expected.push({ audio: pcm16ToBytes(samples), vad: await stream.process(samples) });
+      }
+      await vad.close();
+      expect(appended.map((c) => Buffer.from(c.audio ?? []).toString("base64"))).toEqual(
+        expected.map((e) => Buffer.from(e.audio).toString("base64")),
+      );
+      expect(appended.map((c) => c.vad)).toEqual(expected.map((e) => e.vad));
+      await again.close();
+    } finally {
+      release();
+      gate.open();
       await server.stop();
     }
   }, 60_000);

@@ -1,42 +1,68 @@
 import { describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import type { VadModel } from "../../src/engine/ports/vad.ts";
+import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import type { EventStore } from "../../src/engine/ports/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { gatedVad } from "../support/gated-vad.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
+type Gate = ReturnType<typeof gatedVad>;
+
+const sessionIdOf = async (client: RealtimeClient): Promise<string> =>
+  String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id);
+
+const commandsOf = async (store: EventStore, id: string) =>
+  (await store.read(streamOf(id)))
+    .filter((e) => e.type === "CommandReceived")
+    .map((e) => (e.data as { command: { type: string; eventId?: string; code?: string } }).command);
+
 /**
- * The real Silero VAD with a gate: while it is shut, every stream's `process` waits (in call order) before it
- * reaches the model, as a VAD thread busy with a long batch would.
+ * Makes the echo speak (11 s of speech, answered 4 times faster than real time), then holds an append at the VAD
+ * and checks that the model's audio goes ahead of it while a heartbeat sent after it waits with it; then opens the
+ * gate. Returns the index in `client.received` where the gate was opened.
  */
-const gatedVad = () => {
-  let open: Promise<void> = Promise.resolve();
-  let release = (): void => undefined;
-  return {
-    shut(): void {
-      open = new Promise((resolve) => {
-        release = resolve;
-      });
-    },
-    open(): void {
-      release();
-    },
-    wrap: (vad: VadModel): VadModel => ({
-      sampleRate: vad.sampleRate,
-      frameSamples: vad.frameSamples,
-      close: () => vad.close(),
-      createStream() {
-        const stream = vad.createStream();
-        return {
-          async process(samples) {
-            await open;
-            return stream.process(samples);
-          },
-          reset: () => stream.reset(),
-          close: () => stream.close(),
-        };
-      },
-    }),
-  };
+const expectOutputsToPassAHeldAppend = async (
+  client: RealtimeClient,
+  gate: Gate,
+  store: EventStore,
+  label: string,
+): Promise<void> => {
+  const speaking = client.received.length;
+  client.appendSamples((await readWavFile(sharedAudio("jfk_16k.wav"))).samples, {
+    sampleRateHz: 16000,
+    tailMs: 1500,
+  });
+  await client.waitFor("response.output_audio.delta", { since: speaking, timeoutMs: 30_000 });
+
+  gate.shut();
+  const shutAt = client.received.length;
+  client.appendAudio(new Uint8Array(3200), { event_id: `held_${label}` });
+  client.send({ type: "session.heartbeat", event_id: `behind_${label}` });
+  // The model goes on speaking while the append waits for its VAD...
+  await client.waitFor("response.output_audio.delta", { since: shutAt });
+  const second = client.received.length;
+  await client.waitFor("response.output_audio.delta", { since: second });
+  // ...and the heartbeat, a client frame after the append, waits with it.
+  expect(client.received.slice(shutAt).map((r) => r.event.type)).not.toContain("session.heartbeat_ack");
+
+  const openedAt = client.received.length;
+  gate.open();
+  await client.waitFor("session.heartbeat_ack", { since: openedAt });
+  const id = await sessionIdOf(client);
+  const commands = await commandsOf(store, id);
+  const held = commands.findIndex((c) => c.eventId === `held_${label}`);
+  expect(held).toBeGreaterThan(0);
+  expect(commands[held + 1]?.eventId).toBe(`behind_${label}`);
+  // In the log, model audio that arrived while the append waited was decided before it.
+  const log = await store.read(streamOf(id));
+  const heldAt = log.findIndex(
+    (e) =>
+      e.type === "CommandReceived" && (e.data as { command: { eventId?: string } }).command.eventId === `held_${label}`,
+  );
+  const deliveredBefore = log
+    .slice(0, heldAt)
+    .filter((e) => e.type === "AudioDelivered" && (e.metadata.at as number) >= (log[heldAt]?.metadata.at as number));
+  expect(deliveredBefore.length).toBeGreaterThan(0);
 };
 
 describe("the mailbox while an append's VAD is pending (issue 11)", () => {
@@ -47,51 +73,48 @@ describe("the mailbox while an append's VAD is pending (issue 11)", () => {
       const client = await RealtimeClient.connect(server.url);
       client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
       await client.waitFor("session.updated", { since: 0 });
-      // 11 s of speech, then silence: the echo answers the utterance with 11 s of audio, 4 times faster than real time.
-      client.appendSamples((await readWavFile(sharedAudio("jfk_16k.wav"))).samples, {
-        sampleRateHz: 16000,
-        tailMs: 1500,
-      });
-      await client.waitFor("response.output_audio.delta", { since: 0, timeoutMs: 30_000 });
-
-      gate.shut();
-      const shutAt = client.received.length;
-      client.appendAudio(new Uint8Array(3200), { event_id: "held" });
-      client.send({ type: "session.heartbeat", event_id: "behind" });
-      // The model goes on speaking while the append waits for its VAD...
-      await client.waitFor("response.output_audio.delta", { since: shutAt });
-      const second = client.received.length;
-      await client.waitFor("response.output_audio.delta", { since: second });
-      // ...and the heartbeat, a client frame after the append, waits with it.
-      expect(client.received.slice(shutAt).map((r) => r.event.type)).not.toContain("session.heartbeat_ack");
-
-      const openedAt = client.received.length;
-      gate.open();
-      await client.waitFor("session.heartbeat_ack", { since: openedAt });
-      const log = await server.store.read(
-        `session-${String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id)}`,
-      );
-      const commands = log
-        .filter((e) => e.type === "CommandReceived")
-        .map((e) => (e.data as { command: { type: string; eventId?: string } }).command);
-      const held = commands.findIndex((c) => c.eventId === "held");
-      const behind = commands.findIndex((c) => c.eventId === "behind");
-      expect(held).toBeGreaterThan(0);
-      expect(behind).toBe(held + 1);
-      // In the log, model audio that arrived while the append waited was decided before it.
-      const heldAt = log.findIndex(
-        (e) => e.type === "CommandReceived" && (e.data as { command: { eventId?: string } }).command.eventId === "held",
-      );
-      const deliveredBefore = log
-        .slice(0, heldAt)
-        .filter(
-          (e) => e.type === "AudioDelivered" && (e.metadata.at as number) >= (log[heldAt]?.metadata.at as number),
-        );
-      expect(deliveredBefore.length).toBeGreaterThan(0);
+      await expectOutputsToPassAHeldAppend(client, gate, server.store, "a");
       await client.close();
     } finally {
       gate.open();
       await server.stop();
     }
   });
+
+  it("refuses an append whose VAD fails with server_vad_unavailable, decides what came after it, and goes on", async () => {
+    const gate = gatedVad();
+    const server = await startTestServer({}, { wrapVad: gate.wrap });
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
+      await client.waitFor("session.updated", { since: 0 });
+
+      const before = client.received.length;
+      gate.failNext(1);
+      client.appendAudio(new Uint8Array(3200), { event_id: "lost_vad" });
+      client.send({ type: "session.update", event_id: "after", session: { instructions: "still here" } });
+      const error = await client.waitFor("error", { since: before });
+      expect(error.error).toMatchObject({
+        type: "server_error",
+        code: "server_vad_unavailable",
+        event_id: "lost_vad",
+      });
+      const updated = await client.waitFor("session.updated", { since: before });
+      expect(updated.session).toMatchObject({ instructions: "still here" });
+      expect(client.received.slice(before).map((r) => r.event.type)).toEqual(["error", "session.updated"]);
+
+      // The session goes on, and its appends are still prepared on arrival: the model's audio passes a held one.
+      await expectOutputsToPassAHeldAppend(client, gate, server.store, "b");
+      const id = await sessionIdOf(client);
+      const commands = await commandsOf(server.store, id);
+      const refused = commands.find((c) => c.eventId === "lost_vad");
+      expect(refused).toMatchObject({ type: "invalid", code: "server_vad_unavailable" });
+      expect(replayEntries(await server.store.read(streamOf(id))).divergence).toBeNull();
+      expect(client.types()).not.toContain("input_audio_buffer.cleared");
+      await client.close();
+    } finally {
+      gate.open();
+      await server.stop();
+    }
+  }, 60_000);
 });
