@@ -2,11 +2,12 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { brotliCompressSync } from "node:zlib";
 import Database from "better-sqlite3";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { readWavFile } from "../../src/infra/audio/index.ts";
-import { PCM16_BROTLI, packBlob, unpackBlob } from "../../src/infra/event-store/blob-packing.ts";
+import { PCM16_BROTLI, PCM16_RICE, packBlob, unpackBlob } from "../../src/infra/event-store/blob-packing.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { sharedAudio } from "../support/server.ts";
 
@@ -14,37 +15,93 @@ const bytesOf = (samples: Int16Array): Uint8Array =>
   new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
 
 describe("blob packing", () => {
-  it("gives back every blob byte for byte, whatever its length and content", async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.uint8Array({ maxLength: 4096 }), async (blob) => {
-        const { bytes, codec } = await packBlob(blob);
+  it("gives back every blob byte for byte, whatever its length and content", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 4096 }), (blob) => {
+        const { bytes, codec } = packBlob(blob);
         expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(blob));
       }),
       { numRuns: 200 },
     );
   });
 
-  it("gives back PCM16 at the extremes (wrap-around of the predictor)", async () => {
-    const samples = Int16Array.from({ length: 4000 }, (_, i) => (i % 3 === 0 ? 32767 : i % 3 === 1 ? -32768 : 0));
-    const { bytes, codec } = await packBlob(bytesOf(samples));
-    expect(codec).toBe(PCM16_BROTLI);
-    expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(bytesOf(samples)));
+  it("gives back any PCM16, whatever its scale changes between blocks, packed or not", () => {
+    fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.integer({ min: 1, max: 600 }), fc.integer({ min: 0, max: 15 })), {
+          minLength: 1,
+          maxLength: 8,
+        }),
+        fc.integer(),
+        (runs, seed) => {
+          // Runs of samples of varying loudness (2^scale), so blocks take every Rice parameter and escapes occur.
+          let state = seed;
+          const samples = Int16Array.from(
+            runs.flatMap(([length, scale]) =>
+              Array.from({ length }, () => {
+                state = (Math.imul(state, 1103515245) + 12345) | 0;
+                return Math.max(-32768, Math.min(32767, (state >> 8) % 2 ** (scale + 1)));
+              }),
+            ),
+          );
+          const { bytes, codec } = packBlob(bytesOf(samples));
+          expect([PCM16_RICE, null]).toContain(codec);
+          expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(bytesOf(samples)));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
-  it("keeps at most 70% of real speech (20 s in 100 ms chunks), and stores noise as it is", async () => {
+  it("gives back PCM16 at the extremes (the largest residuals, escaped)", () => {
+    // Quiet audio with full-scale clicks: the clicks' residuals (up to 2^17) are escaped, the rest Rice-coded.
+    const samples = Int16Array.from({ length: 4000 }, (_, i) =>
+      i % 500 === 0 ? 32767 : i % 500 === 1 ? -32768 : Math.round(300 * Math.sin(i / 5)),
+    );
+    const { bytes, codec } = packBlob(bytesOf(samples));
+    expect(codec).toBe(PCM16_RICE);
+    expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(bytesOf(samples)));
+    const silence = packBlob(new Uint8Array(3200));
+    expect(silence.codec).toBe(PCM16_RICE);
+    expect(silence.bytes.byteLength).toBeLessThan(220);
+    expect(Buffer.from(unpackBlob(silence.bytes, silence.codec))).toEqual(Buffer.alloc(3200));
+  });
+
+  it("refuses Rice-coded bytes cut short", () => {
+    const speech = Int16Array.from({ length: 1600 }, (_, i) => Math.round(8000 * Math.sin(i / 7)));
+    const { bytes, codec } = packBlob(bytesOf(speech));
+    expect(codec).toBe(PCM16_RICE);
+    expect(() => unpackBlob(bytes.subarray(0, bytes.byteLength - 40), codec)).toThrow(RangeError);
+    expect(() => unpackBlob(bytes.subarray(0, 3), codec)).toThrow(RangeError);
+  });
+
+  it("reads blobs packed by earlier versions (residual byte planes, brotli)", () => {
+    const samples = Int16Array.from({ length: 1600 }, (_, i) => Math.round(8000 * Math.sin(i / 7) + (i % 13) * 50));
+    // The earlier packing: the same predictor's residual modulo 2^16, low bytes then high bytes, brotli-compressed.
+    const planes = new Uint8Array(3200);
+    for (let i = 0; i < 1600; i++) {
+      const d = ((samples[i] as number) - 2 * (samples[i - 1] ?? 0) + (samples[i - 2] ?? 0)) & 0xffff;
+      planes[i] = d & 0xff;
+      planes[1600 + i] = d >> 8;
+    }
+    const stored = new Uint8Array(brotliCompressSync(planes));
+    expect(Buffer.from(unpackBlob(stored, PCM16_BROTLI))).toEqual(Buffer.from(bytesOf(samples)));
+  });
+
+  it("keeps at most 60% of real speech (20 s in 100 ms chunks), and stores noise as it is", async () => {
     const speech = (await readWavFile(sharedAudio("speech_60s_16k.wav"))).samples;
     let raw = 0;
     let packed = 0;
     for (let i = 0; i + 1600 <= Math.min(speech.length, 16000 * 20); i += 1600) {
       const chunk = bytesOf(speech.subarray(i, i + 1600));
-      const { bytes, codec } = await packBlob(chunk);
+      const { bytes, codec } = packBlob(chunk);
       expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(chunk));
       raw += chunk.byteLength;
       packed += bytes.byteLength;
     }
-    expect(packed / raw).toBeLessThan(0.7);
+    expect(packed / raw).toBeLessThan(0.6);
     const noise = new Uint8Array(randomBytes(3200));
-    const stored = await packBlob(noise);
+    const stored = packBlob(noise);
     expect(stored.codec).toBeNull();
     expect(stored.bytes).toBe(noise);
   });
@@ -84,7 +141,7 @@ describe("the sqlite store with packed blobs", () => {
       db.close();
       expect(rows).toEqual([
         { type: "A", bin_codec: null, n: audio.byteLength },
-        { type: "B", bin_codec: PCM16_BROTLI, n: expect.any(Number) },
+        { type: "B", bin_codec: PCM16_RICE, n: expect.any(Number) },
       ]);
       expect((rows[1] as { n: number }).n).toBeLessThan(audio.byteLength);
     } finally {

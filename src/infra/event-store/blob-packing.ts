@@ -1,46 +1,192 @@
-import { brotliCompressSync, brotliDecompressSync, constants } from "node:zlib";
+import { brotliDecompressSync } from "node:zlib";
 
 /**
- * Lossless packing of an entry's blob on disk (issue 10, part 4: the log at most about 100 MB per session-hour).
+ * Lossless packing of an entry's blob on disk (issue 10, part 4: the log's size; issue 11: the writer's CPU).
  * Blobs are mostly PCM16 audio (client appends at the model's rate, the model's output), so a blob of even length
  * is read as little-endian 16-bit samples and replaced by the residual of a second-order predictor
- * (`x[n] - (2 x[n-1] - x[n-2])`, modulo 2^16), low bytes first, then high bytes; that is compressed with brotli
- * from node:zlib, at quality 1 (issue 11: on 100-200 ms chunks quality 5 packed 17-21 MB/s and quality 1 40-110 MB/s,
- * for 4-9% more bytes). The 20 s of speech_60s_16k.wav in 100 ms chunks keep under 70% of their bytes. A blob the
- * packing does not shrink (a JPEG frame, noise) is stored as it is.
+ * (`d = x[n] - 2 x[n-1] + x[n-2]`, so `|d| < 2^17`), zigzag-mapped to `v >= 0` and Rice-coded in blocks of 256
+ * samples, as FLAC codes its residuals (https://xiph.org/flac/format.html, "RESIDUAL_CODING_METHOD_PARTITIONED_RICE").
  *
- * Codecs, as stored beside the blob: `null` (raw bytes) or `PCM16_BROTLI`.
+ * Layout of `PCM16_RICE` bytes, bits most significant first: the sample count as a 32-bit little-endian integer,
+ * then per block a 5-bit Rice parameter `k` (0..17, chosen from the block's mean), then per sample either `v >> k`
+ * zero bits, a one bit and the low `k` bits of `v` (when `v >> k < 16`), or 16 zero bits, a one bit and `v` in 18
+ * bits (an escape, for samples far off the block's scale); the last byte is padded with zero bits.
+ *
+ * Why our own coder: measured on the 20 s of speech_60s_16k.wav in 100 ms chunks (docs/benchmarks.md, "Load"),
+ * brotli quality 1 on the residual kept 68.7% of the bytes at 47-49 us a chunk to pack and 42 to unpack, deflate
+ * level 1 69.2% at 93 us, and this coder keeps 55.7% at 20-26 us to pack and 19 to unpack. No maintained npm
+ * package codes raw PCM chunks losslessly without a container around each (libFLAC builds add stream headers and a
+ * WebAssembly call per chunk).
+ *
+ * Codecs, as stored beside the blob: `null` (raw bytes), `PCM16_RICE`, and `PCM16_BROTLI` (read only: files written
+ * before the Rice coder).
  */
+export const PCM16_RICE = "pcm16-d2-rice";
+/** Files written before the Rice coder: the residual in byte planes (low bytes, then high), brotli-compressed. */
 export const PCM16_BROTLI = "pcm16-d2-brotli";
 
-export type BlobCodec = typeof PCM16_BROTLI | null;
+export type BlobCodec = typeof PCM16_RICE | null;
 
-const BROTLI_OPTIONS = {
-  params: { [constants.BROTLI_PARAM_QUALITY]: 1, [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_GENERIC },
-};
-
-/** Blobs shorter than this (bytes) are stored raw: brotli's framing would eat what it saves. */
+/** Blobs shorter than this (bytes) are stored raw: the header and block parameters would eat what packing saves. */
 const MIN_PACKED_BYTES = 64;
+const BLOCK = 256;
+/** `v >> k` at or beyond this is escaped: 16 zero bits, a one, then `v` in `RAW_BITS` bits. */
+const ESCAPE = 16;
+const RAW_BITS = 18;
+const K_BITS = 5;
+const MAX_K = 17;
 
-/** The predictor's residual of `bytes` (even length, PCM16 LE) as two byte planes: low bytes, then high bytes. */
-const residualPlanes = (bytes: Uint8Array): Uint8Array => {
-  const n = bytes.byteLength >> 1;
-  const out = new Uint8Array(bytes.byteLength);
+/** Zigzag residuals of the second-order predictor, for `samples` (PCM16). */
+const residualsOf = (samples: Int16Array): Int32Array => {
+  const out = new Int32Array(samples.length);
   let p1 = 0;
   let p2 = 0;
-  for (let i = 0; i < n; i++) {
-    const x = (((bytes[2 * i] as number) | ((bytes[2 * i + 1] as number) << 8)) << 16) >> 16;
-    const d = (x - (2 * p1 - p2)) & 0xffff;
-    out[i] = d & 0xff;
-    out[n + i] = d >> 8;
+  for (let i = 0; i < samples.length; i++) {
+    const x = samples[i] as number;
+    const d = x - 2 * p1 + p2;
+    out[i] = (d << 1) ^ (d >> 31);
     p2 = p1;
     p1 = x;
   }
   return out;
 };
 
-/** Inverts `residualPlanes`. */
-const samplesOf = (planes: Uint8Array): Uint8Array => {
+/** The Rice parameter of a block whose `count` residuals sum to `sum`: the largest k <= 17 with 2^(k+1) <= mean. */
+const riceParameter = (sum: number, count: number): number => {
+  const mean = sum / count;
+  let k = 0;
+  while (k < MAX_K && 2 << k <= mean) k++;
+  return k;
+};
+
+const riceEncode = (blob: Uint8Array): Uint8Array => {
+  const n = blob.byteLength >> 1;
+  const samples =
+    blob.byteOffset % 2 === 0 ? new Int16Array(blob.buffer, blob.byteOffset, n) : new Int16Array(blob.slice().buffer);
+  const res = residualsOf(samples);
+  // At worst every sample is escaped (35 bits), plus the header and the blocks' parameters.
+  const out = new Uint8Array(4 + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8));
+  new DataView(out.buffer).setUint32(0, n, true);
+  let pos = 4;
+  // `acc` holds the `bits` (< 8 between writes) not yet flushed to `out`.
+  let acc = 0;
+  let bits = 0;
+  for (let b = 0; b < n; b += BLOCK) {
+    const end = Math.min(b + BLOCK, n);
+    let sum = 0;
+    for (let i = b; i < end; i++) sum += res[i] as number;
+    const k = riceParameter(sum, end - b);
+    acc = (acc << K_BITS) | k;
+    bits += K_BITS;
+    const mask = (1 << k) - 1;
+    for (let i = b; i < end; i++) {
+      const v = res[i] as number;
+      const q = v >>> k;
+      let nb: number;
+      let code: number;
+      if (q < ESCAPE) {
+        nb = q + 1 + k;
+        code = (1 << k) | (v & mask);
+      } else {
+        nb = ESCAPE + 1 + RAW_BITS;
+        code = (1 << RAW_BITS) | v;
+      }
+      // At most 16 bits at a time, so that `acc` stays within 24 bits.
+      while (nb > 16) {
+        nb -= 16;
+        acc = (acc << 16) | ((code >>> nb) & 0xffff);
+        bits += 16;
+        while (bits >= 8) {
+          bits -= 8;
+          out[pos++] = acc >>> bits;
+        }
+        acc &= (1 << bits) - 1;
+      }
+      acc = (acc << nb) | (code & ((1 << nb) - 1));
+      bits += nb;
+      while (bits >= 8) {
+        bits -= 8;
+        out[pos++] = acc >>> bits;
+      }
+      acc &= (1 << bits) - 1;
+    }
+  }
+  if (bits > 0) out[pos++] = acc << (8 - bits);
+  return out.subarray(0, pos);
+};
+
+const cutShort = (): RangeError => new RangeError("entry blob: Rice-coded bytes end before their samples");
+
+/** @throws RangeError when `bytes` end before their sample count is decoded, or hold a malformed escape. */
+const riceDecode = (bytes: Uint8Array): Uint8Array => {
+  if (bytes.byteLength < 4) throw new RangeError("entry blob: Rice-coded bytes shorter than their header");
+  const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
+  const samples = new Int16Array(n);
+  const length = bytes.byteLength;
+  let pos = 4;
+  // `acc` holds the next `bits` bits, most significant first; refilled a byte at a time up to 24-31 bits.
+  let acc = 0;
+  let bits = 0;
+  let p1 = 0;
+  let p2 = 0;
+  for (let b = 0; b < n; b += BLOCK) {
+    const end = Math.min(b + BLOCK, n);
+    while (bits <= 23 && pos < length) {
+      acc = (acc << 8) | (bytes[pos++] as number);
+      bits += 8;
+    }
+    if (bits < K_BITS) throw cutShort();
+    bits -= K_BITS;
+    const k = acc >>> bits;
+    acc &= (1 << bits) - 1;
+    for (let i = b; i < end; i++) {
+      while (bits <= 23 && pos < length) {
+        acc = (acc << 8) | (bytes[pos++] as number);
+        bits += 8;
+      }
+      // Leading zero bits among the `bits` held (all of them when `acc` is 0).
+      const zeros = acc === 0 ? bits : Math.clz32(acc) - (32 - bits);
+      let v: number;
+      if (zeros < ESCAPE) {
+        if (zeros === bits) throw cutShort();
+        bits -= zeros + 1;
+        acc &= (1 << bits) - 1;
+        if (k > bits) {
+          while (bits <= 23 && pos < length) {
+            acc = (acc << 8) | (bytes[pos++] as number);
+            bits += 8;
+          }
+          if (k > bits) throw cutShort();
+        }
+        bits -= k;
+        v = (zeros << k) + (acc >>> bits);
+        acc &= (1 << bits) - 1;
+      } else {
+        // The escape: 16 zero bits and a one (held: bits >= 24 here unless cut short), then 18 bits of `v`.
+        if (bits < ESCAPE + 1) throw cutShort();
+        bits -= ESCAPE + 1;
+        if (((acc >>> bits) & 1) !== 1) throw new RangeError("entry blob: malformed Rice escape");
+        acc &= (1 << bits) - 1;
+        while (bits <= 23 && pos < length) {
+          acc = (acc << 8) | (bytes[pos++] as number);
+          bits += 8;
+        }
+        if (bits < RAW_BITS) throw cutShort();
+        bits -= RAW_BITS;
+        v = acc >>> bits;
+        acc &= (1 << bits) - 1;
+      }
+      const x = (((v >>> 1) ^ -(v & 1)) + 2 * p1 - p2) | 0;
+      samples[i] = x;
+      p2 = p1;
+      p1 = x;
+    }
+  }
+  return new Uint8Array(samples.buffer);
+};
+
+/** Inverts the byte planes of the brotli codec: planes of residuals back to PCM16 LE. */
+const samplesOfPlanes = (planes: Uint8Array): Uint8Array => {
   const n = planes.byteLength >> 1;
   const out = new Uint8Array(planes.byteLength);
   let p1 = 0;
@@ -57,24 +203,25 @@ const samplesOf = (planes: Uint8Array): Uint8Array => {
 };
 
 /**
- * Packs `blob` for storage, synchronously: the file store calls it on its writer thread (sqlite-writer.ts), where
- * a blocking call costs the event loop nothing and node:zlib's stream machinery (which the async call builds per
- * blob) is not needed.
+ * Packs `blob` for storage, synchronously: the file store calls it on its writer thread (sqlite-writer.ts).
+ * A blob the packing does not shrink (a JPEG frame, noise, an odd length) is stored as it is.
  * @returns the bytes to store and their codec (`null`: `bytes` is `blob` itself).
  */
 export const packBlob = (blob: Uint8Array): { readonly bytes: Uint8Array; readonly codec: BlobCodec } => {
   if (blob.byteLength < MIN_PACKED_BYTES || blob.byteLength % 2 !== 0) return { bytes: blob, codec: null };
-  const packed = brotliCompressSync(residualPlanes(blob), BROTLI_OPTIONS);
+  const packed = riceEncode(blob);
   if (packed.byteLength >= blob.byteLength) return { bytes: blob, codec: null };
-  return { bytes: new Uint8Array(packed.buffer, packed.byteOffset, packed.byteLength), codec: PCM16_BROTLI };
+  return { bytes: packed, codec: PCM16_RICE };
 };
 
 /**
  * Unpacks stored bytes into the blob that was packed.
- * @throws RangeError for a codec this version does not know; Error from node:zlib for corrupt bytes.
+ * @throws RangeError for a codec this version does not know, or Rice-coded bytes that are cut short; Error from
+ *   node:zlib for corrupt brotli bytes.
  */
 export const unpackBlob = (bytes: Uint8Array, codec: string | null): Uint8Array => {
   if (codec === null) return bytes;
-  if (codec !== PCM16_BROTLI) throw new RangeError(`entry blob: unknown codec ${JSON.stringify(codec)}`);
-  return samplesOf(brotliDecompressSync(bytes));
+  if (codec === PCM16_RICE) return riceDecode(bytes);
+  if (codec === PCM16_BROTLI) return samplesOfPlanes(brotliDecompressSync(bytes));
+  throw new RangeError(`entry blob: unknown codec ${JSON.stringify(codec)}`);
 };
