@@ -1,6 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 
+/**
+ * Node.js flags the server runs with: `npm start`, bin/duplex.js's first line and {@link startServerProcess} carry
+ * them (a test checks the three agree). `--max-semi-space-size=64` (MiB) lets V8's young generation grow to 64 MiB
+ * semi-spaces instead of 16: a realtime session's frames, audio and events die young, and at 200 sessions the
+ * default spent about 0.24 cores in GC threads and put p99 first audio at 900 ms; with 64, 0.12 cores and 170 ms
+ * (issue 11; docs/benchmarks.md, "Load").
+ */
+export const SERVE_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=64"];
+
 /** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
 export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -27,7 +36,7 @@ export const startServerProcess = (
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ["bin/duplex.js", "serve", "--port", String(port), "--data", dataDir, ...args],
+      [...SERVE_NODE_FLAGS, "bin/duplex.js", "serve", "--port", String(port), "--data", dataDir, ...args],
       {
         stdio: ["ignore", "pipe", "pipe"],
       },

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
+import { freePort, SERVE_NODE_FLAGS, startServerProcess } from "../../src/cli/server-process.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
 
 /**
@@ -74,4 +74,24 @@ describe("npm start", () => {
     expect(out).not.toContain(String(created.resume_token));
     expect(lines.map((l) => l.msg)).toContain("shutting down");
   }, 60_000);
+});
+
+describe("the server's Node.js flags", () => {
+  it("are the same for npm start, the duplex command and the processes the benchmarks start", async () => {
+    expect(SERVE_NODE_FLAGS.length).toBeGreaterThan(0);
+    const start = (JSON.parse(await readFile("package.json", "utf8")) as { scripts: { start: string } }).scripts.start;
+    const shebang = (await readFile("bin/duplex.js", "utf8")).split("\n")[0];
+    expect(start).toBe(`exec node ${SERVE_NODE_FLAGS.join(" ")} bin/duplex.js serve`);
+    expect(shebang).toBe(`#!/usr/bin/env -S node ${SERVE_NODE_FLAGS.join(" ")}`);
+    const dir = await mkdtemp(join(tmpdir(), "duplex-flags-"));
+    const server = await startServerProcess(await freePort(), dir);
+    try {
+      const cmdline = (await readFile(`/proc/${server.child.pid}/cmdline`, "utf8")).split("\0");
+      expect(cmdline.slice(1, 1 + SERVE_NODE_FLAGS.length)).toEqual([...SERVE_NODE_FLAGS]);
+    } finally {
+      server.child.kill("SIGTERM");
+      await new Promise((resolve) => server.child.once("exit", resolve));
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
