@@ -67,12 +67,30 @@ describe("blob packing", () => {
     expect(Buffer.from(unpackBlob(silence.bytes, silence.codec))).toEqual(Buffer.alloc(3200));
   });
 
+  it("packs a Buffer view at an odd offset from its own bytes", () => {
+    const speech = Int16Array.from({ length: 800 }, (_, i) => Math.round(8000 * Math.sin(i / 7)));
+    const backing = Buffer.alloc(1601 + 7, 0x11);
+    backing.set(bytesOf(speech), 1);
+    // An odd-length buffer behind it, as well: a copy of the whole buffer could not even be read as samples.
+    const view = Buffer.from(backing.buffer, backing.byteOffset + 1, 1600);
+    const { bytes, codec } = packBlob(view);
+    expect(codec).toBe(PCM16_RICE);
+    expect(Buffer.from(unpackBlob(bytes, codec))).toEqual(Buffer.from(bytesOf(speech)));
+  });
+
   it("refuses Rice-coded bytes cut short", () => {
     const speech = Int16Array.from({ length: 1600 }, (_, i) => Math.round(8000 * Math.sin(i / 7)));
     const { bytes, codec } = packBlob(bytesOf(speech));
     expect(codec).toBe(PCM16_RICE);
     expect(() => unpackBlob(bytes.subarray(0, bytes.byteLength - 40), codec)).toThrow(RangeError);
     expect(() => unpackBlob(bytes.subarray(0, 3), codec)).toThrow(RangeError);
+    // A sample count the bytes cannot hold, and a Rice parameter beyond 17.
+    const counted = new Uint8Array(bytes);
+    new DataView(counted.buffer).setUint32(0, 0xffffffff, true);
+    expect(() => unpackBlob(counted, codec)).toThrow(RangeError);
+    const badK = new Uint8Array(bytes);
+    badK[4] = 0xff;
+    expect(() => unpackBlob(badK, codec)).toThrow(/Rice parameter 31/);
   });
 
   it("reads blobs packed by earlier versions (residual byte planes, brotli)", () => {

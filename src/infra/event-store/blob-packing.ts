@@ -51,7 +51,7 @@ const residualsOf = (samples: Int16Array): Int32Array => {
   return out;
 };
 
-/** The Rice parameter of a block whose `count` residuals sum to `sum`: the largest k <= 17 with 2^(k+1) <= mean. */
+/** The Rice parameter of a block whose `count` residuals sum to `sum`: the largest k <= 17 with 2^k <= mean. */
 const riceParameter = (sum: number, count: number): number => {
   const mean = sum / count;
   let k = 0;
@@ -62,13 +62,16 @@ const riceParameter = (sum: number, count: number): number => {
 const riceEncode = (blob: Uint8Array): Uint8Array => {
   const n = blob.byteLength >> 1;
   const samples =
-    blob.byteOffset % 2 === 0 ? new Int16Array(blob.buffer, blob.byteOffset, n) : new Int16Array(blob.slice().buffer);
+    blob.byteOffset % 2 === 0
+      ? new Int16Array(blob.buffer, blob.byteOffset, n)
+      : // A copy of exactly its bytes (a Buffer's slice() would share the whole buffer).
+        new Int16Array(new Uint8Array(blob).buffer, 0, n);
   const res = residualsOf(samples);
   // At worst every sample is escaped (35 bits), plus the header and the blocks' parameters.
   const out = new Uint8Array(4 + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8));
   new DataView(out.buffer).setUint32(0, n, true);
   let pos = 4;
-  // `acc` holds the `bits` (< 8 between writes) not yet flushed to `out`.
+  // `acc` holds the `bits` not yet flushed to `out`: fewer than 8 after a code, up to 12 after a block's k.
   let acc = 0;
   let bits = 0;
   for (let b = 0; b < n; b += BLOCK) {
@@ -91,7 +94,7 @@ const riceEncode = (blob: Uint8Array): Uint8Array => {
         nb = ESCAPE + 1 + RAW_BITS;
         code = (1 << RAW_BITS) | v;
       }
-      // At most 16 bits at a time, so that `acc` stays within 24 bits.
+      // At most 16 bits at a time, so that `acc` stays within 28 bits (clear of the sign bit).
       while (nb > 16) {
         nb -= 16;
         acc = (acc << 16) | ((code >>> nb) & 0xffff);
@@ -121,8 +124,10 @@ const cutShort = (): RangeError => new RangeError("entry blob: Rice-coded bytes 
 const riceDecode = (bytes: Uint8Array): Uint8Array => {
   if (bytes.byteLength < 4) throw new RangeError("entry blob: Rice-coded bytes shorter than their header");
   const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
-  const samples = new Int16Array(n);
   const length = bytes.byteLength;
+  // Every sample takes at least one bit: a larger count is corrupt (and would allocate for nothing).
+  if (n > (length - 4) * 8) throw cutShort();
+  const samples = new Int16Array(n);
   let pos = 4;
   // `acc` holds the next `bits` bits, most significant first; refilled a byte at a time up to 24-31 bits.
   let acc = 0;
@@ -139,6 +144,7 @@ const riceDecode = (bytes: Uint8Array): Uint8Array => {
     bits -= K_BITS;
     const k = acc >>> bits;
     acc &= (1 << bits) - 1;
+    if (k > MAX_K) throw new RangeError(`entry blob: Rice parameter ${k} is beyond ${MAX_K}`);
     for (let i = b; i < end; i++) {
       while (bits <= 23 && pos < length) {
         acc = (acc << 8) | (bytes[pos++] as number);
