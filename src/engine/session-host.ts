@@ -525,8 +525,8 @@ export class SessionHost {
 
   /**
    * The next batch: everything up to the first barrier, or the barrier alone; a client frame still being prepared
-   * stays, with everything after it but the runner's outputs and timers, which go ahead. Empty when the first input is a client
-   * frame still being prepared and nothing may pass it.
+   * stays, with everything after it but the runner's outputs and timers, which go ahead. Empty when the first input
+   * is a client frame still being prepared and nothing may pass it.
    */
   private nextBatch(): Pending[] {
     const first = this.queue[0];
@@ -648,10 +648,10 @@ export class SessionHost {
 
   /**
    * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed), or a resume's failed read of the log
-   * (internal_error; the recovery is recorded as `append_failed` all the same). Nothing of the batch was sent, and what waited
-   * behind it is dropped (its client is let go of and resumes from what it received). The runner's work is lost with
-   * it, and the resume token and generation fall back to the logged ones: a resume claimed in the failed batch was
-   * never answered.
+   * (internal_error; the recovery is recorded as `append_failed` all the same). Nothing of the batch was sent, and
+   * what waited behind it is dropped (its client is let go of and resumes from what it received). The runner's work
+   * is lost with it, and the resume token and generation fall back to the logged ones: a resume claimed in the
+   * failed batch was never answered.
    */
   private fail(error: unknown, failure: Failure): void {
     this.faulted = true;
