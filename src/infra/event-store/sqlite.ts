@@ -9,6 +9,7 @@ import {
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
 import { createFlushTimer } from "../flush-timer.ts";
+import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { unpackBlob } from "./blob-packing.ts";
 import { decodeData, encodeData } from "./codec.ts";
 import {
@@ -334,14 +335,12 @@ function mainThreadWriter(writer: StoreWriter): GroupWriter {
  */
 function workerWriter(path: string): GroupWriter {
   const worker = new Worker(new URL("./sqlite-writer-worker.mjs", import.meta.url), { workerData: { path } });
-  const pending = new Map<number, { resolve: (reply: WorkerReply) => void; reject: (error: Error) => void }>();
-  let next = 0;
+  const pending = createPendingCalls<WorkerReply>(worker);
   let failed: Error | null = null;
   let group: { request: AppendRequest; resolve: (outcome: AppendOutcome) => void; reject: (e: Error) => void }[] = [];
   const fail = (error: Error): void => {
     failed ??= error;
-    for (const { reject } of pending.values()) reject(error);
-    pending.clear();
+    pending.rejectAll(error);
   };
   worker.on("message", (message: WorkerReply | { ready: true } | { openError: string }) => {
     if ("ready" in message) return;
@@ -349,25 +348,16 @@ function workerWriter(path: string): GroupWriter {
       fail(new Error(`the store's writer thread could not open ${path}: ${message.openError}`));
       return;
     }
-    const waiting = pending.get(message.id);
-    pending.delete(message.id);
-    waiting?.resolve(message);
+    pending.resolve(message.id, message);
   });
   worker.on("error", (error) => fail(error));
   worker.on("exit", (code) => fail(new Error(`the store's writer thread exited (code ${code})`)));
-  // The thread must not keep a finished process alive: only pending work holds it.
-  worker.unref();
 
   const call = (message: Record<string, unknown>): Promise<WorkerReply> => {
     if (failed !== null) return Promise.reject(failed);
-    const id = next++;
-    if (pending.size === 0) worker.ref();
-    return new Promise<WorkerReply>((resolve, reject) => {
-      pending.set(id, { resolve, reject });
-      worker.postMessage({ id, ...message });
-    }).finally(() => {
-      if (pending.size === 0) worker.unref();
-    });
+    const { id, answer } = pending.add();
+    worker.postMessage({ id, ...message });
+    return answer;
   };
   const timer = createFlushTimer(() => {
     const now = group;
@@ -399,11 +389,7 @@ function workerWriter(path: string): GroupWriter {
       timer.now();
       // The worker answers in order, so once this round trip is answered, every append before it is.
       if (failed === null) await call({ sync: true }).catch(() => undefined);
-      const exited = new Promise((resolve) => worker.once("exit", resolve));
-      // Held until it has exited, or a process with nothing else to do would end before the file is closed.
-      worker.ref();
-      worker.postMessage("close");
-      await exited;
+      await closeWorker(worker);
     },
   };
 }

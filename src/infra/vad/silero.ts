@@ -17,6 +17,7 @@ import { dirname, join } from "node:path";
 import { Worker } from "node:worker_threads";
 import type { VadModel, VadStream } from "../../engine/ports/vad.ts";
 import { createFlushTimer } from "../flush-timer.ts";
+import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { loadSileroSession } from "./silero-session.ts";
 import { createSileroStreams, FRAME_SAMPLES, type SileroStreams } from "./silero-streams.ts";
 
@@ -68,15 +69,13 @@ const VAD_FLUSH_MS = 2;
 const workerBackend = (bytes: Uint8Array): Promise<Backend> =>
   new Promise((resolve, reject) => {
     const worker = new Worker(new URL("./silero-worker.mjs", import.meta.url), { workerData: { model: bytes } });
-    const calls = new Map<number, { resolve: (p: number[]) => void; reject: (e: Error) => void }>();
-    let nextCall = 0;
+    const calls = createPendingCalls<number[]>(worker);
     let failed: Error | null = null;
     let ops: WorkerOp[] = [];
     let transfer: ArrayBuffer[] = [];
     const fail = (error: Error): void => {
       failed ??= error;
-      for (const call of calls.values()) call.reject(error);
-      calls.clear();
+      calls.rejectAll(error);
       reject(error);
     };
     const timer = createFlushTimer(() => {
@@ -94,29 +93,19 @@ const workerBackend = (bytes: Uint8Array): Promise<Backend> =>
       open: (id) => send({ open: id }),
       process(id, samples) {
         if (failed !== null) return Promise.reject(failed);
-        const call = nextCall++;
-        // Held while a call waits, so that a process with nothing else to do waits for its answer.
-        if (calls.size === 0) worker.ref();
-        return new Promise((done, refuse) => {
-          calls.set(call, { resolve: done, reject: refuse });
-          send({ process: id, call, samples }, samples.buffer as ArrayBuffer);
-        });
+        const { id: call, answer } = calls.add();
+        send({ process: id, call, samples }, samples.buffer as ArrayBuffer);
+        return answer;
       },
       reset: (id) => send({ reset: id }),
       close: (id) => send({ close: id }),
       async shutdown() {
         timer.now();
         worker.removeAllListeners("exit");
-        const exited = new Promise<void>((done) => worker.once("exit", () => done()));
-        worker.ref();
-        worker.postMessage("close");
-        await exited;
+        await closeWorker(worker);
         fail(new Error("Silero VAD: the model is closed"));
       },
     };
-    // The thread holds the process open only while a call waits: a server exits as it did with inference on the
-    // event loop.
-    worker.unref();
     worker.on("error", fail);
     worker.on("exit", (code) => fail(new Error(`the Silero VAD worker thread exited (code ${code})`)));
     worker.on("message", (message: WorkerMessage) => {
@@ -129,12 +118,9 @@ const workerBackend = (bytes: Uint8Array): Promise<Backend> =>
         return;
       }
       for (const result of message.results) {
-        const call = calls.get(result.call);
-        calls.delete(result.call);
-        if ("error" in result) call?.reject(new Error(result.error));
-        else call?.resolve(result.probabilities);
+        if ("error" in result) calls.reject(result.call, new Error(result.error));
+        else calls.resolve(result.call, result.probabilities);
       }
-      if (calls.size === 0) worker.unref();
     });
   });
 
