@@ -8,6 +8,7 @@ import {
   encodeWav,
   pcm16FromBytes,
   pcm16ToBytes,
+  readEncodedWav,
   readWav,
   readWavFile,
   resamplePcm16,
@@ -170,6 +171,68 @@ describe("wav", () => {
       ),
     ).toThrow(/expected a "fmt " chunk before the "data" chunk/);
     expect(() => readWav(riff([["fmt ", fmt(1, 1, 16000, 16)]]))).toThrow(/expected a "data" chunk, found none/);
+  });
+
+  it("reads the audio of A-law, mu-law, float and PCM16 files as stored, walking the chunks as readWav does", () => {
+    const alaw = riff([
+      ["LIST", Uint8Array.from(ascii("INFOx"))],
+      ["fmt ", fmt(6, 1, 8000, 8)],
+      ["fact", Uint8Array.from([1, 2, 3])],
+      ["data", Uint8Array.from([0xd5, 0x55, 0x2a])],
+      ["LIST", Uint8Array.from(ascii("junk"))],
+    ]);
+    expect(readEncodedWav(alaw)).toEqual({
+      encoding: "g711_alaw",
+      sampleRate: 8000,
+      channels: 1,
+      data: Uint8Array.from([0xd5, 0x55, 0x2a]),
+      missingBytes: 0,
+    });
+    expect(
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(7, 1, 8000, 8)],
+          ["data", new Uint8Array(2)],
+        ]),
+      ).encoding,
+    ).toBe("g711_ulaw");
+    expect(
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(3, 1, 24000, 32)],
+          ["data", new Uint8Array(8)],
+        ]),
+      ).encoding,
+    ).toBe("pcm_f32le");
+    // A data chunk that claims more than the file holds: what it holds, and how much is missing.
+    const cut = encodeWav(Int16Array.from([7, 8, 9]), 16000);
+    const read = readEncodedWav(cut.subarray(0, cut.length - 2));
+    expect(read).toMatchObject({ encoding: "pcm16", sampleRate: 16000, missingBytes: 2 });
+    expect([...read.data]).toEqual([7, 0, 8, 0]);
+  });
+
+  it("refuses what readEncodedWav cannot send, naming it", () => {
+    expect(() => readEncodedWav(Uint8Array.from([...ascii("OggS"), 0, 0, 0, 0, ...ascii("WAVE")]))).toThrow(
+      /not a RIFF\/WAVE file .*"OggS"/,
+    );
+    expect(() =>
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(1, 1, 16000, 8)],
+          ["data", new Uint8Array(4)],
+        ]),
+      ),
+    ).toThrow(/format tag 1 with 8 bits per sample/);
+    expect(() =>
+      readEncodedWav(
+        riff([
+          ["data", new Uint8Array(4)],
+          ["fmt ", fmt(1, 1, 16000, 16)],
+        ]),
+      ),
+    ).toThrow(/a "data" chunk before any "fmt " chunk/);
+    expect(() => readEncodedWav(riff([["fmt ", fmt(1, 1, 16000, 16)]]))).toThrow(/truncated: no "data" chunk/);
+    expect(() => readEncodedWav(riff([["LIST", new Uint8Array(4)]]))).toThrow(/no "fmt " and "data" chunks/);
   });
 
   it("prefixes the path to a decoding error when reading a file", async () => {

@@ -49,37 +49,66 @@ export function readWav(bytes: Uint8Array): WavAudio {
     );
   }
 
-  let format: { sampleRate: number; channels: number } | undefined;
+  const { fmt, data } = wavChunks(bytes, view);
+  const format = fmt === undefined ? undefined : readFormat(view, fmt.body, fmt.size);
+  if (data === undefined) {
+    throw new Error(
+      format === undefined
+        ? `WAV: expected "fmt " and "data" chunks, found neither in ${bytes.length} bytes`
+        : `WAV: expected a "data" chunk, found none in ${bytes.length} bytes`,
+    );
+  }
+  if (format === undefined) {
+    throw new Error(`WAV: expected a "fmt " chunk before the "data" chunk at byte ${data.offset}, found none`);
+  }
+  const frameBytes = 2 * format.channels;
+  const end = data.body + data.available - (data.available % frameBytes);
+  const samples = pcm16FromBytes(bytes.subarray(data.body, end));
+  return {
+    sampleRate: format.sampleRate,
+    channels: format.channels,
+    samples: samples.buffer === bytes.buffer ? samples.slice() : samples,
+    missingBytes: data.missingBytes,
+  };
+}
+
+/**
+ * The chunks of a RIFF/WAVE file that hold its audio, walking the chunk list from byte 12 (each chunk padded to an
+ * even size): the last `fmt ` chunk before the first `data` chunk, and that `data` chunk. Offsets and sizes in bytes;
+ * `available` is what of the declared data the bytes hold, `missingBytes` what they lack (0 for a streaming size,
+ * 0 or 0xFFFFFFFF: "unknown").
+ */
+function wavChunks(
+  bytes: Uint8Array,
+  view: DataView,
+): {
+  readonly fmt: { readonly body: number; readonly size: number } | undefined;
+  readonly data:
+    | { readonly offset: number; readonly body: number; readonly available: number; readonly missingBytes: number }
+    | undefined;
+} {
+  let fmt: { body: number; size: number } | undefined;
   let offset = RIFF_HEADER_BYTES;
   while (offset + CHUNK_HEADER_BYTES <= bytes.length) {
     const id = fourCC(bytes, offset);
     const size = view.getUint32(offset + 4, true);
     const body = offset + CHUNK_HEADER_BYTES;
-    if (id === "fmt ") {
-      format = readFormat(view, body, size);
-    } else if (id === "data") {
-      if (format === undefined) {
-        throw new Error(`WAV: expected a "fmt " chunk before the "data" chunk at byte ${offset}, found none`);
-      }
-      const frameBytes = 2 * format.channels;
-      const available = Math.min(size, bytes.length - body);
-      const end = body + available - (available % frameBytes);
-      const samples = pcm16FromBytes(bytes.subarray(body, end));
+    if (id === "fmt ") fmt = { body, size };
+    else if (id === "data") {
       const streaming = size === 0 || size === 0xffffffff;
       return {
-        sampleRate: format.sampleRate,
-        channels: format.channels,
-        samples: samples.buffer === bytes.buffer ? samples.slice() : samples,
-        missingBytes: streaming ? 0 : Math.max(0, size - (bytes.length - body)),
+        fmt,
+        data: {
+          offset,
+          body,
+          available: Math.min(size, bytes.length - body),
+          missingBytes: streaming ? 0 : Math.max(0, size - (bytes.length - body)),
+        },
       };
     }
     offset = body + size + (size % 2);
   }
-  throw new Error(
-    format === undefined
-      ? `WAV: expected "fmt " and "data" chunks, found neither in ${bytes.length} bytes`
-      : `WAV: expected a "data" chunk, found none in ${bytes.length} bytes`,
-  );
+  return { fmt, data: undefined };
 }
 
 /**
@@ -203,43 +232,37 @@ export function readEncodedWav(bytes: Uint8Array): EncodedWav {
   if (bytes.length < RIFF_HEADER_BYTES || fourCC(bytes, 0) !== "RIFF" || fourCC(bytes, 8) !== "WAVE") {
     throw new Error(`not a RIFF/WAVE file (${bytes.length} bytes starting ${JSON.stringify(fourCC(bytes, 0))})`);
   }
+  const { fmt, data } = wavChunks(bytes, view);
   let format: { encoding: WavEncoding; sampleRate: number; channels: number } | undefined;
-  let offset = RIFF_HEADER_BYTES;
-  while (offset + CHUNK_HEADER_BYTES <= bytes.length) {
-    const id = fourCC(bytes, offset);
-    const size = view.getUint32(offset + 4, true);
-    const body = offset + CHUNK_HEADER_BYTES;
-    if (id === "fmt ") {
-      if (body + 16 > bytes.length) throw new Error(`truncated: the file ends inside its "fmt " chunk`);
-      if (size < 16) throw new Error(`a "fmt " chunk of ${size} bytes is too short`);
-      let tag = view.getUint16(body, true);
-      if (tag === WAVE_FORMAT_EXTENSIBLE && size >= 26 && body + 26 <= bytes.length)
-        tag = view.getUint16(body + 24, true);
-      const bits = view.getUint16(body + 14, true);
-      const encoding: WavEncoding | undefined =
-        tag === 1 && bits === 16
-          ? "pcm16"
-          : tag === 3 && bits === 32
-            ? "pcm_f32le"
-            : tag === 6 && bits === 8
-              ? "g711_alaw"
-              : tag === 7 && bits === 8
-                ? "g711_ulaw"
-                : undefined;
-      if (encoding === undefined)
-        throw new Error(`format tag ${tag} with ${bits} bits per sample (PCM16, float32, A-law or mu-law are sent)`);
-      format = { encoding, sampleRate: view.getUint32(body + 4, true), channels: view.getUint16(body + 2, true) };
-    } else if (id === "data") {
-      if (format === undefined) throw new Error(`a "data" chunk before any "fmt " chunk`);
-      const available = Math.min(size, bytes.length - body);
-      const streaming = size === 0 || size === 0xffffffff;
-      return {
-        ...format,
-        data: bytes.slice(body, body + available),
-        missingBytes: streaming ? 0 : Math.max(0, size - (bytes.length - body)),
-      };
-    }
-    offset = body + size + (size % 2);
+  if (fmt !== undefined) {
+    const { body, size } = fmt;
+    if (body + 16 > bytes.length) throw new Error(`truncated: the file ends inside its "fmt " chunk`);
+    if (size < 16) throw new Error(`a "fmt " chunk of ${size} bytes is too short`);
+    let tag = view.getUint16(body, true);
+    if (tag === WAVE_FORMAT_EXTENSIBLE && size >= 26 && body + 26 <= bytes.length)
+      tag = view.getUint16(body + 24, true);
+    const bits = view.getUint16(body + 14, true);
+    const encoding: WavEncoding | undefined =
+      tag === 1 && bits === 16
+        ? "pcm16"
+        : tag === 3 && bits === 32
+          ? "pcm_f32le"
+          : tag === 6 && bits === 8
+            ? "g711_alaw"
+            : tag === 7 && bits === 8
+              ? "g711_ulaw"
+              : undefined;
+    if (encoding === undefined)
+      throw new Error(`format tag ${tag} with ${bits} bits per sample (PCM16, float32, A-law or mu-law are sent)`);
+    format = { encoding, sampleRate: view.getUint32(body + 4, true), channels: view.getUint16(body + 2, true) };
   }
-  throw new Error(format === undefined ? 'no "fmt " and "data" chunks' : 'truncated: no "data" chunk');
+  if (data === undefined) {
+    throw new Error(format === undefined ? 'no "fmt " and "data" chunks' : 'truncated: no "data" chunk');
+  }
+  if (format === undefined) throw new Error(`a "data" chunk before any "fmt " chunk`);
+  return {
+    ...format,
+    data: bytes.slice(data.body, data.body + data.available),
+    missingBytes: data.missingBytes,
+  };
 }
