@@ -50,6 +50,15 @@ const expectNothingBeyondTheLog = async (store: EventStore, id: string, received
   expect(got.at(-1)).toBe(durable);
 };
 
+/** After a resume: the session answers a response.create, completed, and its log replays identically. */
+const expectServedAndReplayable = async (client: RealtimeClient, store: EventStore, id: string): Promise<void> => {
+  const since = client.received.length;
+  client.send({ type: "response.create" });
+  const done = await client.waitFor("response.done", { since, timeoutMs: 20_000 });
+  expect(done.response).toMatchObject({ status: "completed" });
+  expect(replayEntries(await store.read(streamOf(id))).divergence).toBeNull();
+};
+
 describe("a failed append", () => {
   it("lets the client go with runtime_append_failed and 1011, serves the others, and resumes once the fault clears", async () => {
     const failing = new Set<string>();
@@ -85,16 +94,11 @@ describe("a failed append", () => {
       const again = await resume(server.url, sa.id, sa.token, a.lastSeq());
       const resumed = await again.waitFor("session.resumed", { since: 0 });
       expect(resumed.attachment_generation).toBe(2);
-      again.send({ type: "response.create" });
-      const answered = await again.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
-      expect(answered.response).toMatchObject({ status: "completed" });
+      await expectServedAndReplayable(again, server.store, sa.id);
       const after = seqs(again.received.map((r) => r.event));
       expect(after[0]).toBe(a.lastSeq() + 1);
       expect(after).toEqual(after.map((_, i) => a.lastSeq() + 1 + i));
-
-      const entries = await server.store.read(streamOf(sa.id));
-      expect(entries.map((e) => e.type)).toContain("SessionRecovered");
-      expect(replayEntries(entries).divergence).toBeNull();
+      expect((await server.store.read(streamOf(sa.id))).map((e) => e.type)).toContain("SessionRecovered");
       await again.close();
       await b.close();
     } finally {
@@ -171,10 +175,7 @@ describe("a store fault while appends and resumes are in flight", () => {
       const again = await resume(server.url, sa.id, sa.token, a.lastSeq());
       const resumed = await again.waitFor("session.resumed", { since: 0 });
       expect(resumed.attachment_generation).toBe(2);
-      again.send({ type: "response.create" });
-      const done = await again.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
-      expect(done.response).toMatchObject({ status: "completed" });
-      expect(replayEntries(await server.store.read(streamOf(sa.id))).divergence).toBeNull();
+      await expectServedAndReplayable(again, server.store, sa.id);
       await again.close();
     } finally {
       await server.stop();
@@ -331,10 +332,7 @@ describe.skipIf(!mountable)("a full filesystem (tmpfs)", () => {
       const again = await resume(server.url, sa.id, sa.token, a.lastSeq());
       await again.waitFor("session.resumed", { since: 0 });
       again.send({ type: "input_audio_buffer.commit" });
-      again.send({ type: "response.create" });
-      const done = await again.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
-      expect(done.response).toMatchObject({ status: "completed" });
-      expect(replayEntries(await server.store.read(streamOf(sa.id))).divergence).toBeNull();
+      await expectServedAndReplayable(again, server.store, sa.id);
       await again.close();
     } finally {
       await server.close();

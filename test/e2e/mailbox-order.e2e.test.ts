@@ -19,7 +19,7 @@ const commandsOf = async (store: EventStore, id: string) =>
 /**
  * Makes the echo speak (11 s of speech, answered 4 times faster than real time), then holds an append at the VAD
  * and checks that the model's audio goes ahead of it while a heartbeat sent after it waits with it; then opens the
- * gate. Returns the index in `client.received` where the gate was opened.
+ * gate and checks the order the log recorded.
  */
 const expectOutputsToPassAHeldAppend = async (
   client: RealtimeClient,
@@ -65,56 +65,55 @@ const expectOutputsToPassAHeldAppend = async (
   expect(deliveredBefore.length).toBeGreaterThan(0);
 };
 
+/** A server whose VAD is gated, and a client on it that sends 16 kHz audio; the gate is opened and both closed after. */
+const withGatedServer = async (
+  body: (client: RealtimeClient, gate: Gate, store: EventStore) => Promise<void>,
+): Promise<void> => {
+  const gate = gatedVad();
+  const server = await startTestServer({}, { wrapVad: gate.wrap });
+  try {
+    const client = await RealtimeClient.connect(server.url);
+    client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
+    await client.waitFor("session.updated", { since: 0 });
+    await body(client, gate, server.store);
+    await client.close();
+  } finally {
+    gate.open();
+    await server.stop();
+  }
+};
+
 describe("the mailbox while an append's VAD is pending (issue 11)", () => {
-  it("lets the model's audio go ahead of the append, and keeps the client's later frames behind it", async () => {
-    const gate = gatedVad();
-    const server = await startTestServer({}, { wrapVad: gate.wrap });
-    try {
-      const client = await RealtimeClient.connect(server.url);
-      client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
-      await client.waitFor("session.updated", { since: 0 });
-      await expectOutputsToPassAHeldAppend(client, gate, server.store, "a");
-      await client.close();
-    } finally {
-      gate.open();
-      await server.stop();
-    }
-  });
+  it("lets the model's audio go ahead of the append, and keeps the client's later frames behind it", () =>
+    withGatedServer((client, gate, store) => expectOutputsToPassAHeldAppend(client, gate, store, "a")));
 
-  it("refuses an append whose VAD fails with server_vad_unavailable, decides what came after it, and goes on", async () => {
-    const gate = gatedVad();
-    const server = await startTestServer({}, { wrapVad: gate.wrap });
-    try {
-      const client = await RealtimeClient.connect(server.url);
-      client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
-      await client.waitFor("session.updated", { since: 0 });
+  it(
+    "refuses an append whose VAD fails with server_vad_unavailable, decides what came after it, and goes on",
+    () =>
+      withGatedServer(async (client, gate, store) => {
+        const before = client.received.length;
+        gate.failNext(1);
+        client.appendAudio(new Uint8Array(3200), { event_id: "lost_vad" });
+        client.send({ type: "session.update", event_id: "after", session: { instructions: "still here" } });
+        const error = await client.waitFor("error", { since: before });
+        expect(error.error).toMatchObject({
+          type: "server_error",
+          code: "server_vad_unavailable",
+          event_id: "lost_vad",
+        });
+        const updated = await client.waitFor("session.updated", { since: before });
+        expect(updated.session).toMatchObject({ instructions: "still here" });
+        expect(client.received.slice(before).map((r) => r.event.type)).toEqual(["error", "session.updated"]);
 
-      const before = client.received.length;
-      gate.failNext(1);
-      client.appendAudio(new Uint8Array(3200), { event_id: "lost_vad" });
-      client.send({ type: "session.update", event_id: "after", session: { instructions: "still here" } });
-      const error = await client.waitFor("error", { since: before });
-      expect(error.error).toMatchObject({
-        type: "server_error",
-        code: "server_vad_unavailable",
-        event_id: "lost_vad",
-      });
-      const updated = await client.waitFor("session.updated", { since: before });
-      expect(updated.session).toMatchObject({ instructions: "still here" });
-      expect(client.received.slice(before).map((r) => r.event.type)).toEqual(["error", "session.updated"]);
-
-      // The session goes on, and its appends are still prepared on arrival: the model's audio passes a held one.
-      await expectOutputsToPassAHeldAppend(client, gate, server.store, "b");
-      const id = await sessionIdOf(client);
-      const commands = await commandsOf(server.store, id);
-      const refused = commands.find((c) => c.eventId === "lost_vad");
-      expect(refused).toMatchObject({ type: "invalid", code: "server_vad_unavailable" });
-      expect(replayEntries(await server.store.read(streamOf(id))).divergence).toBeNull();
-      expect(client.types()).not.toContain("input_audio_buffer.cleared");
-      await client.close();
-    } finally {
-      gate.open();
-      await server.stop();
-    }
-  }, 60_000);
+        // The session goes on, and its appends are still prepared on arrival: the model's audio passes a held one.
+        await expectOutputsToPassAHeldAppend(client, gate, store, "b");
+        const id = await sessionIdOf(client);
+        const commands = await commandsOf(store, id);
+        const refused = commands.find((c) => c.eventId === "lost_vad");
+        expect(refused).toMatchObject({ type: "invalid", code: "server_vad_unavailable" });
+        expect(replayEntries(await store.read(streamOf(id))).divergence).toBeNull();
+        expect(client.types()).not.toContain("input_audio_buffer.cleared");
+      }),
+    60_000,
+  );
 });
