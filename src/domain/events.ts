@@ -193,13 +193,15 @@ export type DomainEvent =
         readonly itemId: ItemId;
         readonly audioStartMs: number;
         /**
-         * False when the speech overlaps a response: `speech_started` then waits until the overlap decides to barge
-         * in or the response ends (`SpeechAnnounced`), since stock clients read it as "the response was cancelled".
+         * False without turn detection (no speech event is sent then), or when the speech overlaps a response:
+         * `speech_started` then waits until the overlap decides to barge in, the response ends or the speech stops
+         * (`SpeechAnnounced`), since stock clients read it as "the response was cancelled".
          */
         readonly announced: boolean;
       }
     >
   | Message<"SpeechAnnounced", { readonly itemId: ItemId; readonly audioStartMs: number }>
+  /** `announced`: false without turn detection, when no speech event is sent. */
   | Message<"SpeechStopped", { readonly itemId: ItemId; readonly audioEndMs: number; readonly announced: boolean }>
   | Message<"InputCleared", { readonly clockMs: number }>
   | Message<

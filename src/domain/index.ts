@@ -10,6 +10,7 @@ export * from "./history.ts";
 export * from "./ids.ts";
 export * from "./input-flow.ts";
 export * from "./item-flow.ts";
+export * from "./lane.ts";
 export * from "./playback.ts";
 export * from "./profiles.ts";
 export * from "./response-flow.ts";

@@ -1,23 +1,15 @@
 import type { DecisionBuilder } from "./builder.ts";
 import type { AudioAppend } from "./commands.ts";
-import { implementationLevelOf, inModelNativeLane, SERVER_VAD_DEFAULTS } from "./config.ts";
+import { SERVER_VAD_DEFAULTS } from "./config.ts";
 import { stepEndpointer } from "./endpointing.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
+import { laneOf } from "./lane.ts";
 import { announceSpeech, cancelResponse, dropDeferredResponses, startResponse } from "./response-flow.ts";
 import type { SessionState } from "./state.ts";
 
 /** Silero VAD frame: 512 samples at 16 kHz = 32 ms (DESIGN.md, "Ports": Vad). */
 export const VAD_FRAME_MS = 32;
-
-/**
- * The lane of a session (BEHAVIOUR.md, "Turn-taking"): `native` when the model decides (auto_response on a
- * model-native runner, no turn detection), else `turn`, where commits create items and responses.
- */
-export const laneOf = (state: SessionState): "native" | "turn" =>
-  inModelNativeLane(state.config) && implementationLevelOf(state.capabilities, state.config) === "model_native_duplex"
-    ? "native"
-    : "turn";
 
 const nextUserItemId = (state: SessionState): ItemId =>
   state.input.speechItemId ?? userItemIdFor(state.sessionId, state.userItemCount + 1);
@@ -120,6 +112,9 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
     },
   });
   const overlapping = b.state.response !== null;
+  // The endpointer always runs (its marks annotate the runner's units), but only turn detection tells the client:
+  // with turn_detection null no speech event is sent (BEHAVIOUR.md, "Turn-taking"; OpenAI's manual mode).
+  const detecting = b.state.config.turnDetection !== null;
   for (const event of stepped.events) {
     if (event.type === "speech_started") {
       b.push({
@@ -127,17 +122,17 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
         data: {
           itemId: nextUserItemId(b.state),
           audioStartMs: event.audioStartMs,
-          announced: b.state.response === null,
+          announced: detecting && b.state.response === null,
         },
       });
     } else {
       const itemId = nextUserItemId(b.state);
       const speechFromMs = b.state.input.speechStartMs;
-      b.push({
-        type: "SpeechStopped",
-        data: { itemId, audioEndMs: event.audioEndMs, announced: b.state.input.speechAnnounced },
-      });
-      if (b.state.config.turnDetection !== null && b.state.input.bufferedBytes > 0) {
+      // A server-VAD commit is preceded by its own speech_started, also when it was held back during a response
+      // that the speech did not interrupt (interrupt_response false, or a listen decision).
+      announceSpeech(b);
+      b.push({ type: "SpeechStopped", data: { itemId, audioEndMs: event.audioEndMs, announced: detecting } });
+      if (detecting && b.state.input.bufferedBytes > 0) {
         commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId, speechFromMs);
       }
     }

@@ -3,6 +3,7 @@ import type { ErrorCode } from "./errors.ts";
 import type { EndReason, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
+import { laneOf } from "./lane.ts";
 import type { StageLossCode, StageOutput } from "./stage.ts";
 import type { SessionState } from "./state.ts";
 
@@ -89,10 +90,13 @@ export const dropDeferredResponses = (b: DecisionBuilder, reason: "barge_in" | "
 
 /**
  * Tells the client of speech it has not heard about yet (`speech_started` held back during a response): at a
- * barge-in, before the cancel, or when the response ends while the user still speaks.
+ * barge-in, before the cancel, when the response ends while the user still speaks, or when the speech stops (a
+ * server-VAD commit is always preceded by its own speech_started). Never without turn detection: speech events come
+ * from server-VAD turn detection only (BEHAVIOUR.md, "Turn-taking").
  */
 export const announceSpeech = (b: DecisionBuilder): void => {
   const input = b.state.input;
+  if (b.state.config.turnDetection === null) return;
   if (input.speechItemId === null || input.speechAnnounced || input.speechStartMs === null) return;
   b.push({ type: "SpeechAnnounced", data: { itemId: input.speechItemId, audioStartMs: input.speechStartMs } });
 };
@@ -175,12 +179,19 @@ export const endResponse = (
 export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void =>
   finishResponse(b, at, "cancelled", reason, null, reason);
 
-const ensureResponse = (b: DecisionBuilder, at: number): void => {
-  if (b.state.response === null) startResponse(b, at, "model", null);
+/**
+ * Opens a response for model output that came while none is active: only in the model-native lane, where the model
+ * decides when to speak. In the turn lane nothing but `response.create` or a server-VAD commit with
+ * `create_response` starts one (BEHAVIOUR.md, "Turn-taking"), so such output is dropped: it stays in the log as
+ * the input it was. Returns whether a response is active after it.
+ */
+const ensureResponse = (b: DecisionBuilder, at: number): boolean => {
+  if (b.state.response === null && laneOf(b.state) === "native") startResponse(b, at, "model", null);
+  return b.state.response !== null;
 };
 
 const ensureSpeaking = (b: DecisionBuilder, at: number): void => {
-  ensureResponse(b, at);
+  if (!ensureResponse(b, at)) return;
   openMessage(b);
   const response = b.state.response;
   if (response !== null && !response.spoke) {

@@ -79,15 +79,13 @@ export interface DecodedResume {
 export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend | DecodedResume;
 
 /**
- * What decoding needs to know of the session: its declared input format and rate (Hz), and its output format.
- * `inputAudio` absent means pcm16 at `inputRateHz`; `outputAudio` absent means pcm16 at
- * {@link DEFAULT_OUTPUT_RATE_HZ}. The server passes the session's `config.inputAudio` and `config.outputAudio`
- * once it has a session, so that appends without a `format` are read in the format the session declared.
+ * What decoding needs to know of the session: its declared input format and rate (Hz). `inputAudio` absent means
+ * pcm16 at `inputRateHz`. The server passes the session's `config.inputAudio` once it has a session, so that appends
+ * without a `format` are read in the format the session declared.
  */
 export interface DecodeContext {
   readonly inputRateHz: number;
   readonly inputAudio?: AudioFormat | undefined;
-  readonly outputAudio?: AudioFormat | undefined;
 }
 
 const invalid = (

@@ -76,13 +76,16 @@ const toolOf = (t: {
 /** The tools of a `tools` array in our spelling. */
 export const toolsOf = (tools: readonly Parameters<typeof toolOf>[0][]): ToolDefinition[] => tools.map(toolOf);
 
-/** The output rate (Hz) assumed for an output format declared without one, before a session exists. */
-export const DEFAULT_OUTPUT_RATE_HZ = 24000;
+/**
+ * The rate (Hz) of a PCM format named without one: the beta `"pcm16"` and the GA `{type: "audio/pcm"}` are 24 kHz
+ * whatever was in force before (BEHAVIOUR.md, "Audio formats"; G.711 is always 8 kHz).
+ */
+export const DEFAULT_FORMAT_RATE_HZ = 24000;
 
 /**
  * Translates the session object of `session.update` (both spellings) into a patch. An input format without a rate
- * takes `input_sample_rate_hz`, else the session's current rate; `input_sample_rate_hz` alone keeps the session's
- * encoding. Whether the format suits the session (rates, output) is the domain's rule (`applySessionPatch`).
+ * takes `input_sample_rate_hz`, else 24 kHz; `input_sample_rate_hz` alone keeps the session's encoding. Whether the
+ * format suits the session (rates, output) is the domain's rule (`applySessionPatch`).
  */
 export const sessionPatchOf = (
   session: z.infer<typeof sessionSchema>,
@@ -98,19 +101,22 @@ export const sessionPatchOf = (
   const current = inputFormatOf(ctx);
   const input = session.audio?.input?.format ?? session.input_audio_format;
   if (input !== undefined || session.input_sample_rate_hz !== undefined) {
+    // A named format means its own rate whatever was in force before (BEHAVIOUR.md, "Audio formats"): `"pcm16"`
+    // and `{type: "audio/pcm"}` are 24 kHz unless `input_sample_rate_hz` says otherwise; only
+    // `input_sample_rate_hz` alone keeps the session's encoding at a new rate.
     const declared = input ?? current.encoding;
     const format = parseAudioFormat(
       typeof declared === "string"
         ? { type: declared, rate: session.input_sample_rate_hz }
         : { type: declared.type, rate: declared.rate ?? session.input_sample_rate_hz },
-      current.rate,
+      input === undefined ? current.rate : DEFAULT_FORMAT_RATE_HZ,
     );
     if ("code" in format) return { ...format, param: "session.input_audio_format" };
     patch.inputAudio = toAudioFormat(format);
   }
   const output = session.audio?.output?.format ?? session.output_audio_format;
   if (output !== undefined) {
-    const format = parseAudioFormat(output, ctx.outputAudio?.rate ?? DEFAULT_OUTPUT_RATE_HZ);
+    const format = parseAudioFormat(output, DEFAULT_FORMAT_RATE_HZ);
     if ("code" in format) {
       const name = typeof output === "string" ? output : output.type;
       return {

@@ -336,7 +336,6 @@ export const serveRealtimeSocket = (
         : decodeClientFrame(text, bytes, {
             inputRateHz: config?.inputAudio.rate ?? DEFAULT_INPUT_RATE_HZ,
             inputAudio: config?.inputAudio,
-            outputAudio: config?.outputAudio,
           });
     switch (state) {
       case "new":

@@ -8,6 +8,7 @@ import {
   type ItemId,
   initialState,
   type SessionState,
+  type StageOutput,
 } from "../../src/domain/index.ts";
 import {
   ack,
@@ -234,14 +235,32 @@ describe("input_audio_buffer.append", () => {
     // 500 ms at the end of the frame ending at 640 ms.
     const w = given(opened()).when(command(appendFrames([0, ...speech(3), ...silence(16)])));
     expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "SpeechStopped"]);
+    // Without turn detection the endpointer's marks only annotate the runner's units: nothing is announced.
     w.then([
       { type: "AudioBuffered" },
-      { type: "SpeechStarted", data: { itemId: U1, audioStartMs: 0 } },
-      { type: "SpeechStopped", data: { itemId: U1, audioEndMs: 640 } },
+      { type: "SpeechStarted", data: { itemId: U1, audioStartMs: 0, announced: false } },
+      { type: "SpeechStopped", data: { itemId: U1, audioEndMs: 640, announced: false } },
     ]);
     expect(w.after.input.bufferedMs).toBe(640);
     expect(w.after.history).toEqual([]);
     expect(w.after.response).toBeNull();
+  });
+
+  it("announces no speech without turn detection, also when speech barges in or outlasts a response", () => {
+    const g = given(
+      opened(),
+      command(update({ overlapPolicy: "barge_in_on_speech" })),
+      command(create()),
+      stage(audio(500, "hel")),
+    );
+    const barge = g.when(command(appendFrames([...speech(40), ...silence(20)])));
+    expect(types(barge.events)).toContain("EpochAdvanced");
+    expect(types(barge.events)).not.toContain("SpeechAnnounced");
+    expect(ofType(barge.events, "SpeechStarted").map((e) => e.data.announced)).toEqual([false]);
+    expect(ofType(barge.events, "SpeechStopped").map((e) => e.data.announced)).toEqual([false]);
+    // Speech that goes on past the end of a response the overlap did not cut.
+    const outlast = given(opened(), command(create()), stage(audio(500, "hel")), command(appendFrames(speech(5))));
+    expect(types(outlast.when(stage({ kind: "end_of_turn", epoch: 0 })).events)).not.toContain("SpeechAnnounced");
   });
 });
 
@@ -537,6 +556,28 @@ describe("model stage output", () => {
     ]);
   });
 
+  it.each([
+    ["speak", { kind: "speak", epoch: 0 }],
+    ["audio", audio(200, "hi")],
+    ["text", { kind: "text", epoch: 0, text: "hi" }],
+    ["tool_call", { kind: "tool_call", epoch: 0, callId: "call_1", name: "get_weather", arguments: "{}" }],
+  ] as const)(
+    "in the turn lane, %s with no active response starts nothing (only response.create or a VAD commit does)",
+    (_kind, output) => {
+      const turnLane = { ...ECHO_CAPABILITIES, supportsToolCalls: true };
+      const g = given(opened(turnLane), command(update({ autoResponse: false })));
+      g.when(stage(output as StageOutput)).thenNothing();
+      // The same output answers a response the client asked for.
+      expect(
+        types(
+          given(opened(turnLane), command(update({ autoResponse: false })), command(create())).when(
+            stage(output as StageOutput),
+          ).events,
+        ),
+      ).not.toEqual([]);
+    },
+  );
+
   it("speaks a created response once", () => {
     const w = given(opened(), command(create())).when(stage({ kind: "speak", epoch: 0 }));
     expect(types(w.events)).toEqual(["MessageStarted", "ResponseSpoke"]);
@@ -673,25 +714,28 @@ describe("model stage output", () => {
     });
 
     it("drops old-epoch output after a server-VAD barge-in as well, and accepts the new epoch", () => {
-      const g = given(
+      const inputs = [
         opened(),
         serverVad(),
         command(create()),
         stage(audio(500, "hel")),
         command(appendFrames(speech(25))),
-      );
+      ];
+      const g = given(...inputs);
       expect(g.state.epoch).toBe(1);
       g.when(stage(audio(500, "lo", 0))).thenNothing();
       g.when(stage({ kind: "end_of_turn", epoch: 0 })).thenNothing();
-      const fresh = g.when(stage(audio(100, "ok", 1)));
-      // (A HistoryCommitted of the cancelled item may precede: see the estimated-playback bug below.)
-      expect(types(fresh.events).filter((t) => t !== "HistoryCommitted")).toEqual([
-        "ResponseStarted",
-        "MessageStarted",
-        "ResponseSpoke",
-        "AudioDelivered",
-      ]);
-      expect(ofType(fresh.events, "ResponseStarted")[0]?.data).toMatchObject({ responseId: R2, itemId: I2, turnId: 2 });
+      // The turn lane: output of the new epoch before the barging utterance's commit starts no response.
+      g.when(stage(audio(100, "ok", 1))).thenNothing();
+      const stop = command(appendFrames(silence(20)));
+      expect(ofType(g.when(stop).events, "ResponseStarted")[0]?.data).toMatchObject({
+        responseId: R2,
+        itemId: I2,
+        turnId: 2,
+        source: "turn_detection",
+      });
+      const fresh = given(...inputs, stop).when(stage(audio(100, "ok", 1)));
+      expect(types(fresh.events)).toEqual(["MessageStarted", "ResponseSpoke", "AudioDelivered"]);
       expect(fresh.after.epoch).toBe(1);
     });
   });

@@ -55,7 +55,14 @@ describe("a commit while a response is active is deferred (BEHAVIOUR.md, Turn-ta
     const w = given(opened(), noInterrupt(), command(create()), stage(audio(400, "hi")), utterance()[0] as Input).when(
       utterance()[1] as Input,
     );
-    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStopped", "InputCommitted", "OverlapDecided"]);
+    // The held-back speech_started goes out before its speech_stopped: every server-VAD commit is announced.
+    expect(types(w.events)).toEqual([
+      "AudioBuffered",
+      "SpeechAnnounced",
+      "SpeechStopped",
+      "InputCommitted",
+      "OverlapDecided",
+    ]);
     expect(ofType(w.events, "InputCommitted")[0]?.data).toMatchObject({
       itemId: U1,
       responseDeferred: true,
@@ -227,6 +234,7 @@ describe("max_pending_turns_per_session bounds the deferred responses (BEHAVIOUR
     const w = g.when(utterance()[1] as Input);
     expect(types(w.events)).toEqual([
       "AudioBuffered",
+      "SpeechAnnounced",
       "SpeechStopped",
       "InputCommitted",
       "DeferredResponseRefused",

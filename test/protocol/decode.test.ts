@@ -207,7 +207,7 @@ describe("session.update audio formats", () => {
     [{ input_audio_format: "g711_alaw" }, { format: "g711_alaw", rate: 8000 }],
     [{ audio: { input: { format: { type: "audio/pcma" } } } }, { format: "g711_alaw", rate: 8000 }],
     [{ audio: { input: { format: { type: "audio/pcma", rate: 8000 } } } }, { format: "g711_alaw", rate: 8000 }],
-    [{ input_audio_format: "pcm16" }, { format: "pcm16", rate: 16000 }],
+    [{ input_audio_format: "pcm16" }, { format: "pcm16", rate: 24000 }],
     [
       { input_audio_format: "pcm16", input_sample_rate_hz: 48000 },
       { format: "pcm16", rate: 48000 },
@@ -314,8 +314,9 @@ describe("session.update audio formats", () => {
       const audio = rendered.audio as { input: { format: unknown }; output: { format: unknown } };
       // A context at another rate, so that a rate read from the context instead of the spelling would show.
       const other = session({ format: "pcm16", rate: 16000 });
+      // The beta string names its own rate (24 kHz for PCM), never the session's earlier one.
       expect(patchOf({ input_audio_format: rendered.input_audio_format }, other).inputAudio).toEqual(
-        inputAudio.format.startsWith("g711") ? inputAudio : { ...inputAudio, rate: 16000 },
+        inputAudio.format.startsWith("g711") ? inputAudio : { ...inputAudio, rate: 24000 },
       );
       expect(patchOf({ audio: { input: { format: audio.input.format } } }, other).inputAudio).toEqual(inputAudio);
       expect(patchOf({ audio: { output: { format: audio.output.format } } }, other).outputAudio).toEqual({
