@@ -199,7 +199,7 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
           }),
         ),
       );
-      const latencies = results.map((r) => r.first_audio_latency_ms ?? Number.NaN).sort((a, b) => a - b);
+      const latencies = results.map((r) => r.first_audio_after_speech_end_ms ?? Number.NaN).sort((a, b) => a - b);
       return {
         wall: ms(started),
         latency: latencies[Math.floor(latencies.length / 2)] ?? Number.NaN,

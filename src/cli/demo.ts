@@ -4,6 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DuplexClient, DuplexProtocolError, type ResponseHandle, type ServerEvent } from "../client/index.ts";
 import { pcm16FromBytes, writeWavFile } from "../infra/audio/index.ts";
 import { prepareOut, readInput, toSend } from "./demo-files.ts";
+import { type SpeechSegment, speechInInput } from "./input-speech.ts";
 
 /** Options of `duplex demo`. Times in ms. */
 export interface DemoOptions {
@@ -39,17 +40,27 @@ export interface DemoSummary {
   readonly session_id: string;
   readonly responses: number;
   /**
-   * `realtime`: the input was paced, and the latency is from the end of speech to the first audio; `fast`: sent as
-   * fast as accepted, and the latency is from the append that held the end of speech (not a conversational figure).
+   * `realtime`: the input was paced, and `first_audio_after_speech_end_ms` is conversational; `fast`: sent as fast
+   * as accepted, so the figure is from the append that held the end of speech (not a conversational figure).
    */
   readonly pace: "realtime" | "fast";
-  readonly first_audio_latency_ms: number | null;
+  /**
+   * ms from sending the append that held the end of the user's speech (the last speech in the input before the
+   * first audio, found by Silero VAD on the client: see input-speech.ts) to receiving the first audio delta; null
+   * without speech or audio.
+   */
+  readonly first_audio_after_speech_end_ms: number | null;
+  /** The speech the client found in its input, ms of the input. */
+  readonly speech: SpeechSegment[];
   readonly audio_ms: number[];
   readonly events: Record<string, number>;
   readonly files: string[];
   /** Every server event received, in order (not printed). */
   readonly trace: ServerEvent[];
 }
+
+/** ms as seconds with one decimal, for progress lines. */
+const seconds = (ms: unknown): string => `${(Number(ms) / 1000).toFixed(1)} s`;
 
 interface ResponseAudio {
   readonly handle: ResponseHandle;
@@ -71,8 +82,10 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const say = options.progress ?? (() => undefined);
   // Everything that can be checked is checked before connecting, so a bad argument costs no session.
-  const input = toSend(await readInput(options.input));
+  const wav = await readInput(options.input);
+  const input = toSend(wav);
   await prepareOut(options.out);
+  const speech = await speechInInput(wav);
   const rate = input.rate;
 
   const refAudio =
@@ -117,13 +130,12 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     responses.push(r);
   });
   client.onEvent((event) => {
-    const seconds = (ms: unknown) => `${(Number(ms) / 1000).toFixed(1)} s`;
     switch (event.type) {
       case "input_audio_buffer.speech_started":
-        say(`speech started at ${seconds(event.audio_start_ms)}`);
+        say(`the server heard speech start at ${seconds(event.audio_start_ms)}`);
         return;
       case "input_audio_buffer.speech_stopped":
-        say(`speech stopped at ${seconds(event.audio_end_ms)}`);
+        say(`the server heard speech stop at ${seconds(event.audio_end_ms)}`);
         return;
       case "response.created":
         say(`response ${String((event.response as { id?: string }).id)} started`);
@@ -175,6 +187,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const totalS = all.length / input.bytesPerSample / rate;
   const sentAt: number[] = [];
   const start = performance.now();
+  const told = new Set<SpeechSegment>();
   await orEnded(
     client.streamAudio(all, {
       bytesPerSecond: rate * input.bytesPerSample,
@@ -184,6 +197,11 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       onAppend: (i, at) => {
         if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
         sentAt.push(at);
+        for (const segment of speech) {
+          if (told.has(segment) || segment.endMs > (i + 1) * chunkMs) continue;
+          told.add(segment);
+          say(`you spoke from ${seconds(segment.startMs)} to ${seconds(segment.endMs)} of the input`);
+        }
       },
     }),
   );
@@ -210,11 +228,9 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   while (performance.now() < deadline) {
     ack();
     const last = client.events.received.at(-1)?.at ?? 0;
+    // Every append was heard (the heartbeat): the server's VAD has taken the input's trailing silence too.
     const open = responses.some((r) => r.handle.phase === "streaming" || r.ackedMs < Math.floor(r.handle.audioMs));
-    const types = client.events.types();
-    const speaking =
-      types.lastIndexOf("input_audio_buffer.speech_started") > types.lastIndexOf("input_audio_buffer.speech_stopped");
-    if (!open && !speaking && performance.now() - last > quietMs) break;
+    if (!open && performance.now() - last > quietMs) break;
     await orEnded(sleep(100));
   }
   clearInterval(acker);
@@ -238,27 +254,22 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     say(`wrote ${file} (${(((total / outputRate) * 1000) / 1000).toFixed(1)} s)`);
   }
   const trace = client.events.events();
-  if (responses.length === 0) say(`no response: ${whyNoResponse(trace, options.commit === true)}`);
+  if (responses.length === 0) say(`no response: ${whyNoResponse(trace, options.commit === true, speech)}`);
 
-  const received = client.events.received;
-  const stopped = received.find((r) => r.event.type === "input_audio_buffer.speech_stopped");
-  const firstDelta = received.find(
-    (r) => r.event.type === "response.output_audio.delta" && (stopped === undefined || r.at >= stopped.at),
-  );
-  let latency: number | null = null;
-  if (stopped !== undefined && firstDelta !== undefined) {
-    const silenceMs = 500;
-    const speechEndMs = Math.max(0, Number(stopped.event.audio_end_ms) - silenceMs);
-    const sent = sentAt[Math.min(sentAt.length - 1, Math.floor(speechEndMs / chunkMs))] ?? start;
-    latency = Math.round(firstDelta.at - sent);
-  }
+  // The end of the last speech sent before the first audio delta: the utterance that audio answers.
+  const sentEnd = (segment: SpeechSegment): number =>
+    sentAt[Math.min(sentAt.length - 1, Math.floor(segment.endMs / chunkMs))] ?? start;
+  const firstDelta = client.events.received.find((r) => r.event.type === "response.output_audio.delta");
+  const answered = firstDelta === undefined ? undefined : speech.findLast((s) => sentEnd(s) <= firstDelta.at);
   const events: Record<string, number> = {};
   for (const type of client.events.types()) events[type] = (events[type] ?? 0) + 1;
   return {
     session_id: sessionId,
     responses: responses.length,
     pace: fast ? "fast" : "realtime",
-    first_audio_latency_ms: latency,
+    first_audio_after_speech_end_ms:
+      firstDelta === undefined || answered === undefined ? null : Math.round(firstDelta.at - sentEnd(answered)),
+    speech: [...speech],
     audio_ms: responses.map((r) => Math.round(r.handle.audioMs)),
     events,
     files,
@@ -266,8 +277,12 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   };
 };
 
-/** Why a demo run got no response, from what the server said. */
-const whyNoResponse = (events: readonly ServerEvent[], committed: boolean): string => {
+/** Why a demo run got no response, from what the server said and the speech found in the input. */
+const whyNoResponse = (
+  events: readonly ServerEvent[],
+  committed: boolean,
+  speech: readonly SpeechSegment[],
+): string => {
   const session = events.findLast((e) => e.type === "session.updated" || e.type === "session.created")?.session as
     | {
         turn_detection?: unknown;
@@ -279,8 +294,8 @@ const whyNoResponse = (events: readonly ServerEvent[], committed: boolean): stri
   const turnLane = session?.extra_body?.auto_response === false && turnDetection === null;
   if (turnLane && !committed)
     return "the server is in the turn lane (auto_response false, no turn detection): pass --commit to commit the input and ask for a response";
-  if (!events.some((e) => e.type === "input_audio_buffer.speech_started" || e.type === "input_audio_buffer.committed"))
-    return "no speech was heard in the input (server VAD found none); try a file with speech, e.g. ../shared/audio/jfk_16k.wav";
+  if (speech.length === 0)
+    return "there is no speech in the input (Silero VAD found none); try a file with speech, e.g. ../shared/audio/jfk_16k.wav";
   return "the model did not answer; see the events in the JSON line";
 };
 

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import type { TracingConfig } from "../domain/index.ts";
 import {
   foldLog,
   parseDurationMs,
@@ -17,6 +18,7 @@ import { createResampler } from "../infra/audio/index.ts";
 import { loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
+import { tracingJson } from "../protocol/index.ts";
 import { createConfiguredRunner } from "../server/index.ts";
 import { positive } from "./args.ts";
 
@@ -68,6 +70,20 @@ const openStore = (dataDir: string) => {
   if (!existsSync(path))
     throw new Error(`no event store in ${resolve(dataDir)} (expected ${path}); give the --data of a server`);
   return createSqliteEventStore({ path });
+};
+
+/**
+ * A session's `tracing` labels as `duplex sessions` prints them: `auto`, or `workflow=... group=... key=value` (the
+ * metadata's values as JSON); empty without labels.
+ */
+export const labelsOf = (tracing: TracingConfig | null): string => {
+  if (tracing === null) return "";
+  if (tracing === "auto") return "auto";
+  return [
+    ...(tracing.workflowName === undefined ? [] : [`workflow=${tracing.workflowName}`]),
+    ...(tracing.groupId === undefined ? [] : [`group=${tracing.groupId}`]),
+    ...Object.entries(tracing.metadata ?? {}).map(([key, value]) => `${key}=${JSON.stringify(value)}`),
+  ].join(" ");
 };
 
 /** Registers `replay`, `export`, `sessions` and `gc` on `program`. */
@@ -233,17 +249,19 @@ export const registerStoreCommands = (program: Command): void => {
           inputs,
           decisions: entries.length - inputs,
           responses: state.responseCount,
+          tracing: tracingJson(state.config.tracing),
+          labels: labelsOf(state.config.tracing),
         });
       }
       await store.close();
-      if (opts.json) for (const row of rows) process.stdout.write(`${JSON.stringify(row)}\n`);
+      if (opts.json) for (const { labels: _, ...row } of rows) process.stdout.write(`${JSON.stringify(row)}\n`);
       else {
         process.stdout.write(
-          "session_id                              opened_at                 duration_s  state                inputs  decisions  responses\n",
+          "session_id                              opened_at                 duration_s  state                inputs  decisions  responses  labels\n",
         );
         for (const r of rows) {
           process.stdout.write(
-            `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}\n`,
+            `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}  ${r.labels}\n`,
           );
         }
         if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);

@@ -49,7 +49,41 @@ export interface SessionConfig {
    * `response_timeout_ms`, or the session's `extra_body.response_timeout_ms` (BEHAVIOUR.md, "Defaults and limits").
    */
   readonly responseTimeoutMs: number;
+  /**
+   * `overlap_short_ack_ms`: user speech overlapping a response for at most this long (ms, in all) is a short remark,
+   * acknowledged without interrupting (reference, "session.created": 700).
+   */
+  readonly overlapShortAckMs: number;
+  /**
+   * `overlap_barge_in_ms`: overlapping speech longer than this (ms, in all) barges in where the policy and the model
+   * allow it (reference default 1200; logs recorded before the field existed decided at 700, and keep deciding so).
+   */
+  readonly overlapBargeInMs: number;
+  /** `overlap_silence_rms`: RMS (0..1 of full scale) from which an append without VAD is speech (0.003). */
+  readonly overlapSilenceRms: number;
+  /** `audio.output.speed` (beta `speed`): the speaking rate asked of the model, 0.25..1.5 (1: as the model speaks). */
+  readonly speed: number;
+  /** `tracing`: the client's labels for the session (`"auto"` or workflow name, group id, metadata), kept as given. */
+  readonly tracing: TracingConfig | null;
 }
+
+/** OpenAI's `tracing` session field: `"auto"`, or the labels a client gives its session. */
+export type TracingConfig =
+  | "auto"
+  | {
+      readonly workflowName?: string;
+      readonly groupId?: string;
+      readonly metadata?: Readonly<Record<string, unknown>>;
+    };
+
+/** The overlap thresholds of the reference's session object (ms, and RMS of full scale). */
+export const OVERLAP_DEFAULTS = { shortAckMs: 700, bargeInMs: 1200, silenceRms: 0.003 } as const;
+
+/** `overlap_barge_in_ms` of a log recorded before the field existed: barge-in after the short remark's 700 ms. */
+const RECORDED_BARGE_IN_MS = 700;
+
+/** OpenAI's bounds of `speed`. */
+export const SPEED_RANGE = { min: 0.25, max: 1.5 } as const;
 
 /** BEHAVIOUR.md, "Defaults and limits": response_timeout_ms. */
 export const DEFAULT_RESPONSE_TIMEOUT_MS = 30_000;
@@ -122,8 +156,11 @@ export interface SessionPatch {
   readonly outputModalities?: readonly Modality[];
   readonly inputAudio?: AudioFormat;
   readonly outputAudio?: AudioFormat;
-  /** `null` disables turn detection; `type` other than server_vad is kept so the decider can refuse it. */
-  readonly turnDetection?: (Partial<Omit<ServerVadConfig, "type">> & { readonly type: string }) | null;
+  /**
+   * `null` disables turn detection; `type` other than server_vad is kept so the decider can refuse it. Without
+   * `type` the patch tunes the detector in force (OpenAI's schema allows it), or server VAD when none is.
+   */
+  readonly turnDetection?: (Partial<Omit<ServerVadConfig, "type">> & { readonly type?: string }) | null;
   readonly overlapPolicy?: OverlapPolicy;
   readonly playbackCommitPolicy?: PlaybackCommitPolicy;
   readonly temperature?: number | null;
@@ -139,6 +176,11 @@ export interface SessionPatch {
   /** `null` removes the clip (refused where the profile requires one). */
   readonly refAudio?: RefAudioInput | null;
   readonly responseTimeoutMs?: number;
+  readonly overlapShortAckMs?: number;
+  readonly overlapBargeInMs?: number;
+  readonly overlapSilenceRms?: number;
+  readonly speed?: number;
+  readonly tracing?: TracingConfig | null;
 }
 
 /**
@@ -153,6 +195,8 @@ export interface Capabilities {
   readonly supportsAudioTruncate: boolean;
   readonly supportsToolCalls: boolean;
   readonly supportsVideo: boolean;
+  /** Whether the model speaks at another rate when asked (`audio.output.speed`); absent: no. */
+  readonly supportsSpeed?: boolean;
   readonly inputSampleRateHz: number;
   readonly outputSampleRateHz: number;
   /**
@@ -233,6 +277,11 @@ export const defaultSessionConfig = (
   maxResponseOutputTokens: "inf",
   refAudio: null,
   responseTimeoutMs,
+  overlapShortAckMs: OVERLAP_DEFAULTS.shortAckMs,
+  overlapBargeInMs: OVERLAP_DEFAULTS.bargeInMs,
+  overlapSilenceRms: OVERLAP_DEFAULTS.silenceRms,
+  speed: 1,
+  tracing: null,
 });
 
 /**
@@ -247,6 +296,11 @@ export const withConfigDefaults = (config: SessionConfig): SessionConfig => ({
   maxResponseOutputTokens: config.maxResponseOutputTokens ?? "inf",
   refAudio: config.refAudio ?? null,
   responseTimeoutMs: config.responseTimeoutMs ?? DEFAULT_RESPONSE_TIMEOUT_MS,
+  overlapShortAckMs: config.overlapShortAckMs ?? OVERLAP_DEFAULTS.shortAckMs,
+  overlapBargeInMs: config.overlapBargeInMs ?? RECORDED_BARGE_IN_MS,
+  overlapSilenceRms: config.overlapSilenceRms ?? OVERLAP_DEFAULTS.silenceRms,
+  speed: config.speed ?? 1,
+  tracing: config.tracing ?? null,
 });
 
 /** Input sample rates (Hz) a client may declare for pcm16 and pcm_f32le. */
@@ -337,10 +391,11 @@ export const applySessionPatch = (
     turnDetection = null;
   } else if (patch.turnDetection !== undefined) {
     const td = patch.turnDetection;
-    if (td.type !== "server_vad") {
+    const type = td.type ?? config.turnDetection?.type ?? "server_vad";
+    if (type !== "server_vad") {
       return reject(
         "unsupported_turn_detection",
-        `turn_detection.type "${td.type}" is not supported; use "server_vad" or null`,
+        `turn_detection.type "${type}" is not supported; use "server_vad" or null`,
         "session.turn_detection.type",
       );
     }
@@ -401,6 +456,8 @@ export const applySessionPatch = (
       "session.output_audio_format",
     );
   }
+  const voiceFields = voiceFieldsOf(config, patch, capabilities);
+  if ("code" in voiceFields) return voiceFields;
   const optIn = capabilities.nativeDuplex === "opt_in";
   const refAudio =
     patch.refAudio === undefined
@@ -440,5 +497,49 @@ export const applySessionPatch = (
     maxResponseOutputTokens: patch.maxResponseOutputTokens ?? config.maxResponseOutputTokens,
     refAudio,
     responseTimeoutMs: patch.responseTimeoutMs ?? config.responseTimeoutMs,
+    ...voiceFields,
+    tracing: patch.tracing === undefined ? config.tracing : patch.tracing,
+  };
+};
+
+/**
+ * The overlap thresholds and the speaking rate a patch leads to, or why they are refused: `overlap_barge_in_ms` below
+ * `overlap_short_ack_ms` is `bad_event` (a short remark could never be one); a `speed` other than 1 on a model that
+ * cannot change its rate is `speed_unsupported`, out of 0.25..1.5 `bad_event` (OpenAI's bounds).
+ */
+const voiceFieldsOf = (
+  config: SessionConfig,
+  patch: SessionPatch,
+  capabilities: Capabilities,
+): Pick<SessionConfig, "overlapShortAckMs" | "overlapBargeInMs" | "overlapSilenceRms" | "speed"> | Rejection => {
+  const shortAckMs = patch.overlapShortAckMs ?? config.overlapShortAckMs;
+  const bargeInMs = patch.overlapBargeInMs ?? config.overlapBargeInMs;
+  if (bargeInMs < shortAckMs) {
+    return reject(
+      "bad_event",
+      `overlap_barge_in_ms (${bargeInMs}) must be at least overlap_short_ack_ms (${shortAckMs})`,
+      patch.overlapBargeInMs === undefined ? "session.overlap_short_ack_ms" : "session.overlap_barge_in_ms",
+    );
+  }
+  const speed = patch.speed ?? config.speed;
+  if (!(speed >= SPEED_RANGE.min && speed <= SPEED_RANGE.max)) {
+    return reject(
+      "bad_event",
+      `speed must be within ${SPEED_RANGE.min}..${SPEED_RANGE.max}; got ${speed}`,
+      "session.audio.output.speed",
+    );
+  }
+  if (speed !== 1 && capabilities.supportsSpeed !== true) {
+    return reject(
+      "speed_unsupported",
+      `this model speaks at one rate only (capabilities.supports_speed is false); speed ${speed} cannot be honoured, send 1`,
+      "session.audio.output.speed",
+    );
+  }
+  return {
+    overlapShortAckMs: shortAckMs,
+    overlapBargeInMs: bargeInMs,
+    overlapSilenceRms: patch.overlapSilenceRms ?? config.overlapSilenceRms,
+    speed,
   };
 };

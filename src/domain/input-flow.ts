@@ -140,40 +140,36 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   if (overlapping && b.state.response !== null) decideOverlap(b, at, command, durationMs);
 };
 
-/** Overlap thresholds of the reference session object: a short remark (ms) and the RMS floor of speech. */
-export const OVERLAP_SHORT_ACK_MS = 700;
-export const OVERLAP_SILENCE_RMS = 0.003;
-
 /**
  * Decides what user audio that overlaps the active response means (BEHAVIOUR.md, "Turn-taking": overlap), and
  * reports it as `overlap.decision`. Speech is judged by the append's `is_speech`, else its VAD probabilities
- * (>= 0.5), else its RMS (>= 0.003). Not speech: `drop`. Speech up to 700 ms in all: a short remark, `listen`.
- * Longer speech under `barge_in_on_speech` on a model that supports barge-in: `barge_in`, which cancels the
- * response (reason `turn_detected` with server VAD, else `barge_in`). Otherwise `listen`.
+ * (>= 0.5), else its RMS (>= `overlap_silence_rms`). Not speech: `drop`. Speech up to `overlap_short_ack_ms` in all:
+ * a short remark, `listen`. Longer than `overlap_barge_in_ms` under `barge_in_on_speech` on a model that supports
+ * barge-in: `barge_in`, which cancels the response (reason `turn_detected` with server VAD, else `barge_in`).
+ * Otherwise `listen` (`long_overlap_speech`).
  */
 const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, durationMs: number): void => {
   const response = b.state.response;
   if (response === null) return;
+  const config = b.state.config;
   const speech =
-    command.isSpeech ?? (command.vad.length > 0 ? Math.max(...command.vad) >= 0.5 : command.rms >= OVERLAP_SILENCE_RMS);
+    command.isSpeech ??
+    (command.vad.length > 0 ? Math.max(...command.vad) >= 0.5 : command.rms >= config.overlapSilenceRms);
   const overlapMs = response.overlapMs + (speech ? durationMs : 0);
-  const policy = b.state.config.overlapPolicy;
+  const policy = config.overlapPolicy;
   const mayBargeIn = policy === "barge_in_on_speech" && b.state.capabilities.supportsBargeIn;
   const [action, reason] = !speech
     ? (["drop", "overlap_not_speech"] as const)
-    : overlapMs <= OVERLAP_SHORT_ACK_MS
+    : overlapMs <= config.overlapShortAckMs
       ? (["listen", "short_ack"] as const)
-      : mayBargeIn
-        ? ([
-            "barge_in",
-            b.state.config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech",
-          ] as const)
+      : mayBargeIn && overlapMs > config.overlapBargeInMs
+        ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
         : (["listen", "long_overlap_speech"] as const);
   const reported = response.lastOverlap !== `${action}:${reason}`;
   b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported } });
   if (action === "barge_in") {
     announceSpeech(b);
-    const cancel = b.state.config.turnDetection !== null ? "turn_detected" : "barge_in";
+    const cancel = config.turnDetection !== null ? "turn_detected" : "barge_in";
     cancelResponse(b, at, cancel);
     dropDeferredResponses(b, cancel);
   }

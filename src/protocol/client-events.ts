@@ -10,7 +10,8 @@ const ms = z.number().finite().nonnegative();
 
 const turnDetection = z
   .object({
-    type: z.string(),
+    // Optional: OpenAI's schema lets a client tune the detector in force without naming its type again.
+    type: z.string().optional(),
     threshold: z.number().min(0).max(1).optional(),
     prefix_padding_ms: ms.optional(),
     silence_duration_ms: ms.optional(),
@@ -21,6 +22,24 @@ const turnDetection = z
   .nullable();
 
 const gaFormat = z.object({ type: z.string(), rate: z.number().int().positive().optional() });
+
+/** `speed`: a number; its bounds (0.25..1.5) and whether the model honours it are the domain's rules. */
+const speed = z.number().finite();
+
+/** `overlap_*_ms`: whole ms, at most a minute. */
+const overlapMs = z.number().int().min(0).max(60_000);
+
+/** OpenAI's `tracing`: `"auto"`, or a workflow name, group id and metadata (strings, a JSON object). */
+const tracing = z.union([
+  z.literal("auto"),
+  z
+    .object({
+      workflow_name: z.string().max(256).optional(),
+      group_id: z.string().max(256).optional(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+    })
+    .strict(),
+]);
 
 /** A function tool (OpenAI `tools[]`): the name OpenAI allows, a JSON Schema object of parameters. */
 const tool = z.object({
@@ -87,11 +106,21 @@ export const sessionSchema = z.object({
         })
         .optional(),
       output: z
-        .object({ format: gaFormat.optional(), voice: z.string().min(1).max(256).nullable().optional() })
+        .object({
+          format: gaFormat.optional(),
+          voice: z.string().min(1).max(256).nullable().optional(),
+          speed: speed.optional(),
+        })
         .optional(),
     })
     .optional(),
   overlap_policy: z.enum(["listen_only", "barge_in_on_speech"]).optional(),
+  overlap_short_ack_ms: overlapMs.optional(),
+  overlap_barge_in_ms: overlapMs.optional(),
+  overlap_silence_rms: z.number().min(0).max(1).optional(),
+  /** The beta spelling of `audio.output.speed`. */
+  speed: speed.optional(),
+  tracing: tracing.nullable().optional(),
   playback_commit_policy: z.enum(["ack_only", "commit_all_on_done"]).optional(),
   temperature: z.number().finite().nullable().optional(),
   tools: z.array(tool).max(128).optional(),

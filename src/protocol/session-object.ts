@@ -5,6 +5,7 @@ import {
   type SessionSnapshot,
   type ToolChoice,
   type ToolDefinition,
+  type TracingConfig,
   withConfigDefaults,
 } from "../domain/index.ts";
 import { formatSpellings, toWireAudioFormat } from "./audio-formats.ts";
@@ -52,6 +53,7 @@ export const capabilitiesJson = (
   supports_audio_truncate: c.supportsAudioTruncate,
   supports_tool_calls: c.supportsToolCalls,
   supports_video_input: c.supportsVideo,
+  supports_speed: c.supportsSpeed ?? false,
   ref_audio: c.refAudio ?? "optional",
   chunk_period_ms: c.chunkPeriodMs,
   input_modes: c.supportsVideo ? ["append_audio_chunk", "video_frames"] : ["append_audio_chunk"],
@@ -68,6 +70,16 @@ export const toolJson = (t: ToolDefinition): Record<string, unknown> => ({
   description: t.description,
   parameters: t.parameters,
 });
+
+/** `tracing` as the wire spells it (OpenAI's `workflow_name`, `group_id`, `metadata`). */
+export const tracingJson = (t: TracingConfig | null): unknown =>
+  t === null || t === "auto"
+    ? t
+    : {
+        ...(t.workflowName === undefined ? {} : { workflow_name: t.workflowName }),
+        ...(t.groupId === undefined ? {} : { group_id: t.groupId }),
+        ...(t.metadata === undefined ? {} : { metadata: t.metadata }),
+      };
 
 /** `tool_choice` as the wire spells it. */
 export const toolChoiceJson = (c: ToolChoice): unknown => (typeof c === "string" ? c : { type: c.type, name: c.name });
@@ -105,7 +117,7 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
         transcription: config.inputTranscription ?? null,
         noise_reduction: config.inputNoiseReduction ?? null,
       },
-      output: { format: output.ga, voice: config.voice, speed: 1 },
+      output: { format: output.ga, voice: config.voice, speed: config.speed },
     },
     turn_detection: turnDetection,
     input_audio_transcription: config.inputTranscription ?? null,
@@ -119,13 +131,12 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
       config.refAudio === null
         ? null
         : { mime_type: config.refAudio.mimeType, bytes: config.refAudio.bytes, sha256: config.refAudio.sha256 },
-    tracing: null,
+    tracing: tracingJson(config.tracing),
     idle_timeout_s: config.idleTimeoutS,
     overlap_policy: config.overlapPolicy,
-    overlap_short_ack_ms: 700,
-    // Overlapping speech barges in once it lasts longer than the short remark (BEHAVIOUR.md, "Turn-taking").
-    overlap_barge_in_ms: 700,
-    overlap_silence_rms: 0.003,
+    overlap_short_ack_ms: config.overlapShortAckMs,
+    overlap_barge_in_ms: config.overlapBargeInMs,
+    overlap_silence_rms: config.overlapSilenceRms,
     playback_commit_policy: config.playbackCommitPolicy,
     playback: {
       generated_ms: Math.floor(ctx.view?.playback.generatedMs ?? 0),

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition } from "../domain/index.ts";
+import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition, TracingConfig } from "../domain/index.ts";
 import { parseAudioFormat, toAudioFormat, type WireAudioFormat } from "./audio-formats.ts";
 import { base64ByteLength, isStandardBase64 } from "./base64.ts";
 import type { sessionSchema } from "./client-events.ts";
@@ -60,6 +60,16 @@ export const parseRefAudio = (
   }
   return { mimeType, audio, sha256: "" };
 };
+
+/** `tracing` in our spelling (the labels as given). */
+const tracingOf = (tracing: NonNullable<z.infer<typeof sessionSchema>["tracing"]> | null): TracingConfig | null =>
+  tracing === null || tracing === "auto"
+    ? tracing
+    : {
+        ...(tracing.workflow_name === undefined ? {} : { workflowName: tracing.workflow_name }),
+        ...(tracing.group_id === undefined ? {} : { groupId: tracing.group_id }),
+        ...(tracing.metadata === undefined ? {} : { metadata: tracing.metadata }),
+      };
 
 /** A tool in our spelling: no description is "", no parameters is an empty object schema. */
 const toolOf = (t: {
@@ -132,7 +142,7 @@ export const sessionPatchOf = (
   if (td === null) patch.turnDetection = null;
   else if (td !== undefined) {
     patch.turnDetection = {
-      type: td.type,
+      ...(td.type === undefined ? {} : { type: td.type }),
       ...(td.threshold === undefined ? {} : { threshold: td.threshold }),
       ...(td.prefix_padding_ms === undefined ? {} : { prefixPaddingMs: td.prefix_padding_ms }),
       ...(td.silence_duration_ms === undefined ? {} : { silenceDurationMs: td.silence_duration_ms }),
@@ -156,6 +166,12 @@ export const sessionPatchOf = (
     patch.refAudio = parsed;
   }
   if (session.overlap_policy !== undefined) patch.overlapPolicy = session.overlap_policy;
+  if (session.overlap_short_ack_ms !== undefined) patch.overlapShortAckMs = session.overlap_short_ack_ms;
+  if (session.overlap_barge_in_ms !== undefined) patch.overlapBargeInMs = session.overlap_barge_in_ms;
+  if (session.overlap_silence_rms !== undefined) patch.overlapSilenceRms = session.overlap_silence_rms;
+  const speed = session.audio?.output?.speed ?? session.speed;
+  if (speed !== undefined) patch.speed = speed;
+  if (session.tracing !== undefined) patch.tracing = tracingOf(session.tracing);
   if (session.playback_commit_policy !== undefined) patch.playbackCommitPolicy = session.playback_commit_policy;
   if (session.temperature !== undefined) patch.temperature = session.temperature;
   if (session.idle_timeout_s !== undefined) patch.idleTimeoutS = session.idle_timeout_s;

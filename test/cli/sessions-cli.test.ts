@@ -30,7 +30,7 @@ describe("duplex sessions", () => {
     await unused.close();
     const detached = await RealtimeClient.connect(server.url);
     ids.detached = await idOf(detached);
-    detached.send({ type: "session.update", session: {} });
+    detached.send({ type: "session.update", session: { tracing: { workflow_name: "support", group_id: "g1" } } });
     await detached.waitFor("session.updated", { since: 0 });
     // close(), not stop(): the store stays on disk for the commands.
     await server.close();
@@ -48,6 +48,15 @@ describe("duplex sessions", () => {
       [ids.detached, "detached"],
     ]);
     for (const r of rows) expect(r.duration_s).toBeGreaterThanOrEqual(0);
+    // A session's tracing labels are kept and shown: JSON as the client gave them, the table as key=value.
+    expect(rows.map((r) => (r as { tracing?: unknown }).tracing)).toEqual([
+      null,
+      null,
+      { workflow_name: "support", group_id: "g1" },
+    ]);
+    const table = (await duplex("sessions", "--data", dataDir)).stdout.split("\n");
+    expect(table[0]).toMatch(/responses {2}labels$/);
+    expect(table.find((l) => l.startsWith(ids.detached ?? "?"))).toMatch(/ {2}workflow=support group=g1$/);
     const last = (await duplex("sessions", "--data", dataDir, "--json", "--last", "1")).stdout.trim().split("\n");
     expect(last.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
   });

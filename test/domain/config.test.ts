@@ -97,3 +97,52 @@ describe("session output audio formats", () => {
     ]);
   });
 });
+
+describe("session fields of the reference in force (overlap thresholds, speed, tracing)", () => {
+  const patched = (patch: Parameters<typeof applySessionPatch>[1], capabilities = ECHO_CAPABILITIES) =>
+    applySessionPatch(config, patch, capabilities);
+
+  it("starts with the reference's thresholds: a short remark up to 700 ms, barge-in beyond 1200 ms", () => {
+    expect(config).toMatchObject({ overlapShortAckMs: 700, overlapBargeInMs: 1200, overlapSilenceRms: 0.003 });
+  });
+
+  it("takes the overlap thresholds a session sets, and refuses a barge-in threshold below the short remark", () => {
+    expect(patched({ overlapShortAckMs: 300, overlapBargeInMs: 2000, overlapSilenceRms: 0.01 })).toMatchObject({
+      overlapShortAckMs: 300,
+      overlapBargeInMs: 2000,
+      overlapSilenceRms: 0.01,
+    });
+    expect(patched({ overlapBargeInMs: 500 })).toEqual({
+      code: "bad_event",
+      message: "overlap_barge_in_ms (500) must be at least overlap_short_ack_ms (700)",
+      param: "session.overlap_barge_in_ms",
+    });
+  });
+
+  it("refuses a speed other than 1 where the model speaks at one rate, and takes it where it can change", () => {
+    expect(patched({ speed: 1 })).toMatchObject({ speed: 1 });
+    expect(patched({ speed: 1.2 })).toMatchObject({ code: "speed_unsupported", param: "session.audio.output.speed" });
+    expect(patched({ speed: 1.2 }, { ...ECHO_CAPABILITIES, supportsSpeed: true })).toMatchObject({ speed: 1.2 });
+    expect(patched({ speed: 3 }, { ...ECHO_CAPABILITIES, supportsSpeed: true })).toMatchObject({
+      code: "bad_event",
+      message: "speed must be within 0.25..1.5; got 3",
+    });
+  });
+
+  it("keeps tracing as the client's labels, and null removes them", () => {
+    const labelled = patched({ tracing: { workflowName: "support", groupId: "g1", metadata: { team: "voice" } } });
+    expect(labelled).toMatchObject({
+      tracing: { workflowName: "support", groupId: "g1", metadata: { team: "voice" } },
+    });
+    if ("code" in labelled) throw new Error(labelled.message);
+    expect(applySessionPatch(labelled, { tracing: null }, ECHO_CAPABILITIES)).toMatchObject({ tracing: null });
+  });
+
+  it("takes turn_detection without a type as an update of the detector in force (server VAD when none is)", () => {
+    const fresh = patched({ turnDetection: { threshold: 0.8 } });
+    expect(fresh).toMatchObject({ turnDetection: { type: "server_vad", threshold: 0.8, silenceDurationMs: 500 } });
+    if ("code" in fresh) throw new Error(fresh.message);
+    const tuned = applySessionPatch(fresh, { turnDetection: { silenceDurationMs: 300 } }, ECHO_CAPABILITIES);
+    expect(tuned).toMatchObject({ turnDetection: { type: "server_vad", threshold: 0.8, silenceDurationMs: 300 } });
+  });
+});

@@ -3,10 +3,13 @@ import {
   type Capabilities,
   type Command,
   type DomainEvent,
+  decide,
   defaultSessionConfig,
+  evolve,
   type Input,
   type ItemId,
   initialState,
+  type SessionConfig,
   type SessionState,
   type StageOutput,
 } from "../../src/domain/index.ts";
@@ -87,7 +90,26 @@ describe("session opening", () => {
       maxResponseOutputTokens: "inf",
       refAudio: null,
       responseTimeoutMs: 30000,
+      overlapShortAckMs: 700,
+      overlapBargeInMs: 1200,
+      overlapSilenceRms: 0.003,
+      speed: 1,
+      tracing: null,
     });
+  });
+
+  it("keeps barge-in at 700 ms of overlap for a log recorded before overlap_barge_in_ms existed", () => {
+    const { overlapBargeInMs: _b, overlapShortAckMs: _s, ...recorded } = defaultSessionConfig("m", ECHO_CAPABILITIES);
+    const old = given(opened(), command(create()), stage(audio(500, "hel")));
+    // Fold a SessionConfigured as an older log recorded it (no overlap fields), with barge_in_on_speech.
+    const state = evolve(old.state, {
+      type: "SessionConfigured",
+      data: { config: { ...recorded, overlapPolicy: "barge_in_on_speech" } as SessionConfig },
+    });
+    expect(state.config.overlapBargeInMs).toBe(700);
+    expect(state.config.overlapShortAckMs).toBe(700);
+    const events = decide(state, command(appendFrames(speech(25))));
+    expect(ofType(events, "OverlapDecided")[0]?.data).toMatchObject({ action: "barge_in", overlapMs: 800 });
   });
 
   it("defaults auto_response to false on a turn-based runner", () => {
@@ -393,7 +415,7 @@ describe("server VAD in the turn lane", () => {
 
   it("barges in on speech longer than a short remark while a response is active: epoch + 1, then the response ends turn_detected", () => {
     const g = given(opened(), serverVad(), command(create()));
-    const w = g.when(command(appendFrames(speech(25))));
+    const w = g.when(command(appendFrames(speech(40))));
     expect(types(w.events)).toEqual([
       "AudioBuffered",
       "SpeechStarted",
@@ -408,7 +430,7 @@ describe("server VAD in the turn lane", () => {
       { type: "AudioBuffered" },
       // Held back while the response plays: stock clients read speech_started as "the response was cancelled".
       { type: "SpeechStarted", data: { itemId: U1, announced: false } },
-      { type: "OverlapDecided", data: { action: "barge_in", policy: "barge_in_on_speech", overlapMs: 800 } },
+      { type: "OverlapDecided", data: { action: "barge_in", policy: "barge_in_on_speech", overlapMs: 1280 } },
       { type: "SpeechAnnounced", data: { itemId: U1 } },
       { type: "EpochAdvanced", data: { epoch: 1, reason: "turn_detected" } },
       { type: "MessageStarted", data: { responseId: R1 } },
@@ -429,11 +451,21 @@ describe("server VAD in the turn lane", () => {
     ]);
     expect(w.after.response?.overlapMs).toBe(640);
     expect(w.after.epoch).toBe(0);
+    // Beyond the short remark but not beyond overlap_barge_in_ms (1200): still listening.
     const more = given(opened(), serverVad(), command(create()), command(appendFrames(speech(20)))).when(
       command(appendFrames(speech(5))),
     );
-    expect(ofType(more.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "barge_in", overlapMs: 800 });
-    expect(more.after.epoch).toBe(1);
+    expect(ofType(more.events, "OverlapDecided")[0]?.data).toMatchObject({
+      action: "listen",
+      reason: "long_overlap_speech",
+      overlapMs: 800,
+    });
+    expect(more.after.epoch).toBe(0);
+    const beyond = given(opened(), serverVad(), command(create()), command(appendFrames(speech(20)))).when(
+      command(appendFrames(speech(18))),
+    );
+    expect(ofType(beyond.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "barge_in", overlapMs: 1216 });
+    expect(beyond.after.epoch).toBe(1);
   });
 
   it("drops overlapping audio that is not speech", () => {
@@ -448,7 +480,7 @@ describe("server VAD in the turn lane", () => {
       opened(),
       command(update({ turnDetection: { type: "server_vad" }, overlapPolicy: "listen_only" })),
       command(create()),
-    ).when(command(appendFrames(speech(25))));
+    ).when(command(appendFrames(speech(40))));
     expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "OverlapDecided"]);
     expect(ofType(w.events, "OverlapDecided")[0]?.data).toMatchObject({
       action: "listen",
@@ -459,7 +491,7 @@ describe("server VAD in the turn lane", () => {
   });
 
   it("does not barge in on a model without barge-in support", () => {
-    const w = given(opened(TURN_BASED), serverVad({}), command(create())).when(command(appendFrames(speech(25))));
+    const w = given(opened(TURN_BASED), serverVad({}), command(create())).when(command(appendFrames(speech(40))));
     expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStarted", "OverlapDecided"]);
     expect(ofType(w.events, "OverlapDecided")[0]?.data).toMatchObject({ action: "listen" });
     expect(w.after.response?.id).toBe(R1);
@@ -719,7 +751,7 @@ describe("model stage output", () => {
         serverVad(),
         command(create()),
         stage(audio(500, "hel")),
-        command(appendFrames(speech(25))),
+        command(appendFrames(speech(40))),
       ];
       const g = given(...inputs);
       expect(g.state.epoch).toBe(1);
@@ -830,7 +862,7 @@ describe("playback truth", () => {
   });
 
   it("survives a barge-in before the first audio delta and a truncate at 0 ms, and the next commit responds (scenario 9)", () => {
-    const g = given(opened(), serverVad(), command(create()), command(appendFrames(speech(25))));
+    const g = given(opened(), serverVad(), command(create()), command(appendFrames(speech(40))));
     expect(g.state.epoch).toBe(1);
     expect(g.state.response).toBeNull();
     const t = g.when(command(truncate(I1, 0, "evt_trunc")));
@@ -843,7 +875,7 @@ describe("playback truth", () => {
       opened(),
       serverVad(),
       command(create()),
-      command(appendFrames(speech(25))),
+      command(appendFrames(speech(40))),
       command(truncate(I1, 0)),
     ).when(command(appendFrames([...speech(7), ...silence(16)])));
     expect(types(next.events)).toEqual(["AudioBuffered", "SpeechStopped", "InputCommitted", "ResponseStarted"]);

@@ -182,7 +182,7 @@ describe("a commit while a response is active is deferred (BEHAVIOUR.md, Turn-ta
       command(commit(null, true)),
     );
     expect(g.state.deferredTurns.map((t) => t.itemId)).toEqual([U1]);
-    const w = g.when(command(appendFrames(speech(25))));
+    const w = g.when(command(appendFrames(speech(40))));
     expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({ reason: "turn_detected" });
     expect(ofType(w.events, "DeferredResponsesDropped")[0]?.data).toEqual({ itemIds: [U1], reason: "turn_detected" });
     expect(ofType(w.events, "ResponseStarted")).toEqual([]);
@@ -193,7 +193,7 @@ describe("a commit while a response is active is deferred (BEHAVIOUR.md, Turn-ta
       command(create()),
       command(append(320, 0)),
       command(commit(null, true)),
-      command(appendFrames(speech(25))),
+      command(appendFrames(speech(40))),
     ).when(command(appendFrames(silence(16))));
     expect(ofType(answered.events, "ResponseStarted")[0]?.data).toMatchObject({ responseId: R2 });
   });

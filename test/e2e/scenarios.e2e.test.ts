@@ -126,7 +126,11 @@ describe("realtime endpoint", () => {
   });
 
   it("a session declared g711_ulaw hears 8 kHz mu-law speech, and session.updated shows both spellings", async () => {
-    client.send({ type: "session.update", session: { input_audio_format: "g711_ulaw" } });
+    // Server VAD (no response): speech events come from turn detection only.
+    client.send({
+      type: "session.update",
+      session: { input_audio_format: "g711_ulaw", turn_detection: { type: "server_vad", create_response: false } },
+    });
     const created = await client.waitFor("session.created", { since: 0 });
     const updated = await client.waitFor("session.updated", { since: 0 });
     const id = String((created.session as { id: string }).id);

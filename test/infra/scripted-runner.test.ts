@@ -315,6 +315,37 @@ turns:
     ]);
   });
 
+  it("in the turn lane answers text only when asked: a respond turn matching the text, then one matching a tool's output", () => {
+    const { session, out } = setup(
+      `
+name: turn
+turns:
+  - on: text
+    match: { text: "weather" }
+    actions: [{ text: "said by itself" }]
+  - on: respond
+    match: { tool_output: true }
+    actions: [{ text: "output: {{function_call_output}}" }]
+  - on: respond
+    match: { text: "weather" }
+    actions: [{ text: "tool" }]
+  - on: respond
+    actions: [{ text: "plain" }]
+`,
+      {},
+      { autoResponse: false },
+    );
+    session.submit({ kind: "text", epoch: 0, text: "what is the weather?" });
+    vi.runAllTimers();
+    expect(out).toEqual([]);
+    session.submit(respondUnit(0, ["text"]));
+    session.submit(respondUnit(0, ["text"]));
+    session.submit({ kind: "function_call_output", epoch: 0, itemId: "item_o" as ItemId, callId: "c", output: "24" });
+    session.submit(respondUnit(0, ["text"]));
+    vi.runAllTimers();
+    expect(out.map((o) => (o.kind === "text" ? o.text : o.kind))).toEqual(["tool", "plain", "output: ", "24"]);
+  });
+
   it("makes speech of duration_ms when a speak gives one, with the transcript spread over its chunks", () => {
     const { session, out } = setup(
       `name: t\nturns:\n  - on: respond\n    actions:\n      - speak: { text: "hello", duration_ms: 1000 }\n      - end_turn\n`,
@@ -436,12 +467,15 @@ describe("script files", () => {
     expect(invalid("name: s\nspeed_factor: 0\nturns: []\n").message).toContain("speed_factor:");
     expect(
       invalid("name: s\nturns:\n  - on: commit\n    match: { text: hi }\n    actions: [end_turn]\n").message,
-    ).toContain("turns[0].match.text: only a text turn can match text, not commit");
+    ).toContain("turns[0].match.text: only a text or respond turn can match text, not commit");
+    expect(
+      invalid("name: s\nturns:\n  - on: text\n    match: { tool_output: true }\n    actions: [end_turn]\n").message,
+    ).toContain("turns[0].match.tool_output: only a respond turn can match tool_output, not text");
     expect(
       invalid("name: s\nturns:\n  - on: text\n    match: { modalities: [text] }\n    actions: [end_turn]\n").message,
     ).toContain("turns[0].match.modalities: only a respond turn can match modalities, not text");
     expect(invalid("name: s\nturns:\n  - on: text\n    match: {}\n    actions: [end_turn]\n").message).toContain(
-      "turns[0].match: needs modalities or text",
+      "turns[0].match: needs modalities, text or tool_output",
     );
     expect(
       invalid("name: s\nturns:\n  - on: text\n    match: { txt: a }\n    actions: [end_turn]\n").message,

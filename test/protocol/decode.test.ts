@@ -291,6 +291,11 @@ describe("session.update audio formats", () => {
       maxResponseOutputTokens: "inf" as const,
       refAudio: null,
       responseTimeoutMs: 30000,
+      overlapShortAckMs: 700,
+      overlapBargeInMs: 1200,
+      overlapSilenceRms: 0.003,
+      speed: 1,
+      tracing: null,
     });
     const capabilities = {
       implementationLevel: "turn_based" as const,
@@ -324,6 +329,38 @@ describe("session.update audio formats", () => {
         rate: 24000,
       });
     }
+  });
+});
+
+describe("session.update fields of the reference", () => {
+  const patchOf = (sessionJson: Record<string, unknown>) => {
+    const decoded = decodeClientFrame(JSON.stringify({ type: "session.update", session: sessionJson }), 0, PCM16_16K);
+    if (decoded.type !== "session.update") throw new Error(`expected session.update, got ${decoded.type}`);
+    return decoded.patch;
+  };
+
+  it("reads the overlap thresholds, speed in both spellings, and tracing", () => {
+    expect(
+      patchOf({ overlap_short_ack_ms: 300, overlap_barge_in_ms: 1500, overlap_silence_rms: 0.01, speed: 1.1 }),
+    ).toEqual({ overlapShortAckMs: 300, overlapBargeInMs: 1500, overlapSilenceRms: 0.01, speed: 1.1 });
+    expect(patchOf({ audio: { output: { speed: 0.9 } } })).toEqual({ speed: 0.9 });
+    expect(patchOf({ tracing: "auto" })).toEqual({ tracing: "auto" });
+    expect(patchOf({ tracing: { workflow_name: "w", group_id: "g", metadata: { a: 1 } } })).toEqual({
+      tracing: { workflowName: "w", groupId: "g", metadata: { a: 1 } },
+    });
+  });
+
+  it("reads turn_detection without a type as a patch that names none", () => {
+    expect(patchOf({ turn_detection: { threshold: 0.8 } })).toEqual({ turnDetection: { threshold: 0.8 } });
+  });
+
+  it.each([
+    [{ overlap_barge_in_ms: -1 }, "session.overlap_barge_in_ms"],
+    [{ tracing: { workflow: "w" } }, "session.tracing"],
+    [{ speed: "fast" }, "session.speed"],
+  ])("refuses %j with bad_event naming the field", (sessionJson, param) => {
+    const decoded = decodeClientFrame(JSON.stringify({ type: "session.update", session: sessionJson }), 0, PCM16_16K);
+    expect(decoded).toMatchObject({ type: "invalid", code: "bad_event", param });
   });
 });
 

@@ -11,6 +11,7 @@
 import { WebSocket } from "ws";
 import { pcm16ToBytes } from "../../infra/audio/pcm.ts";
 import { readWavFile } from "../../infra/audio/wav.ts";
+import { speechOf } from "../input-speech.ts";
 import { addTallies, createTally, type TallyCounts } from "./tally.ts";
 
 /** What the load client is asked to do. Times in ms except `seconds`. */
@@ -23,7 +24,10 @@ export interface LoadClientConfig {
   readonly rampMs: number;
   /** The longest a session waits for its last responses after streaming, ms. */
   readonly drainMs: number;
-  /** `native`: no turn detection (the engine's server VAD announces speech, the model answers); `turn`: server_vad. */
+  /**
+   * `native`: no turn detection (the model answers when it hears the user stop; the server sends no speech events,
+   * so the client knows its utterances from its own input, see `framesOf`); `turn`: server_vad.
+   */
   readonly lane: "native" | "turn";
   /** `server`: a duplex server (session.update first, waits for session.updated); `relay`: the bare relay. */
   readonly target: "server" | "relay";
@@ -52,11 +56,16 @@ const GAP_MS = 1500;
 /** Silence streamed after `seconds` before a session may close, so that server VAD hears the last stop. */
 const MIN_DRAIN_MS = 1000;
 
-/** Pre-rendered append frames of one input: its speech then the gap, and one frame of silence. */
+/**
+ * Pre-rendered append frames of one input: its speech then the gap, and one frame of silence. `stops`: the indexes
+ * in `cycle` of the appends that complete an utterance's stop as server VAD hears it (its speech and the silence
+ * window after it), found on the client (input-speech.ts), for the model-native lane, where no speech event comes.
+ */
 interface Frames {
   readonly rateHz: number;
   readonly cycle: readonly string[];
   readonly silence: string;
+  readonly stops: ReadonlySet<number>;
 }
 
 const appendFrame = (samples: Int16Array): string =>
@@ -72,7 +81,8 @@ const framesOf = async (path: string, rateHz: number): Promise<Frames> => {
   const cycle: string[] = [];
   for (let offset = 0; offset < all.length; offset += chunk)
     cycle.push(appendFrame(all.subarray(offset, offset + chunk)));
-  return { rateHz, cycle, silence: appendFrame(new Int16Array(chunk)) };
+  const stops = new Set((await speechOf(all, rateHz)).map((s) => Math.ceil(s.stoppedAtMs / CHUNK_MS) - 1));
+  return { rateHz, cycle, silence: appendFrame(new Int16Array(chunk)), stops };
 };
 
 const sleepUntil = (at: number): Promise<void> => {
@@ -182,6 +192,10 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
     }
     if (!send(draining ? frames.silence : (frames.cycle[n % frames.cycle.length] ?? frames.silence))) break;
     appendsSent += 1;
+    // The model-native lane announces no speech: an utterance's stop is the append that completes it.
+    if (config.lane === "native" && !draining && frames.stops.has(n % frames.cycle.length)) {
+      tally.speechStopped(performance.now());
+    }
     await sleepUntil(streamStart + (n + 1) * CHUNK_MS);
   }
   const closedByUs = socket.readyState === WebSocket.OPEN;

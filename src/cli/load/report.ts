@@ -3,7 +3,7 @@ import { histogramQuantile, percentile } from "./stats.ts";
 
 /** The `meaning` of a `bench: "load"` line. */
 export const LOAD_MEANING =
-  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = speech_stopped seen; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_ms_* from speech_stopped to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
+  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = utterance stops: speech_stopped seen in the turn lane, the append completing a stop of the client's own input (Silero on the client) in the model-native lane, which sends no speech events; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_ms_* from that stop to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
 
 const round = (value: number | null, digits: number): number | null => {
   if (value === null || !Number.isFinite(value)) return null;
@@ -21,7 +21,7 @@ export const responsesLost = (m: RunMeasure): number => Math.max(0, m.client.exp
 export const allDelivered = (m: RunMeasure, sessions: number): boolean =>
   m.client.sessionsOpened === sessions && m.client.sessionsCompleted === sessions && responsesLost(m) === 0;
 
-/** The p99 of first audio after speech_stopped over every answered utterance of a run, ms. */
+/** The p99 of first audio after the utterance's stop over every answered utterance of a run, ms. */
 export const firstAudioP99 = (m: RunMeasure): number => percentile(m.client.firstAudioMs, 99);
 
 /**

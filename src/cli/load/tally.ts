@@ -1,9 +1,11 @@
 /**
- * What one load session saw, counted as it arrives (the load client's bookkeeping). Each
- * `input_audio_buffer.speech_stopped` is an utterance that expects a response; responses are matched to utterances
- * in order (the next `response.created` answers the oldest unanswered utterance, as the turn lane defers them in
- * commit order and the model-native lane answers each announced stop). The first audio delta of a response gives
- * that utterance's first-audio latency (ms, from the stop's arrival to the delta's, both on the client's clock).
+ * What one load session saw, counted as it arrives (the load client's bookkeeping). Each stop is an utterance that
+ * expects a response: in the turn lane an `input_audio_buffer.speech_stopped`, in the model-native lane (which sends
+ * no speech events) the append that completes an utterance's stop as server VAD hears it, known from the client's
+ * own input. Responses are matched to utterances in order (the next `response.created` answers the oldest
+ * unanswered utterance, as the turn lane defers them in commit order and the model-native lane answers each stop).
+ * The first audio delta of a response gives that utterance's first-audio latency (ms, from the stop to the delta's
+ * arrival, both on the client's clock).
  */
 
 /** How a response ended, as the load bench counts it. */
@@ -35,7 +37,7 @@ interface Utterance {
 
 /** The counts of one session (or of many, summed by {@link addTallies}). Times in ms. */
 export interface TallyCounts {
-  /** Utterances whose `speech_stopped` arrived. */
+  /** Utterances that stopped (turn lane: whose `speech_stopped` arrived; model-native lane: whose stop was sent). */
   readonly expected: number;
   readonly completed: number;
   readonly interrupted: number;
@@ -45,7 +47,7 @@ export interface TallyCounts {
   readonly otherEnds: Readonly<Record<string, number>>;
   /** Responses created with no utterance waiting (the model spoke unprompted). */
   readonly unprompted: number;
-  /** First audio after speech_stopped, one value per answered utterance, ms. */
+  /** First audio after the utterance's stop, one value per answered utterance, ms. */
   readonly firstAudioMs: readonly number[];
   /** `error` events by `error.code`. */
   readonly errors: Readonly<Record<string, number>>;

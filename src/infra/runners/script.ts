@@ -25,7 +25,10 @@ import { z } from "zod";
  * Each trigger consumes the next turn written for it, in file order; triggers have independent cursors.
  * A turn with `match` is not on that cursor: it plays whenever a unit of its trigger fits it (the first such turn in
  * file order), and the cursor does not move. `match.modalities` (for `respond`) fits a response that requested
- * exactly those modalities; `match.text` (for `text`) fits a text unit that contains it, case-insensitively:
+ * exactly those modalities; `match.text` fits a text unit that contains it, case-insensitively (for `text`), or a
+ * response asked after such text (for `respond`: in the turn lane text is what the next response answers, since
+ * nothing but `response.create` or a commit starts one there); `match.tool_output: true` (for `respond`) fits a
+ * response asked after a `function_call_output` came back:
  *
  * ```yaml
  *   - on: respond
@@ -61,11 +64,13 @@ export type ScriptAction =
 
 /**
  * What a unit must be for a turn with `match` to play: `modalities`, the exact set a `respond` unit requested;
- * `text`, a substring (case-insensitive) of a `text` unit.
+ * `text`, a substring (case-insensitive) of a `text` unit, or of the text a `respond` unit answers.
  */
 export interface ScriptMatch {
   readonly modalities?: readonly ("audio" | "text")[];
   readonly text?: string;
+  /** For `respond`: a response asked after a `function_call_output` came back (the answer to a tool call). */
+  readonly toolOutput?: true;
 }
 
 /** A turn: played when its trigger arrives (and the unit fits its `match`, when it has one), its actions in order. */
@@ -190,6 +195,7 @@ const scriptSchema = z
                 .min(1)
                 .optional(),
               text: nonEmpty.optional(),
+              tool_output: z.literal(true).optional(),
             })
             .strict()
             .optional(),
@@ -199,19 +205,25 @@ const scriptSchema = z
         .superRefine((turn, ctx) => {
           const match = turn.match;
           if (match === undefined) return;
-          if (match.modalities === undefined && match.text === undefined)
-            ctx.addIssue({ code: "custom", path: ["match"], message: "needs modalities or text" });
+          if (match.modalities === undefined && match.text === undefined && match.tool_output === undefined)
+            ctx.addIssue({ code: "custom", path: ["match"], message: "needs modalities, text or tool_output" });
+          if (match.tool_output !== undefined && turn.on !== "respond")
+            ctx.addIssue({
+              code: "custom",
+              path: ["match", "tool_output"],
+              message: `only a respond turn can match tool_output, not ${turn.on}`,
+            });
           if (match.modalities !== undefined && turn.on !== "respond")
             ctx.addIssue({
               code: "custom",
               path: ["match", "modalities"],
               message: `only a respond turn can match modalities, not ${turn.on}`,
             });
-          if (match.text !== undefined && turn.on !== "text")
+          if (match.text !== undefined && turn.on !== "text" && turn.on !== "respond")
             ctx.addIssue({
               code: "custom",
               path: ["match", "text"],
-              message: `only a text turn can match text, not ${turn.on}`,
+              message: `only a text or respond turn can match text, not ${turn.on}`,
             });
         }),
     ),
@@ -290,6 +302,7 @@ export const validateScript = (value: unknown, source = "script"): Script => {
             match: {
               ...(turn.match.modalities === undefined ? {} : { modalities: turn.match.modalities }),
               ...(turn.match.text === undefined ? {} : { text: turn.match.text }),
+              ...(turn.match.tool_output === undefined ? {} : { toolOutput: true as const }),
             },
           }),
       actions: turn.actions.map(toAction),

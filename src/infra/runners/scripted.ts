@@ -82,10 +82,17 @@ interface Playback {
 
 /**
  * Whether `unit` fits a turn's `match` (see script.ts): the exact set of requested modalities of a `respond`
- * unit, or a case-insensitive substring of a `text` unit. A unit of another kind fits nothing.
+ * unit, or a case-insensitive substring of a `text` unit, or of `answered.text`, the text a `respond` unit answers
+ * (the last text since the previous response); `toolOutput`, a `respond` unit asked after a function call's output
+ * came back (`answered.toolOutput`). A unit of another kind fits nothing.
  */
-const fits = (match: ScriptMatch | undefined, unit: RunnerUnit | null): boolean => {
+const fits = (
+  match: ScriptMatch | undefined,
+  unit: RunnerUnit | null,
+  answered: { readonly text: string | null; readonly toolOutput: boolean },
+): boolean => {
   if (match === undefined || unit === null) return false;
+  if (match.toolOutput === true && (unit.kind !== "respond" || !answered.toolOutput)) return false;
   if (match.modalities !== undefined) {
     if (unit.kind !== "respond") return false;
     const wanted = new Set(match.modalities);
@@ -93,7 +100,8 @@ const fits = (match: ScriptMatch | undefined, unit: RunnerUnit | null): boolean 
     if (wanted.size !== asked.size || [...wanted].some((m) => !asked.has(m))) return false;
   }
   if (match.text !== undefined) {
-    if (unit.kind !== "text" || !unit.text.toLowerCase().includes(match.text.toLowerCase())) return false;
+    const text = unit.kind === "text" ? unit.text : unit.kind === "respond" ? answered.text : null;
+    if (text === null || !text.toLowerCase().includes(match.text.toLowerCase())) return false;
   }
   return true;
 };
@@ -240,8 +248,11 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
         callId === undefined ? latestToolOutput : (toolOutputs.get(callId) ?? ""),
       );
 
+    /** What the next `respond` answers: the last text, and whether a tool's output came back, since the last one. */
+    let toAnswer: { text: string | null; toolOutput: boolean } = { text: null, toolOutput: false };
+
     const pickTurn = (trigger: ScriptTrigger, unit: RunnerUnit | null): ScriptTurn | null => {
-      const matched = matchedTurns.find((turn) => turn.on === trigger && fits(turn.match, unit));
+      const matched = matchedTurns.find((turn) => turn.on === trigger && fits(turn.match, unit, toAnswer));
       if (matched !== undefined) return matched;
       const turns = turnsByTrigger.get(trigger) ?? [];
       const count = fired.get(trigger) ?? 0;
@@ -334,9 +345,12 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             return;
           case "respond":
             trigger("respond", unit.epoch, unit);
+            toAnswer = { text: null, toolOutput: false };
             return;
           case "text":
-            trigger("text", unit.epoch, unit);
+            toAnswer = { ...toAnswer, text: unit.text };
+            // In the turn lane the model answers only when asked: the text waits for the next respond.
+            if (inModelNativeLane(config)) trigger("text", unit.epoch, unit);
             return;
           case "clear":
             return;
@@ -346,6 +360,7 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
           case "function_call_output":
             toolOutputs.set(unit.callId, unit.output);
             latestToolOutput = unit.output;
+            toAnswer = { ...toAnswer, toolOutput: true };
             return;
           default: {
             const unhandled: never = unit;
