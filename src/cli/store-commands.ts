@@ -14,7 +14,7 @@ import {
   stepsOf,
   streamOf,
 } from "../engine/index.ts";
-import { createResampler } from "../infra/audio/index.ts";
+import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
 import { loadConfig, sqlitePathIn } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
@@ -167,7 +167,13 @@ export const registerStoreCommands = (program: Command): void => {
     const dir = await mkdtemp(join(tmpdir(), "duplex-redrive-"));
     const store = createSqliteEventStore({ path: join(dir, "duplex.sqlite") });
     try {
-      const result = await redrive(entries, { store, runner, createResampler, speed });
+      const result = await redrive(entries, {
+        store,
+        runner,
+        createResampler,
+        createOutputResampler: createSpeexStreamResampler,
+        speed,
+      });
       const sessionId = stepsOf(entries).find((s) => s.input.type === "SessionOpened")?.input;
       const id = sessionId?.type === "SessionOpened" ? sessionId.data.sessionId : "(unknown)";
       if (json) {

@@ -303,24 +303,32 @@ export const withConfigDefaults = (config: SessionConfig): SessionConfig => ({
   tracing: config.tracing ?? null,
 });
 
-/** Input sample rates (Hz) a client may declare for pcm16 and pcm_f32le. */
+/** Sample rates (Hz) a client may declare for pcm16 and pcm_f32le, input and output. */
 export const SUPPORTED_INPUT_RATES: readonly number[] = [8000, 16000, 24000, 48000];
+
+/** Bytes per (mono) sample of an encoding: 2 for pcm16, 1 for G.711, 4 for pcm_f32le. */
+export const BYTES_PER_SAMPLE: Readonly<Record<AudioEncoding, number>> = {
+  pcm16: 2,
+  g711_ulaw: 1,
+  g711_alaw: 1,
+  pcm_f32le: 4,
+};
 
 /** The rate of G.711 (`g711_ulaw`, `g711_alaw`) in Hz: ITU-T G.711 is 8000 samples per second, nothing else. */
 export const G711_RATE_HZ = 8000;
 
 const isG711 = (format: AudioEncoding): boolean => format === "g711_ulaw" || format === "g711_alaw";
 
-/** Why an input format is refused, or null when the session may take it. */
-const inputAudioRefusal = (audio: AudioFormat): string | null => {
+/** Why an input or output format is refused, or null when the session may take it. */
+const audioFormatRefusal = (direction: "input" | "output", audio: AudioFormat): string | null => {
   if (isG711(audio.format)) {
     return audio.rate === G711_RATE_HZ
       ? null
-      : `input audio format ${audio.format} is ${G711_RATE_HZ} Hz only; got ${audio.rate} Hz`;
+      : `${direction} audio format ${audio.format} is ${G711_RATE_HZ} Hz only; got ${audio.rate} Hz`;
   }
   return SUPPORTED_INPUT_RATES.includes(audio.rate)
     ? null
-    : `input sample rate ${audio.rate} Hz is not supported for ${audio.format}; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`;
+    : `${direction} sample rate ${audio.rate} Hz is not supported for ${audio.format}; use one of ${SUPPORTED_INPUT_RATES.join(", ")}`;
 };
 
 /** The hottest sampling temperature a session may ask for. */
@@ -444,18 +452,12 @@ export const applySessionPatch = (
       "session.ref_audio",
     );
   }
-  const inputRefusal = patch.inputAudio === undefined ? null : inputAudioRefusal(patch.inputAudio);
+  const inputRefusal = patch.inputAudio === undefined ? null : audioFormatRefusal("input", patch.inputAudio);
   if (inputRefusal !== null) return reject("unsupported_audio_format", inputRefusal, "session.input_audio_format");
-  // For now the server sends only what the runner produces: pcm16 at its output rate. Output conversion (G.711,
-  // pcm_f32le, other rates) is to come; until then any other output format is refused and the config is kept.
-  const output = patch.outputAudio;
-  if (output !== undefined && (output.format !== "pcm16" || output.rate !== capabilities.outputSampleRateHz)) {
-    return reject(
-      "unsupported_audio_format",
-      `output audio format ${output.format} at ${output.rate} Hz is not supported; the server sends pcm16 at ${capabilities.outputSampleRateHz} Hz only`,
-      "session.output_audio_format",
-    );
-  }
+  // Output formats are the input's set: the engine resamples and encodes the model's audio per session
+  // (BEHAVIOUR.md, "Audio formats").
+  const outputRefusal = patch.outputAudio === undefined ? null : audioFormatRefusal("output", patch.outputAudio);
+  if (outputRefusal !== null) return reject("unsupported_audio_format", outputRefusal, "session.output_audio_format");
   const voiceFields = voiceFieldsOf(config, patch, capabilities);
   if ("code" in voiceFields) return voiceFields;
   const optIn = capabilities.nativeDuplex === "opt_in";

@@ -265,7 +265,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       return decideCommand(state, input.data.command, input.at);
     case "StageOutputReceived": {
       const b = decisionBuilder(state);
-      applyStageOutput(b, input.at, input.data.output);
+      applyStageOutput(b, input.at, input.data.output, input.data.delivered ?? null);
       return [...b.events];
     }
     case "TimerFired": {

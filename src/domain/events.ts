@@ -1,5 +1,5 @@
 import type { Command } from "./commands.ts";
-import type { Capabilities, SessionConfig } from "./config.ts";
+import type { AudioEncoding, Capabilities, SessionConfig } from "./config.ts";
 import type { EndpointerState } from "./endpointing.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
@@ -36,7 +36,19 @@ export type Input = (
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>
-  | Message<"StageOutputReceived", { readonly output: StageOutput }>
+  | Message<
+      "StageOutputReceived",
+      {
+        readonly output: StageOutput;
+        /**
+         * An `audio` output as the client receives it when the session's output format is not the runner's (PCM16
+         * at its output rate): converted by the engine (resampled, G.711-encoded) before it was recorded, so a
+         * replay renders the same bytes without converting again (BEHAVIOUR.md, "Audio formats"). Absent: the
+         * audio goes out as the runner made it.
+         */
+        readonly delivered?: DeliveredAudio;
+      }
+    >
   | Message<
       "TimerFired",
       | { readonly timer: "idle_ttl" | "disconnect_grace" }
@@ -76,6 +88,13 @@ export type Input = (
       }
     >
 ) & { readonly at: number };
+
+/** Audio in a session's output format: `audio` bytes of `format` at `rate` Hz. */
+export interface DeliveredAudio {
+  readonly audio: Uint8Array;
+  readonly format: AudioEncoding;
+  readonly rate: number;
+}
 
 /** The calls of the runner port (DESIGN.md, "Ports": ModelRunner), and `emit` for a malformed output. */
 export type RunnerOperation = "open" | "submit" | "abort" | "configure" | "close" | "emit";
@@ -287,9 +306,11 @@ export type DomainEvent =
       {
         readonly responseId: ResponseId;
         readonly itemId: ItemId;
-        /** PCM16 mono at the output rate (bytes). */
+        /** Mono audio in the session's output format (`format`, absent: PCM16) at `sampleRateHz` (bytes). */
         readonly audio: Uint8Array;
         readonly sampleRateHz: number;
+        /** The encoding of `audio` when it is not PCM16 (absent in older logs and for PCM16). */
+        readonly format?: AudioEncoding;
         readonly transcript: string;
         readonly durationMs: number;
         /** The cumulative mark after this delta. */

@@ -23,6 +23,8 @@ export interface ModelProfile {
   readonly supportsVideo: boolean;
   /** Tool calls are produced (function_call items, `response.function_call_arguments.*`). */
   readonly supportsToolCalls: boolean;
+  /** Whether the model speaks at a session's `speed` (absent: no; the reference's models speak at one rate). */
+  readonly supportsSpeed?: boolean;
   /** `required`: a session needs a `ref_audio` voice clip in its first `session.update` (`ref_audio_required`). */
   readonly refAudio: "required" | "optional";
 }
@@ -87,6 +89,7 @@ export const withProfile = (runner: Capabilities, profile: ModelProfile): Capabi
   supportsSessionResume: profile.supportsSessionResume,
   supportsAudioTruncate: profile.supportsAudioTruncate,
   supportsToolCalls: profile.supportsToolCalls,
+  supportsSpeed: profile.supportsSpeed ?? false,
   supportsVideo: profile.supportsVideo,
   nativeDuplex: profile.nativeDuplex,
   refAudio: profile.refAudio,

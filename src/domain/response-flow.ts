@@ -1,6 +1,7 @@
 import type { DecisionBuilder } from "./builder.ts";
+import { BYTES_PER_SAMPLE } from "./config.ts";
 import type { ErrorCode } from "./errors.ts";
-import type { EndReason, RunnerOperation } from "./events.ts";
+import type { DeliveredAudio, EndReason, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
 import { laneOf } from "./lane.ts";
@@ -207,7 +208,12 @@ const lastUserItem = (b: DecisionBuilder): ItemId | null =>
  * Applies one output of the model stage. Output stamped with an older epoch is dropped, terminal events included
  * (BEHAVIOUR.md, "Identity"): it leaves its input in the log and decides nothing.
  */
-export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOutput): void => {
+export const applyStageOutput = (
+  b: DecisionBuilder,
+  at: number,
+  output: StageOutput,
+  delivered: DeliveredAudio | null = null,
+): void => {
   if (b.state.phase !== "open") return;
   // A lost stage ends the session whatever epoch it names: nothing of any epoch can follow.
   if (output.kind === "stage_lost") {
@@ -241,8 +247,10 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
       const response = b.state.response;
       const audio = response === null ? undefined : b.state.audio[response.itemId];
       if (response === null || audio === undefined) return;
-      const rate = b.state.config.outputAudio.rate;
-      const durationMs = (output.audio.byteLength / 2 / rate) * 1000;
+      // The playback ledger counts ms of audio as the client receives it, whatever its format.
+      const runnerRate = b.state.capabilities.outputSampleRateHz;
+      const sent = delivered ?? { audio: output.audio, format: "pcm16" as const, rate: runnerRate };
+      const durationMs = (sent.audio.byteLength / BYTES_PER_SAMPLE[sent.format] / sent.rate) * 1000;
       const generatedMs = audio.ledger.generatedMs + durationMs;
       const transcript = audio.transcript + output.transcript;
       b.push({
@@ -250,8 +258,9 @@ export const applyStageOutput = (b: DecisionBuilder, at: number, output: StageOu
         data: {
           responseId: response.id,
           itemId: response.itemId,
-          audio: output.audio,
-          sampleRateHz: rate,
+          audio: sent.audio,
+          sampleRateHz: sent.rate,
+          ...(sent.format === "pcm16" ? {} : { format: sent.format }),
           transcript: output.transcript,
           durationMs,
           mark: { textChars: transcript.length, audioEndMs: generatedMs },

@@ -42,6 +42,8 @@ export interface EngineDeps {
   readonly runner: ModelRunner;
   readonly vad: VadModel | null;
   readonly createResampler: ResamplerFactory;
+  /** Resamples the model's audio to a session's output rate (a filtered resampler); absent: `createResampler`. */
+  readonly createOutputResampler?: ResamplerFactory;
   readonly limits?: Partial<EngineLimits>;
   readonly model?: string;
   /** `session_mode` of the deployment: `turn` starts every session in the turn lane unless the client asks. */
@@ -162,6 +164,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         store: deps.store,
         vad,
         createResampler: deps.createResampler,
+        ...(deps.createOutputResampler === undefined ? {} : { createOutputResampler: deps.createOutputResampler }),
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
         openRunner: (id, config, emit) => deps.runner.open({ sessionId: id, config }, emit),

@@ -51,8 +51,11 @@ export const inputEntry = (input: Input, state: SessionState): NewEntry => {
  */
 const AUDIO_OF_INPUT = "input";
 
+/** The audio an input's `AudioDelivered` carries: the converted audio when the session's format needed it. */
 const audioOfInput = (input: Input | undefined): Uint8Array | null =>
-  input?.type === "StageOutputReceived" && input.data.output.kind === "audio" ? input.data.output.audio : null;
+  input?.type === "StageOutputReceived" && input.data.output.kind === "audio"
+    ? (input.data.delivered?.audio ?? input.data.output.audio)
+    : null;
 
 /** A decision as stored; `input` is the input it was decided from (its audio is not stored twice). */
 export const decisionEntry = (envelope: EventEnvelope, wire: readonly WireEvent[], input?: Input): NewEntry => {

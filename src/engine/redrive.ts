@@ -113,6 +113,7 @@ export const redrive = async (
     readonly store: EventStore;
     readonly runner: ModelRunner;
     readonly createResampler: ResamplerFactory;
+    readonly createOutputResampler?: ResamplerFactory;
     readonly speed?: number;
     readonly settleMs?: number;
     readonly context?: number;
@@ -125,6 +126,7 @@ export const redrive = async (
     runner: deps.runner,
     vad: null,
     createResampler: deps.createResampler,
+    ...(deps.createOutputResampler === undefined ? {} : { createOutputResampler: deps.createOutputResampler }),
     limits: { maxSessions: 1, idleTtlS: null },
   });
   const host = engine.open({

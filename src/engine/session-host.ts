@@ -27,6 +27,7 @@ import {
 import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf } from "./log.ts";
+import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
 import type {
   EventStore,
   ExpectedRevision,
@@ -42,6 +43,11 @@ export interface SessionHostDeps {
   readonly store: EventStore;
   readonly vad: VadStream | null;
   readonly createResampler: ResamplerFactory;
+  /**
+   * Resamples the model's audio to a session's output rate (BEHAVIOUR.md, "Audio formats"): a filtered resampler,
+   * one stream per response; absent: `createResampler`.
+   */
+  readonly createOutputResampler?: ResamplerFactory;
   /** Opens the model side of the session; `emit` takes what the runner emits (checked by the host). */
   readonly openRunner: (
     sessionId: SessionId,
@@ -181,6 +187,8 @@ export class SessionHost {
   private detached: number | null = null;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
   private journal: number[] | null;
+  /** The model's audio in the session's output format, converted as each output is decided. */
+  private readonly outputAudio: OutputAudio;
 
   constructor(
     readonly sessionId: SessionId,
@@ -196,6 +204,7 @@ export class SessionHost {
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
     this.refAudio = recovered?.refAudio ?? null;
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
+    this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
   }
 
   /** When the last socket let go of the session (ms since the Unix epoch, engine clock); null while one holds it. */
@@ -437,6 +446,7 @@ export class SessionHost {
   /** Stops the runner without deciding anything (server shutdown: the session stays open in the log). */
   async stop(): Promise<void> {
     await this.settled();
+    this.outputAudio.close();
     const runner = this.runner;
     this.runner = null;
     try {
@@ -638,6 +648,7 @@ export class SessionHost {
           closed?.type === "SessionClosed" ? closed.data.reason : null,
         );
         this.sink = null;
+        this.outputAudio.close();
         this.wire$.complete();
         this.events$.complete();
         this.deps.onClosed(this);
@@ -738,7 +749,10 @@ export class SessionHost {
     void this.enqueue({ type: "RunnerFaulted", at: this.deps.now(), data: { operation, message } });
   }
 
-  /** What the runner emits: checked, stamped with the engine clock, and enqueued as an input. */
+  /**
+   * What the runner emits: checked, stamped with the engine clock, and enqueued as an input. Audio is converted to
+   * the session's output format when it is decided (a `session.update` ahead of it in the mailbox applies).
+   */
   private received(output: StageOutput): void {
     if (this.runnerFaulted || this.isClosed) return;
     const problem = stageOutputProblem(output);
@@ -746,7 +760,15 @@ export class SessionHost {
       this.fault("emit", new Error(`malformed stage output: ${problem}`));
       return;
     }
-    void this.enqueue({ type: "StageOutputReceived", at: this.deps.now(), data: { output } });
+    const at = this.deps.now();
+    void this.push(
+      async (state) => {
+        const delivered = this.outputAudio.convert(state, output);
+        return { type: "StageOutputReceived", at, data: delivered === null ? { output } : { output, delivered } };
+      },
+      false,
+      performance.now(),
+    );
   }
 
   private openRunner(): RunnerSession | null {

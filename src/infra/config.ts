@@ -29,6 +29,7 @@ const profileSchema = z.union([
       supports_audio_truncate: z.boolean(),
       supports_video_input: z.boolean(),
       supports_tool_calls: z.boolean(),
+      supports_speed: z.boolean().optional(),
       ref_audio: z.enum(["required", "optional"]),
     })
     .strict(),

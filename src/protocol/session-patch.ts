@@ -127,14 +127,7 @@ export const sessionPatchOf = (
   const output = session.audio?.output?.format ?? session.output_audio_format;
   if (output !== undefined) {
     const format = parseAudioFormat(output, DEFAULT_FORMAT_RATE_HZ);
-    if ("code" in format) {
-      const name = typeof output === "string" ? output : output.type;
-      return {
-        code: format.code,
-        message: `output audio format ${JSON.stringify(name)} is not supported; the server sends "pcm16" ({"type": "audio/pcm"}) only`,
-        param: "session.output_audio_format",
-      };
-    }
+    if ("code" in format) return { ...format, param: "session.output_audio_format" };
     patch.outputAudio = toAudioFormat(format);
   }
   const td =

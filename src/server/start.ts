@@ -10,7 +10,7 @@ import {
   removeFinishedSessions,
   type VadModel,
 } from "../engine/index.ts";
-import { createResampler } from "../infra/audio/index.ts";
+import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
 import { createSqliteEventStore, lockStore, writeSessionFile } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
@@ -72,6 +72,7 @@ export const startServer = async (
     runner,
     vad,
     createResampler,
+    createOutputResampler: createSpeexStreamResampler,
     model: runner.name,
     log,
     sessionMode: config.session_mode,

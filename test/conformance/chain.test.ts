@@ -21,7 +21,7 @@ const scenarios = await loadScenarios(SCENARIO_DIR);
 
 describe.each([
   ["duplex", "", []],
-  ["openai", "?native_duplex=0", ["model-listen", "native-answer"]],
+  ["openai", "?native_duplex=0", ["model-listen", "native-answer", "speed-unsupported"]],
 ] as const)("conformance catalogue through an upstream chain (%s dialect)", (dialect, query, skipped) => {
   let a: Awaited<ReturnType<typeof startTestServer>>;
   let b: Awaited<ReturnType<typeof startTestServer>>;

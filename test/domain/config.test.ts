@@ -58,33 +58,35 @@ describe("session output audio formats", () => {
   });
 
   it.each([
-    [{ format: "g711_ulaw", rate: 8000 }, "g711_ulaw at 8000 Hz"],
-    [{ format: "g711_alaw", rate: 8000 }, "g711_alaw at 8000 Hz"],
-    [{ format: "pcm_f32le", rate: 24000 }, "pcm_f32le at 24000 Hz"],
-    [{ format: "pcm16", rate: 16000 }, "pcm16 at 16000 Hz"],
-  ] as const)("refuses %j, naming what the server sends", (outputAudio, asked) => {
-    expect(applySessionPatch(config, { outputAudio }, ECHO_CAPABILITIES)).toEqual({
-      code: "unsupported_audio_format",
-      message: `output audio format ${asked} is not supported; the server sends pcm16 at 24000 Hz only`,
-      param: "session.output_audio_format",
-    });
+    { format: "g711_ulaw", rate: 8000 },
+    { format: "g711_alaw", rate: 8000 },
+    { format: "pcm_f32le", rate: 24000 },
+    { format: "pcm16", rate: 16000 },
+    { format: "pcm16", rate: 48000 },
+  ] as const)("serves %j: the engine converts the model's audio per session", (outputAudio) => {
+    expect(applySessionPatch(config, { outputAudio }, ECHO_CAPABILITIES)).toEqual({ ...config, outputAudio });
   });
 
-  it("refuses a G.711 output in session.update and the session keeps its configuration, input included", () => {
-    const g = given(opened());
-    const before = g.state.config;
-    const w = g.when(
-      command(
-        update(
-          { inputAudio: { format: "g711_ulaw", rate: 8000 }, outputAudio: { format: "g711_ulaw", rate: 8000 } },
-          "evt_out",
-        ),
-      ),
-    );
-    w.thenRejects("unsupported_audio_format", "evt_out");
-    w.then([{ type: "RequestRejected", data: { param: "session.output_audio_format" } }]);
-    expect(w.after.config).toEqual(before);
-  });
+  it.each([
+    [{ format: "g711_ulaw", rate: 16000 }, "output audio format g711_ulaw is 8000 Hz only; got 16000 Hz"],
+    [
+      { format: "pcm16", rate: 44100 },
+      "output sample rate 44100 Hz is not supported for pcm16; use one of 8000, 16000, 24000, 48000",
+    ],
+  ] as const)(
+    "refuses %j with unsupported_audio_format, and the session keeps its configuration",
+    (outputAudio, message) => {
+      expect(applySessionPatch(config, { outputAudio }, ECHO_CAPABILITIES)).toEqual({
+        code: "unsupported_audio_format",
+        message,
+        param: "session.output_audio_format",
+      });
+      const g = given(opened());
+      const w = g.when(command(update({ inputAudio: { format: "g711_ulaw", rate: 8000 }, outputAudio }, "evt_out")));
+      w.thenRejects("unsupported_audio_format", "evt_out");
+      expect(w.after.config).toEqual(g.state.config);
+    },
+  );
 
   it("records a G.711 input in SessionConfigured", () => {
     const g = given(opened());

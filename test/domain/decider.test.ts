@@ -610,6 +610,19 @@ describe("model stage output", () => {
     },
   );
 
+  it("counts delivered audio in the session's output format: 800 bytes of G.711 at 8 kHz are 100 ms", () => {
+    const g = given(opened(), command(update({ outputAudio: { format: "g711_ulaw", rate: 8000 } })));
+    const delivered = { audio: new Uint8Array(800).fill(0xff), format: "g711_ulaw" as const, rate: 8000 };
+    const w = g.when({ type: "StageOutputReceived", at: 5000, data: { output: audio(100, "hi"), delivered } });
+    expect(ofType(w.events, "AudioDelivered")[0]?.data).toMatchObject({
+      audio: delivered.audio,
+      sampleRateHz: 8000,
+      format: "g711_ulaw",
+      durationMs: 100,
+      playback: { generatedMs: 100, sentMs: 100 },
+    });
+  });
+
   it("speaks a created response once", () => {
     const w = given(opened(), command(create())).when(stage({ kind: "speak", epoch: 0 }));
     expect(types(w.events)).toEqual(["MessageStarted", "ResponseSpoke"]);

@@ -5,6 +5,8 @@
 export interface Resampler {
   /** PCM16 mono samples at the source rate in, samples at the target rate out. */
   push(samples: Int16Array): Int16Array;
+  /** Frees what the stream holds outside the JavaScript heap, where it holds something; called at its end. */
+  close?(): void;
 }
 
 /** Makes a streaming resampler from `fromHz` to `toHz` (identity when equal). */

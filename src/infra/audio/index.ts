@@ -2,7 +2,13 @@
  * Audio utilities: WAV files, PCM16 bytes and levels, sample-rate conversion (whole buffers and live streams).
  */
 export { durationMs, pcm16FromBytes, pcm16ToBytes, rms } from "./pcm.ts";
-export { createResampler, resamplePcm16, type StreamResampler } from "./resample.ts";
+export {
+  type ClosableResampler,
+  createResampler,
+  createSpeexStreamResampler,
+  resamplePcm16,
+  type StreamResampler,
+} from "./resample.ts";
 export {
   type EncodedWav,
   encodeWav,

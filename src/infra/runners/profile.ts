@@ -19,6 +19,7 @@ export const resolveProfile = (config: ProfileConfig): ModelProfile => {
     supportsAudioTruncate: config.supports_audio_truncate,
     supportsVideo: config.supports_video_input,
     supportsToolCalls: config.supports_tool_calls,
+    ...(config.supports_speed === undefined ? {} : { supportsSpeed: config.supports_speed }),
     refAudio: config.ref_audio,
   };
 };

@@ -87,6 +87,9 @@ export const upstreamCapabilities = (
   supportsAudioTruncate: true,
   supportsToolCalls: true,
   supportsVideo: dialect === "duplex",
+  // An OpenAI server speaks at the session's `speed`; a duplex-contract model's rate is its own (a profile may say
+  // otherwise).
+  supportsSpeed: dialect === "openai",
   inputSampleRateHz: INPUT_RATE,
   outputSampleRateHz: OUTPUT_RATE,
 });
@@ -499,6 +502,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
       if (options.model !== undefined) fields.model = options.model;
       if (config.voice !== null) fields.voice = config.voice;
       if (config.temperature !== null) fields.temperature = config.temperature;
+      if (config.speed !== 1) fields.speed = config.speed;
       if (options.dialect === "duplex") {
         fields.input_sample_rate_hz = INPUT_RATE;
         // The upstream answers by itself only in our model-native lane; in our turn lane commits and
