@@ -57,6 +57,7 @@ export const ERROR_CODES = {
   upstream_unavailable: server("The upstream model server cannot be reached, or went away.", 1011),
   upstream_protocol_error: server("The upstream model server broke the protocol.", 1011),
   upstream_commit_refused: server("The upstream model server refused a commit; the item has no transcript."),
+  transcription_failed: server("The model could not transcribe the item."),
   server_vad_unavailable: server("Server VAD is not available."),
   commit_aborted: server("The commit was aborted."),
   resource_exhausted: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },

@@ -4,7 +4,7 @@ import type { EndpointerState } from "./endpointing.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
-import type { StageLossCode, StageOutput } from "./stage.ts";
+import type { IncompleteReason, StageLossCode, StageOutput, TranscriptFailureCode } from "./stage.ts";
 
 /** A message: a discriminated union member `{ type, data }` (STYLE.md, "Messages are discriminated unions"). */
 export interface Message<T extends string, D> {
@@ -119,7 +119,13 @@ export interface SessionSnapshot {
   readonly playback: PlaybackLedger;
 }
 
-/** Why a response ended, as `status_details.reason` (reference: vLLM reasons). */
+/**
+ * How a response ended (OpenAI's `response.done.status`): `incomplete` when the model stopped at a limit of its own
+ * (`max_output_tokens`, `content_filter`).
+ */
+export type ResponseStatus = "completed" | "cancelled" | "failed" | "incomplete";
+
+/** Why a response ended, as `status_details.reason` (reference: vLLM reasons; OpenAI's incomplete reasons). */
 export type EndReason =
   | "response_timeout"
   | "barge_in"
@@ -128,7 +134,8 @@ export type EndReason =
   | "session_closed"
   | "model_failure"
   | "server_restart"
-  | "append_failed";
+  | "append_failed"
+  | IncompleteReason;
 
 /**
  * An item as history holds it. For a message, `text` is what the listener heard (assistant) or said (user: its
@@ -326,7 +333,7 @@ export type DomainEvent =
         readonly responseId: ResponseId;
         readonly itemId: ItemId;
         readonly previousItemId: ItemId | null;
-        readonly status: "completed" | "cancelled" | "failed";
+        readonly status: ResponseStatus;
         readonly reason: EndReason | null;
         readonly transcript: string;
         readonly spoke: boolean;
@@ -363,6 +370,10 @@ export type DomainEvent =
       { readonly callId: string | null; readonly name: string | null; readonly arguments: string }
     >
   | Message<"InputTranscribed", { readonly itemId: ItemId; readonly transcript: string }>
+  | Message<
+      "InputTranscriptionFailed",
+      { readonly itemId: ItemId; readonly code: TranscriptFailureCode; readonly message: string }
+    >
   | Message<"InputTextAppended", { readonly text: string }>
   | Message<"ItemCreated", { readonly item: HistoryItem; readonly previousItemId: ItemId | null }>
   | Message<"ItemRetrieved", { readonly item: HistoryItem }>

@@ -243,7 +243,9 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       const ended = updateAudio(state, event.data.itemId, (a) => ({
         ...a,
         ended: true,
-        completed: event.data.status === "completed",
+        // An incomplete response is done too: everything it made was sent; its item stays marked incomplete.
+        completed: event.data.status === "completed" || event.data.status === "incomplete",
+        ...(event.data.status === "incomplete" ? { incomplete: true } : {}),
         ledger: event.data.playback,
       }));
       const speaking = state.input.endpointer.phase === "speech";
@@ -363,6 +365,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
     case "SessionDetached":
       return { ...state, attached: false };
     case "MalformedFunctionCall":
+    case "InputTranscriptionFailed":
     case "ItemRetrieved":
     case "OutputAudioCleared":
     case "RuntimeControlReported":

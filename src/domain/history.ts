@@ -1,4 +1,4 @@
-import type { DomainEvent, HistoryItem } from "./events.ts";
+import type { DomainEvent, HistoryItem, ResponseStatus } from "./events.ts";
 import { estimatePlayedMs, textPrefixFor } from "./playback.ts";
 import type { ActiveResponse, AssistantAudio, SessionState } from "./state.ts";
 
@@ -42,7 +42,8 @@ export const settleItem = (
     role: "assistant",
     text,
     audioMs: Math.min(committedMs, audio.ledger.generatedMs),
-    status: completed && committedMs >= audio.ledger.generatedMs ? "completed" : "incomplete",
+    status:
+      completed && audio.incomplete !== true && committedMs >= audio.ledger.generatedMs ? "completed" : "incomplete",
   };
   const current = state.history.find((h) => h.id === audio.itemId);
   if (
@@ -74,10 +75,7 @@ export const settleEstimatedItems = (state: SessionState, at: number): DomainEve
  * (the history view drops it). Nothing for a response that spoke (see `settleItem`), an out-of-band one, or one
  * without a message item (it only called tools).
  */
-export const settleUnspoken = (
-  response: ActiveResponse,
-  status: "completed" | "cancelled" | "failed",
-): DomainEvent[] => {
+export const settleUnspoken = (response: ActiveResponse, status: ResponseStatus): DomainEvent[] => {
   // A response that only called tools has no message item: its calls are in history already.
   if (response.spoke || response.outOfBand || response.messageOutputIndex === null) return [];
   const item: HistoryItem = {

@@ -1,7 +1,7 @@
 import type { DecisionBuilder } from "./builder.ts";
 import { BYTES_PER_SAMPLE } from "./config.ts";
 import type { ErrorCode } from "./errors.ts";
-import type { DeliveredAudio, EndReason, RunnerOperation } from "./events.ts";
+import type { DeliveredAudio, EndReason, ResponseStatus, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
 import { laneOf } from "./lane.ts";
@@ -105,7 +105,7 @@ export const announceSpeech = (b: DecisionBuilder): void => {
 /** The `ResponseEnded` of the active response with `status`, or null when none is active. */
 const ending = (
   b: DecisionBuilder,
-  status: "completed" | "cancelled" | "failed",
+  status: ResponseStatus,
   reason: EndReason | null,
   error: { code: ErrorCode; message: string } | null,
 ) => {
@@ -143,7 +143,7 @@ const ending = (
 const finishResponse = (
   b: DecisionBuilder,
   at: number,
-  status: "completed" | "cancelled" | "failed",
+  status: ResponseStatus,
   reason: EndReason | null,
   error: { code: ErrorCode; message: string } | null,
   advanceEpoch: EndReason | null,
@@ -158,16 +158,20 @@ const finishResponse = (
   if (event === null) return;
   b.push(event);
   const ended = b.state.audio[event.data.itemId];
-  if (ended !== undefined) b.push(...settleItem(b.state, ended, at, status === "completed"));
+  // An incomplete response is done: its history holds what was heard, as a completed one's, marked incomplete.
+  if (ended !== undefined) b.push(...settleItem(b.state, ended, at, ended.completed));
   b.push(...settleUnspoken(response, status));
   announceSpeech(b);
 };
 
-/** Ends the active response: `completed` at end of turn, `failed` on a model failure. Settles its history. */
+/**
+ * Ends the active response without cutting it: `completed` at end of turn, `incomplete` at a limit of the model's,
+ * `failed` on a model failure. Settles its history.
+ */
 export const endResponse = (
   b: DecisionBuilder,
   at: number,
-  status: "completed" | "failed",
+  status: "completed" | "failed" | "incomplete",
   reason: EndReason | null,
   error: { code: ErrorCode; message: string } | null,
 ): void => finishResponse(b, at, status, reason, error, null);
@@ -227,16 +231,23 @@ export const applyStageOutput = (
     endSession(b, at, "emit", "runtime_data_plane_stream_failed", message);
     return;
   }
-  // A transcript of the user's own words belongs to their item, not to a response: no epoch drops it.
-  if (output.kind === "input_transcript") {
+  // A transcript of the user's own words belongs to their item, not to a response: no epoch drops it, nor its
+  // failure.
+  if (output.kind === "input_transcript" || output.kind === "input_transcript_failed") {
     const named = output.itemId === undefined ? undefined : b.state.history.find((h) => h.id === output.itemId);
     const itemId = named?.role === "user" ? named.id : output.itemId === undefined ? lastUserItem(b) : null;
-    if (itemId !== null) b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
+    if (itemId === null) return;
+    if (output.kind === "input_transcript") {
+      b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
+    } else {
+      b.push({ type: "InputTranscriptionFailed", data: { itemId, code: output.code, message: output.message } });
+    }
     return;
   }
   if (output.epoch !== b.state.epoch) return;
   switch (output.kind) {
     case "upstream_session":
+    case "history_seeded":
       // Recorded as the input it is; nothing of the session changes.
       return;
     case "speak":
@@ -315,6 +326,11 @@ export const applyStageOutput = (
     }
     case "end_of_turn":
       endResponse(b, at, "completed", null, null);
+      startDeferredResponse(b, at);
+      return;
+    case "incomplete":
+      // Ended by the model at a limit of its own, not cut: the epoch stays, and the next turn is answered.
+      endResponse(b, at, "incomplete", output.reason, null);
       startDeferredResponse(b, at);
       return;
     case "cancelled": {

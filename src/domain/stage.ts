@@ -46,6 +46,36 @@ export type StageOutput =
   | { readonly kind: "end_of_turn"; readonly epoch: number }
   | {
       /**
+       * The model ended its response before its end at a limit of its own (OpenAI's `status: incomplete`): the
+       * response ends `incomplete` with this reason; the epoch stays, and the next deferred turn is answered.
+       */
+      readonly kind: "incomplete";
+      readonly epoch: number;
+      readonly reason: IncompleteReason;
+    }
+  | {
+      /**
+       * The model server could not transcribe a committed user item (it refused the commit, or its transcription
+       * failed): the client is told for that item, and later transcripts keep to their own items.
+       */
+      readonly kind: "input_transcript_failed";
+      readonly epoch: number;
+      /** The user item (from the commit unit); absent: the last committed one. */
+      readonly itemId?: string;
+      readonly code: TranscriptFailureCode;
+      readonly message: string;
+    }
+  | {
+      /**
+       * A new model-server session was given the conversation as history (an upstream session that could not be
+       * resumed, after a restart of this server): the items it was given, in order. Recorded; it decides nothing.
+       */
+      readonly kind: "history_seeded";
+      readonly epoch: number;
+      readonly itemIds: readonly string[];
+    }
+  | {
+      /**
        * The model stopped its response before its end by itself (an upstream's own VAD heard the user, say):
        * `reason` as the model gave it (`turn_detected` is kept; anything else counts as a barge-in).
        */
@@ -77,6 +107,13 @@ export type StageOutput =
 
 /** Why a model stage was lost (the error code its session ends with). */
 export type StageLossCode = "upstream_unavailable" | "upstream_protocol_error";
+
+/** OpenAI's reasons of an `incomplete` response. */
+export type IncompleteReason = "max_output_tokens" | "content_filter";
+export const INCOMPLETE_REASONS: readonly IncompleteReason[] = ["max_output_tokens", "content_filter"];
+
+/** Why a user item has no transcript (error codes of the table). */
+export type TranscriptFailureCode = "upstream_commit_refused" | "transcription_failed";
 
 /**
  * Why `value` is not a `StageOutput` a decider can take, or null when it is one: a known `kind`, a non-negative
@@ -115,6 +152,21 @@ export const stageOutputProblem = (value: unknown): string | null => {
       return text("message");
     case "cancelled":
       return text("reason");
+    case "incomplete":
+      return (INCOMPLETE_REASONS as readonly unknown[]).includes(o.reason)
+        ? null
+        : `incomplete: reason must be one of ${INCOMPLETE_REASONS.join(", ")}, got ${JSON.stringify(o.reason)}`;
+    case "input_transcript_failed":
+      if (o.code !== "upstream_commit_refused" && o.code !== "transcription_failed") {
+        return `input_transcript_failed: unknown code ${JSON.stringify(o.code)}`;
+      }
+      if (o.itemId !== undefined && typeof o.itemId !== "string")
+        return "input_transcript_failed: itemId must be a string";
+      return text("message");
+    case "history_seeded":
+      return Array.isArray(o.itemIds) && o.itemIds.every((id) => typeof id === "string")
+        ? null
+        : "history_seeded: itemIds must be an array of strings";
     case "upstream_session":
       if (o.resumeTokenSha256 !== null && typeof o.resumeTokenSha256 !== "string") {
         return "upstream_session: resumeTokenSha256 must be a string or null";

@@ -52,8 +52,10 @@ export interface AssistantAudio {
   /** The smallest truncation so far, ms of the item's audio, or null. */
   readonly truncatedAtMs: number | null;
   readonly ended: boolean;
-  /** True when the response ended with status completed. */
+  /** True when the response ended with status completed (or incomplete: done, at a limit of the model's). */
   readonly completed: boolean;
+  /** True when the response ended `incomplete`: its history item says so however much of it was heard. */
+  readonly incomplete?: boolean;
   /** True once a `playback.ack` named this item: its history slot stays open to later acks. */
   readonly acked: boolean;
   /** True once a later user commit settled the item's history without an ack reserving it. */

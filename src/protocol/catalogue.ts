@@ -142,6 +142,12 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
     ["item_id", "content_index", "transcript"],
     "Transcript of a committed user audio item (model-produced).",
   ),
+  s(
+    "conversation.item.input_audio_transcription.failed",
+    1,
+    ["item_id", "content_index", "error"],
+    "A committed user item got no transcript (the model server refused the commit, or could not transcribe it).",
+  ),
   s("conversation.item.deleted", 2, ["item_id", "event"], "Reply to conversation.item.delete."),
   s("conversation.item.retrieved", 1, ["item"], "Reply to conversation.item.retrieve."),
   s(

@@ -40,8 +40,8 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
   const statusDetails =
     d.status === "completed"
       ? null
-      : d.status === "cancelled"
-        ? { type: "cancelled", reason: d.reason }
+      : d.status === "cancelled" || d.status === "incomplete"
+        ? { type: d.status, reason: d.reason }
         : {
             type: "failed",
             reason: d.reason,

@@ -296,6 +296,21 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           transcript: event.data.transcript,
         },
       ];
+    case "InputTranscriptionFailed":
+      // OpenAI's event for a user item that got no transcript; `error` has the envelope of BEHAVIOUR.md, "Errors".
+      return [
+        {
+          type: "conversation.item.input_audio_transcription.failed",
+          item_id: event.data.itemId,
+          content_index: 0,
+          error: {
+            type: ERROR_CODES[event.data.code].type,
+            code: event.data.code,
+            message: event.data.message,
+            param: null,
+          },
+        },
+      ];
     case "ItemCreated": {
       const item = historyItemJson(event.data.item);
       const previous = event.data.previousItemId;

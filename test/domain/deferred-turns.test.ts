@@ -257,3 +257,38 @@ describe("max_pending_turns_per_session bounds the deferred responses (BEHAVIOUR
     g.when(command(commit("evt_2", true))).thenRejects("input_backpressure", "evt_2");
   });
 });
+
+describe("a response the model ends incomplete (OpenAI's status, at a limit of the model's)", () => {
+  it("ends incomplete with its reason, keeps the epoch, cancels nothing, and answers the deferred turn", () => {
+    const w = given(...oneDeferred()).when(stage({ kind: "incomplete", epoch: 0, reason: "max_output_tokens" }));
+    expect(types(w.events)).toEqual(["ResponseEnded", "HistoryCommitted", "ResponseStarted"]);
+    w.thenStartsWith([
+      { type: "ResponseEnded", data: { responseId: R1, status: "incomplete", reason: "max_output_tokens" } },
+      { type: "HistoryCommitted", data: { item: { id: `item_${R1}`, status: "incomplete" } } },
+      { type: "ResponseStarted", data: { responseId: R2, inReplyTo: U1, deferred: true } },
+    ]);
+    expect(w.after.epoch).toBe(0);
+    expect(types(w.events)).not.toContain("EpochAdvanced");
+    expect(types(w.events)).not.toContain("OutputAudioCleared");
+  });
+});
+
+describe("the transcript of a user item that failed", () => {
+  it("is reported for the item it names, whatever epoch, and the next transcript keeps to its own item", () => {
+    const g = given(opened(), command(append(320, 0)), command(commit()), command(append(320, 0)), command(commit()));
+    const failed = g.when(
+      stage({ kind: "input_transcript_failed", epoch: 0, itemId: U1, code: "upstream_commit_refused", message: "x" }),
+    );
+    failed.then([
+      { type: "InputTranscriptionFailed", data: { itemId: U1, code: "upstream_commit_refused", message: "x" } },
+    ]);
+    const next = g.when(stage({ kind: "input_transcript", epoch: 0, itemId: U2, transcript: "hi" }));
+    next.then([{ type: "InputTranscribed", data: { itemId: U2, transcript: "hi" } }]);
+  });
+
+  it("decides nothing for a seeded history: the input is recorded as it is", () => {
+    given(opened())
+      .when(stage({ kind: "history_seeded", epoch: 0, itemIds: ["a", "b"] }))
+      .thenNothing();
+  });
+});

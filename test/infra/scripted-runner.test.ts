@@ -466,8 +466,11 @@ describe("script files", () => {
     ).toContain("turns[0].actions[0]: an action has exactly one key");
     expect(invalid("name: s\nspeed_factor: 0\nturns: []\n").message).toContain("speed_factor:");
     expect(
-      invalid("name: s\nturns:\n  - on: commit\n    match: { text: hi }\n    actions: [end_turn]\n").message,
-    ).toContain("turns[0].match.text: only a text or respond turn can match text, not commit");
+      invalid("name: s\nturns:\n  - on: open\n    match: { text: hi }\n    actions: [end_turn]\n").message,
+    ).toContain("turns[0].match.text: only a text, respond or commit turn can match text, not open");
+    expect(invalid("name: s\nturns:\n  - on: respond\n    actions:\n      - incomplete: too_long\n").message).toContain(
+      "turns[0].actions[0].incomplete:",
+    );
     expect(
       invalid("name: s\nturns:\n  - on: text\n    match: { tool_output: true }\n    actions: [end_turn]\n").message,
     ).toContain("turns[0].match.tool_output: only a respond turn can match tool_output, not text");

@@ -28,14 +28,14 @@ const I = "item_resp_01234567_1" as ItemId;
 const U = "item_01234567_u1" as ItemId;
 const ledger = { generatedMs: 1000, sentMs: 1000, playedMs: 400, committedMs: 400 };
 const call = { itemId: `${I}_fc1` as ItemId, callId: "call_1", name: "get_weather", arguments: '{"city":"Lisbon"}' };
-const ended = (status: "completed" | "cancelled"): DomainEvent => ({
+const ended = (status: "completed" | "cancelled" | "incomplete"): DomainEvent => ({
   type: "ResponseEnded",
   data: {
     responseId: R,
     itemId: I,
     previousItemId: U,
     status,
-    reason: status === "cancelled" ? "client_cancelled" : null,
+    reason: status === "cancelled" ? "client_cancelled" : status === "incomplete" ? "max_output_tokens" : null,
     transcript: "hello",
     spoke: true,
     audioSent: true,
@@ -150,7 +150,7 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
       },
     },
   ],
-  ResponseEnded: [ended("completed"), ended("cancelled")],
+  ResponseEnded: [ended("completed"), ended("cancelled"), ended("incomplete")],
   TextStarted: [{ type: "TextStarted", data: { responseId: R, itemId: I } }],
   TextDelivered: [{ type: "TextDelivered", data: { responseId: R, itemId: I, delta: "hi" } }],
   FunctionCallDelivered: [
@@ -158,6 +158,9 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
   ],
   MalformedFunctionCall: [{ type: "MalformedFunctionCall", data: { callId: null, name: null, arguments: "{" } }],
   InputTranscribed: [{ type: "InputTranscribed", data: { itemId: U, transcript: "hi" } }],
+  InputTranscriptionFailed: [
+    { type: "InputTranscriptionFailed", data: { itemId: U, code: "upstream_commit_refused", message: "refused" } },
+  ],
   InputTextAppended: [{ type: "InputTextAppended", data: { text: "hi" } }],
   ItemCreated: [{ type: "ItemCreated", data: { item: history, previousItemId: null } }],
   ItemRetrieved: [{ type: "ItemRetrieved", data: { item: history } }],
@@ -210,11 +213,11 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
 const ctx = { sessionId: SESSION, capabilities: ECHO_CAPABILITIES, epoch: 0, turnId: 1 };
 
 describe("event catalogue", () => {
-  it("lists 21 client and 42 server events, each once", () => {
+  it("lists 21 client and 43 server events, each once", () => {
     expect(CLIENT_EVENTS).toHaveLength(21);
-    expect(SERVER_EVENTS).toHaveLength(42);
+    expect(SERVER_EVENTS).toHaveLength(43);
     expect(new Set(CLIENT_EVENTS.map((e) => e.type)).size).toBe(21);
-    expect(new Set(SERVER_EVENTS.map((e) => e.type)).size).toBe(42);
+    expect(new Set(SERVER_EVENTS.map((e) => e.type)).size).toBe(43);
   });
 
   it("docs/wire.md is the table rendered (npm run docs:wire)", () => {

@@ -26,9 +26,9 @@ import { z } from "zod";
  * A turn with `match` is not on that cursor: it plays whenever a unit of its trigger fits it (the first such turn in
  * file order), and the cursor does not move. `match.modalities` (for `respond`) fits a response that requested
  * exactly those modalities; `match.text` fits a text unit that contains it, case-insensitively (for `text`), or a
- * response asked after such text (for `respond`: in the turn lane text is what the next response answers, since
- * nothing but `response.create` or a commit starts one there); `match.tool_output: true` (for `respond`) fits a
- * response asked after a `function_call_output` came back:
+ * response or commit after such text (for `respond` and `commit`: in the turn lane text is what the next response
+ * answers, since nothing but `response.create` or a commit starts one there); `match.tool_output: true` (for
+ * `respond`) fits a response asked after a `function_call_output` came back:
  *
  * ```yaml
  *   - on: respond
@@ -57,6 +57,10 @@ export type ScriptAction =
       readonly arguments: string;
     }
   | { readonly kind: "input_transcript"; readonly transcript: string }
+  /** The transcript of the committed item failed (`transcription_failed`), with this message. */
+  | { readonly kind: "input_transcript_failed"; readonly message: string }
+  /** The response ends `incomplete` (OpenAI's status: the model stopped at a limit of its own). */
+  | { readonly kind: "incomplete"; readonly reason: "max_output_tokens" | "content_filter" }
   | { readonly kind: "listen"; readonly reason: string }
   | { readonly kind: "fail"; readonly message: string }
   | { readonly kind: "wait"; readonly ms: number }
@@ -64,7 +68,7 @@ export type ScriptAction =
 
 /**
  * What a unit must be for a turn with `match` to play: `modalities`, the exact set a `respond` unit requested;
- * `text`, a substring (case-insensitive) of a `text` unit, or of the text a `respond` unit answers.
+ * `text`, a substring (case-insensitive) of a `text` unit, or of the text a `respond` or `commit` unit answers.
  */
 export interface ScriptMatch {
   readonly modalities?: readonly ("audio" | "text")[];
@@ -140,6 +144,8 @@ const actionSchema = z.preprocess(
       text: nonEmpty.optional(),
       tool_call: toolCallSchema.optional(),
       input_transcript: z.string().optional(),
+      input_transcript_failed: nonEmpty.optional(),
+      incomplete: z.enum(["max_output_tokens", "content_filter"]).optional(),
       listen: nonEmpty.optional(),
       fail: nonEmpty.optional(),
       wait_ms: z.number().int().min(0).optional(),
@@ -151,7 +157,7 @@ const actionSchema = z.preprocess(
       if (keys.length !== 1) {
         ctx.addIssue({
           code: "custom",
-          message: `an action has exactly one key (speak, text, tool_call, input_transcript, listen, fail, wait_ms, end_turn), got ${keys.length === 0 ? "none" : keys.join(", ")}`,
+          message: `an action has exactly one key (speak, text, tool_call, input_transcript, input_transcript_failed, incomplete, listen, fail, wait_ms, end_turn), got ${keys.length === 0 ? "none" : keys.join(", ")}`,
         });
       }
     }),
@@ -219,11 +225,11 @@ const scriptSchema = z
               path: ["match", "modalities"],
               message: `only a respond turn can match modalities, not ${turn.on}`,
             });
-          if (match.text !== undefined && turn.on !== "text" && turn.on !== "respond")
+          if (match.text !== undefined && turn.on !== "text" && turn.on !== "respond" && turn.on !== "commit")
             ctx.addIssue({
               code: "custom",
               path: ["match", "text"],
-              message: `only a text or respond turn can match text, not ${turn.on}`,
+              message: `only a text, respond or commit turn can match text, not ${turn.on}`,
             });
         }),
     ),
@@ -239,6 +245,10 @@ const toAction = (raw: RawAction): ScriptAction => {
       : { kind: "speak", text: raw.speak.text, durationMs: raw.speak.duration_ms };
   if (raw.text !== undefined) return { kind: "text", text: raw.text };
   if (raw.input_transcript !== undefined) return { kind: "input_transcript", transcript: raw.input_transcript };
+  if (raw.input_transcript_failed !== undefined) {
+    return { kind: "input_transcript_failed", message: raw.input_transcript_failed };
+  }
+  if (raw.incomplete !== undefined) return { kind: "incomplete", reason: raw.incomplete };
   if (raw.listen !== undefined) return { kind: "listen", reason: raw.listen };
   if (raw.fail !== undefined) return { kind: "fail", message: raw.fail };
   if (raw.wait_ms !== undefined) return { kind: "wait", ms: raw.wait_ms };

@@ -100,7 +100,8 @@ const fits = (
     if (wanted.size !== asked.size || [...wanted].some((m) => !asked.has(m))) return false;
   }
   if (match.text !== undefined) {
-    const text = unit.kind === "text" ? unit.text : unit.kind === "respond" ? answered.text : null;
+    const text =
+      unit.kind === "text" ? unit.text : unit.kind === "respond" || unit.kind === "commit" ? answered.text : null;
     if (text === null || !text.toLowerCase().includes(match.text.toLowerCase())) return false;
   }
   return true;
@@ -212,6 +213,21 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             },
           },
         ];
+      case "input_transcript_failed":
+        return [
+          {
+            delayMs: 0,
+            output: {
+              kind: "input_transcript_failed",
+              epoch,
+              code: "transcription_failed",
+              message: action.message,
+              ...(itemId === undefined ? {} : { itemId }),
+            },
+          },
+        ];
+      case "incomplete":
+        return [{ delayMs: 0, output: { kind: "incomplete", epoch, reason: action.reason } }];
       case "listen":
         return [{ delayMs: 0, output: { kind: "listen", epoch, reason: action.reason } }];
       case "fail":
