@@ -147,7 +147,9 @@ export interface ItemCreate extends Base<"conversation.item.create"> {
         readonly role: "user" | "assistant" | "system";
         readonly content: readonly ItemContent[];
       }
-    | { readonly type: "function_call_output"; readonly callId: string; readonly output: string };
+    | { readonly type: "function_call_output"; readonly callId: string; readonly output: string }
+    /** A call the model made earlier (a client restoring a conversation, or a model server being given one). */
+    | { readonly type: "function_call"; readonly callId: string; readonly name: string; readonly arguments: string };
 }
 
 export interface ItemRetrieve extends Base<"conversation.item.retrieve"> {

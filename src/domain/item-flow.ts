@@ -33,27 +33,40 @@ export const createItem = (b: DecisionBuilder, command: ItemCreate): Rejection |
 
 /** A client item as history holds it, under `id`. */
 export const historyItemOf = (id: ItemId, item: ItemCreate["item"]): HistoryItem =>
-  item.type === "function_call_output"
+  item.type === "function_call"
     ? {
         id,
-        type: "function_call_output",
-        role: "user",
+        type: "function_call",
+        role: "assistant",
         text: "",
         audioMs: 0,
         status: "completed",
         audio: false,
         callId: item.callId,
-        output: item.output,
+        name: item.name,
+        arguments: item.arguments,
       }
-    : {
-        id,
-        type: "message",
-        role: item.role,
-        text: item.content.map((c) => ("text" in c ? c.text : (c.transcript ?? ""))).join(""),
-        audioMs: item.content.reduce((ms, c) => ms + ("audioMs" in c ? c.audioMs : 0), 0),
-        status: "completed",
-        audio: item.content.some((c) => "audioMs" in c),
-      };
+    : item.type === "function_call_output"
+      ? {
+          id,
+          type: "function_call_output",
+          role: "user",
+          text: "",
+          audioMs: 0,
+          status: "completed",
+          audio: false,
+          callId: item.callId,
+          output: item.output,
+        }
+      : {
+          id,
+          type: "message",
+          role: item.role,
+          text: item.content.map((c) => ("text" in c ? c.text : (c.transcript ?? ""))).join(""),
+          audioMs: item.content.reduce((ms, c) => ms + ("audioMs" in c ? c.audioMs : 0), 0),
+          status: "completed",
+          audio: item.content.some((c) => "audioMs" in c),
+        };
 
 /** The history item with `itemId`, or `item_not_found`. */
 export const findItem = (b: DecisionBuilder, itemId: ItemId): HistoryItem | Rejection =>

@@ -167,7 +167,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         ...(deps.createOutputResampler === undefined ? {} : { createOutputResampler: deps.createOutputResampler }),
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
-        openRunner: (id, config, emit) => deps.runner.open({ sessionId: id, config }, emit),
+        openRunner: (id, config, history, emit) => deps.runner.open({ sessionId: id, config, history }, emit),
         onRunnerFault: (faulty, operation, error) =>
           deps.log?.error(
             { err: error, sessionId: faulty.sessionId, operation },

@@ -7,6 +7,7 @@ import {
   type DomainEvent,
   decide,
   evolve,
+  type HistoryItem,
   type Input,
   initialState,
   type RefAudioInput,
@@ -21,6 +22,7 @@ import {
   type EventEnvelope,
   initialWireState,
   reduceWire,
+  toHistory,
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
@@ -48,10 +50,14 @@ export interface SessionHostDeps {
    * one stream per response; absent: `createResampler`.
    */
   readonly createOutputResampler?: ResamplerFactory;
-  /** Opens the model side of the session; `emit` takes what the runner emits (checked by the host). */
+  /**
+   * Opens the model side of the session with the conversation heard so far (`history`); `emit` takes what the
+   * runner emits (checked by the host).
+   */
   readonly openRunner: (
     sessionId: SessionId,
     config: SessionConfig,
+    history: readonly HistoryItem[],
     emit: (output: StageOutput) => void,
   ) => RunnerSession;
   /** Observes a runner that broke its port's contract (for the server's log); the session records and ends it. */
@@ -773,7 +779,9 @@ export class SessionHost {
 
   private openRunner(): RunnerSession | null {
     try {
-      this.runner = this.deps.openRunner(this.sessionId, this.state.config, (output) => this.received(output));
+      this.runner = this.deps.openRunner(this.sessionId, this.state.config, toHistory(this.state), (output) =>
+        this.received(output),
+      );
       return this.runner;
     } catch (error) {
       this.fault("open", error);

@@ -3,6 +3,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import { parseDurationMs } from "../engine/retention.ts";
+import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/link.ts";
 
 /**
  * The deployment configuration (DESIGN.md, "Configuration"), read from `deploy/*.yaml` and validated at start.
@@ -116,6 +117,23 @@ export const configSchema = z
             heartbeat_ms: z.number().int().positive().default(10_000),
             /** A PEM file of certificates to trust for a `wss://` upstream (a self-signed or private CA). */
             ca_file: z.string().min(1).optional(),
+            /**
+             * How a dropped duplex upstream session is resumed (ms): tries from `initial_delay_ms`, each delay doubled
+             * up to `max_delay_ms` and drawn between half of it and all of it, none after `grace_ms` since the drop
+             * (keep it within the upstream's own disconnect grace, 30 s by default).
+             */
+            resume: z
+              .object({
+                grace_ms: z.number().int().positive().max(MAX_RESUME_GRACE_MS).default(DEFAULT_RESUME_POLICY.graceMs),
+                initial_delay_ms: z.number().int().positive().default(DEFAULT_RESUME_POLICY.initialDelayMs),
+                max_delay_ms: z.number().int().positive().default(DEFAULT_RESUME_POLICY.maxDelayMs),
+              })
+              .strict()
+              .default({
+                grace_ms: DEFAULT_RESUME_POLICY.graceMs,
+                initial_delay_ms: DEFAULT_RESUME_POLICY.initialDelayMs,
+                max_delay_ms: DEFAULT_RESUME_POLICY.maxDelayMs,
+              }),
             profile: profileSchema.optional(),
           })
           .strict(),

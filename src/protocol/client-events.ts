@@ -65,7 +65,7 @@ const modalities = z
 /** The parts of an item a client gives (conversation.item.create, response.input). */
 const itemSchema = z.object({
   id: z.string().min(1).optional(),
-  type: z.enum(["message", "function_call_output"]),
+  type: z.enum(["message", "function_call", "function_call_output"]),
   role: z.enum(["user", "assistant", "system"]).optional(),
   content: z
     .array(
@@ -79,6 +79,8 @@ const itemSchema = z.object({
     .optional(),
   call_id: z.string().optional(),
   output: z.string().optional(),
+  name: z.string().optional(),
+  arguments: z.string().optional(),
 });
 
 /** An entry of `response.input`: an item, or `{type: "item_reference", id}`. */

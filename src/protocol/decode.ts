@@ -192,6 +192,16 @@ const decodeItem = (
     }
     return { type: "function_call_output", callId: item.call_id, output: item.output };
   }
+  if (item.type === "function_call") {
+    if (item.call_id === undefined || item.name === undefined) {
+      return {
+        code: "bad_event",
+        message: "a function_call item needs call_id and name",
+        param: `${at}.${item.call_id === undefined ? "call_id" : "name"}`,
+      };
+    }
+    return { type: "function_call", callId: item.call_id, name: item.name, arguments: item.arguments ?? "" };
+  }
   const content: ItemContent[] = [];
   for (const [i, part] of (item.content ?? []).entries()) {
     const path = `${at}.content.${i}`;

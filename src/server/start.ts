@@ -17,7 +17,7 @@ import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
-import { createUpstreamRunner } from "../infra/runners/upstream.ts";
+import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp } from "./app.ts";
 import { createMetrics } from "./metrics.ts";
@@ -64,7 +64,7 @@ export const startServer = async (
   const silero = await createSileroVad();
   const vad = options.wrapVad?.(silero) ?? silero;
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
-  const base = options.runner ?? (await createConfiguredRunner(config.runner, profile));
+  const base = options.runner ?? (await createConfiguredRunner(config.runner, profile, log));
   const runner = profile === null ? base : withModelProfile(base, profile);
   const metrics = createMetrics();
   const engine = createEngine({
@@ -195,6 +195,7 @@ const readTlsFiles = async (paths: { cert: string; key: string }): Promise<{ cer
 export const createConfiguredRunner = async (
   runner: DeployConfig["runner"],
   profile: ModelProfile | null,
+  log?: { info(obj: object, msg: string): void },
 ): Promise<ModelRunner> => {
   switch (runner.kind) {
     case "echo":
@@ -227,8 +228,16 @@ export const createConfiguredRunner = async (
         dialect: runner.dialect,
         headers: runner.headers,
         connectTimeoutMs: runner.connect_timeout_ms,
+        resume: {
+          graceMs: runner.resume.grace_ms,
+          initialDelayMs: runner.resume.initial_delay_ms,
+          maxDelayMs: runner.resume.max_delay_ms,
+        },
         ...(runner.model === undefined ? {} : { model: runner.model }),
         ...(apiKey === undefined ? {} : { apiKey }),
+        ...(log === undefined
+          ? {}
+          : { onRetry: (retry) => log.info({ upstream: runner.url, ...retry }, "upstream resume retried") }),
       });
     }
     default: {

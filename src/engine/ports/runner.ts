@@ -1,5 +1,6 @@
 import type {
   Capabilities,
+  HistoryItem,
   RefAudioInput,
   RunnerUnit,
   SessionConfig,
@@ -15,9 +16,17 @@ import type {
 export interface ModelRunner {
   readonly name: string;
   readonly capabilities: Capabilities;
-  /** Opens the model side of a session. `emit` may be called at any time until `close` resolves. */
+  /**
+   * Opens the model side of a session. `emit` may be called at any time until `close` resolves. `history` is the
+   * conversation as heard so far (empty for a new session; a session rebuilt from its log after a restart has one):
+   * a runner whose model keeps its own conversation gives it to the model, so that the model knows what was said.
+   */
   open(
-    session: { readonly sessionId: SessionId; readonly config: SessionConfig },
+    session: {
+      readonly sessionId: SessionId;
+      readonly config: SessionConfig;
+      readonly history?: readonly HistoryItem[];
+    },
     emit: (output: StageOutput) => void,
   ): RunnerSession;
   close(): Promise<void>;

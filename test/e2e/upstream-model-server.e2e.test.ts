@@ -1,0 +1,328 @@
+import type { ChildProcess } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
+import { RealtimeClient } from "../../src/client/index.ts";
+import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
+import { startTestServer } from "../support/server.ts";
+
+/**
+ * The upstream runner against a model server that behaves as real ones do (issue 18, part 1): an outage the
+ * upstream session outlives, tool calls named only in their item, responses that end incomplete, a refused commit,
+ * and a restart of our server that lost the upstream session. The model server is test/support's stub, in both
+ * dialects where the case applies; every session still replays byte for byte from our log.
+ */
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+type Dialect = "duplex" | "openai";
+
+const sessionIdOf = (client: RealtimeClient): string =>
+  String(
+    ((client.received.find((r) => r.event.type === "session.created")?.event.session ?? {}) as { id?: string }).id,
+  );
+
+const ask = async (client: RealtimeClient, event: { type: string } & Record<string, unknown>, type: string) => {
+  const since = client.received.length;
+  client.send(event);
+  return client.waitFor(type, { since, timeoutMs: 15_000 });
+};
+
+const userText = (text: string) => ({
+  type: "conversation.item.create",
+  item: { type: "message", role: "user", content: [{ type: "input_text", text }] },
+});
+
+/** 100 ms of 16 kHz PCM16 whose samples say which append it is (`n`), base64. */
+const chunk = (n: number): string => Buffer.alloc(3200, n % 251).toString("base64");
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("the upstream runner against a model server that behaves as real ones do", () => {
+  const servers: Server[] = [];
+  const stubs: ModelServerStub[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) await server.stop().catch(() => undefined);
+    for (const stub of stubs.splice(0)) await stub.close();
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+  });
+
+  const stub = async (options: Parameters<typeof startModelServerStub>[0]) => {
+    const s = await startModelServerStub(options);
+    stubs.push(s);
+    return s;
+  };
+
+  /** Server A with the upstream runner in front of `url`; a client whose session is updated with `session`. */
+  const front = async (url: string, dialect: Dialect, extra: Record<string, unknown> = {}, session = {}) => {
+    const a = await startTestServer({ runner: { kind: "upstream", url, dialect, ...extra } });
+    servers.push(a);
+    const client = await RealtimeClient.connect(a.url);
+    client.send({ type: "session.update", session });
+    await client.waitFor("session.updated", { since: 0 });
+    return { a, client };
+  };
+
+  const replays = async (a: Server, client: RealtimeClient) =>
+    replayEntries(await a.store.read(streamOf(sessionIdOf(client)))).ok;
+
+  /** The `upstream_session` outputs in A's log: one each time the upstream session was created or resumed. */
+  const upstreamSessions = async (a: Server, client: RealtimeClient) =>
+    (await a.store.read(streamOf(sessionIdOf(client)))).filter(
+      (e) =>
+        e.type === "StageOutputReceived" && (e.data as { output: { kind: string } }).output.kind === "upstream_session",
+    );
+
+  it("a 1.5 s outage (refused, then HTTP 503) is outlived: the session resumes, every append reaches the model once", async () => {
+    const model = await stub({ dialect: "duplex" });
+    const { a, client } = await front(
+      model.url,
+      "duplex",
+      { resume: { grace_ms: 8000, initial_delay_ms: 100, max_delay_ms: 400 } },
+      { input_audio_format: "pcm16", input_sample_rate_hz: 16000 },
+    );
+    let sent = 0;
+    const append = (): void => {
+      client.send({ type: "input_audio_buffer.append", audio: chunk(sent) });
+      sent += 1;
+    };
+    for (let i = 0; i < 5; i++) append();
+    await expect.poll(() => model.sessions[0]?.appendedBytes).toBe(5 * 3200);
+    model.drop();
+    await model.refuse("connection");
+    const outage = (async () => {
+      await sleep(700);
+      await model.refuse("http503");
+      await sleep(800);
+      await model.refuse(null);
+    })();
+    // The client goes on speaking through the outage, at 100 ms a chunk.
+    for (let i = 0; i < 20; i++) {
+      append();
+      await sleep(100);
+    }
+    await outage;
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({ status: "completed" });
+    expect(client.types()).not.toContain("error");
+    // One upstream session, resumed, not a new one; each of the 25 appends reached it exactly once.
+    expect(model.sessions).toHaveLength(1);
+    expect(model.sessions[0]?.appendedBytes).toBe(sent * 3200);
+    expect(model.sessions[0]?.frames.filter((f) => f.type === "response.create")).toHaveLength(1);
+    expect(await upstreamSessions(a, client)).toHaveLength(2);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it("an outage longer than the resume grace ends the session with upstream_unavailable, saying how long it tried", async () => {
+    const model = await stub({ dialect: "duplex" });
+    const { a, client } = await front(model.url, "duplex", {
+      resume: { grace_ms: 1200, initial_delay_ms: 100, max_delay_ms: 300 },
+    });
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    model.drop();
+    await model.refuse("connection");
+    const error = await client.waitFor("error", { since: 0, timeoutMs: 10_000 });
+    expect(error.error).toMatchObject({
+      code: "upstream_unavailable",
+      message: expect.stringMatching(/could not be resumed within 1200 ms \(\d+ tries\)/),
+    });
+    const closed = await client.waitFor("session.closed", { since: 0 });
+    expect(closed).toMatchObject({ reason: "runner_failed" });
+    await model.refuse(null);
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it.each<Dialect>(["duplex", "openai"])(
+    "%s: a tool call named only in its response.output_item.added reaches the client whole, and in response.done",
+    async (dialect) => {
+      const model = await stub({
+        dialect,
+        respond: () => [
+          {
+            type: "response.output_item.added",
+            item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "get_weather", arguments: "" },
+          },
+          { type: "response.function_call_arguments.delta", item_id: "fc_1", call_id: "call_1", delta: '{"city":' },
+          { type: "response.function_call_arguments.delta", item_id: "fc_1", call_id: "call_1", delta: '"Paris"}' },
+          {
+            type: "response.function_call_arguments.done",
+            item_id: "fc_1",
+            call_id: "call_1",
+            arguments: '{"city":"Paris"}',
+          },
+          { type: "response.done", response: { status: "completed", output: [] } },
+        ],
+      });
+      const tools = [{ type: "function", name: "get_weather", parameters: { type: "object", properties: {} } }];
+      const { a, client } = await front(model.url, dialect, {}, { tools });
+      await ask(client, userText("weather in Paris?"), "conversation.item.done");
+      const done = await ask(client, { type: "response.create" }, "response.done");
+      const args = client.received.find((r) => r.event.type === "response.function_call_arguments.done")?.event;
+      expect(args).toMatchObject({ call_id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' });
+      expect(done.response).toMatchObject({
+        status: "completed",
+        output: [{ type: "function_call", call_id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' }],
+      });
+      expect(client.types()).not.toContain("duplex.function_call.done");
+      await client.close();
+      expect(await replays(a, client)).toBe(true);
+    },
+  );
+
+  it.each<Dialect>(["duplex", "openai"])(
+    "%s: a response the model ends incomplete is passed through, keeps the epoch, and the deferred turn is answered",
+    async (dialect) => {
+      const model = await stub({
+        dialect,
+        respond: (s) => [
+          { type: "response.output_audio.delta", delta: Buffer.alloc(4800).toString("base64") },
+          { type: "response.output_audio_transcript.delta", delta: s.responses === 1 ? "It goes on and" : "Next." },
+          {
+            type: "response.done",
+            response:
+              s.responses === 1
+                ? { status: "incomplete", status_details: { type: "incomplete", reason: "max_output_tokens" } }
+                : { status: "completed" },
+          },
+        ],
+      });
+      const { a, client } = await front(model.url, dialect, {}, { extra_body: { auto_response: false } });
+      client.send({ type: "response.create" });
+      client.send({ type: "input.text.append", text: "and then?" });
+      const committed = await ask(
+        client,
+        { type: "input_audio_buffer.commit", response_create: true },
+        "input_audio_buffer.committed",
+      );
+      expect(committed.event).toMatchObject({ response_create_deferred: true });
+      const first = await client.waitFor((e) => e.type === "response.done", { since: 0 });
+      expect(first.response).toMatchObject({
+        status: "incomplete",
+        status_details: { type: "incomplete", reason: "max_output_tokens" },
+      });
+      const second = await client.waitFor(
+        (e) =>
+          e.type === "response.done" && (e.response as { id: string }).id !== (first.response as { id: string }).id,
+        { since: 0, timeoutMs: 10_000 },
+      );
+      expect(second.response).toMatchObject({ status: "completed" });
+      expect(client.types()).not.toContain("output_audio_buffer.cleared");
+      expect(client.received.filter((r) => r.event.epoch !== undefined).every((r) => r.event.epoch === 0)).toBe(true);
+      await client.close();
+      expect(await replays(a, client)).toBe(true);
+    },
+  );
+
+  it.each<Dialect>(["duplex", "openai"])(
+    "%s: a commit the model server refuses is reported for its item, and the next transcript lands on its own item",
+    async (dialect) => {
+      const model = await stub({ dialect, minCommitMs: 200 });
+      const { a, client } = await front(
+        model.url,
+        dialect,
+        {},
+        { input_audio_format: "pcm16", input_sample_rate_hz: 16000, extra_body: { auto_response: false } },
+      );
+      client.send({ type: "input_audio_buffer.append", audio: chunk(1) });
+      const short = await ask(client, { type: "input_audio_buffer.commit" }, "input_audio_buffer.committed");
+      const failed = await client.waitFor("conversation.item.input_audio_transcription.failed", { since: 0 });
+      expect(failed).toMatchObject({
+        item_id: short.item_id,
+        error: {
+          type: "server_error",
+          code: "upstream_commit_refused",
+          message: expect.stringContaining("input_audio_buffer_commit_empty"),
+        },
+      });
+      for (let i = 0; i < 5; i++) client.send({ type: "input_audio_buffer.append", audio: chunk(i) });
+      const long = await ask(client, { type: "input_audio_buffer.commit" }, "input_audio_buffer.committed");
+      const transcript = await client.waitFor("conversation.item.input_audio_transcription.completed", { since: 0 });
+      expect(transcript).toMatchObject({ item_id: long.item_id, transcript: "utterance 1" });
+      const onShort = client.received.filter(
+        (r) =>
+          r.event.type === "conversation.item.input_audio_transcription.completed" && r.event.item_id === short.item_id,
+      );
+      expect(onShort).toEqual([]);
+      await client.close();
+      expect(await replays(a, client)).toBe(true);
+    },
+  );
+
+  it.each<Dialect>(["duplex", "openai"])(
+    "%s: after our server is SIGKILLed and restarted, the resumed session's new model session is given the conversation",
+    async (dialect) => {
+      const model = await stub({ dialect });
+      const dataDir = await mkdtemp(join(tmpdir(), "duplex-upstream-restart-"));
+      const config = join(dataDir, "upstream.yaml");
+      await writeFile(config, `runner:\n  kind: upstream\n  url: ${model.url}\n  dialect: ${dialect}\n`);
+      const port = await freePort();
+      const children: ChildProcess[] = [];
+      cleanups.push(async () => {
+        for (const child of children) child.kill("SIGKILL");
+        await rm(dataDir, { recursive: true, force: true });
+      });
+      const serve = async () => {
+        const { child } = await startServerProcess(port, dataDir, 30_000, ["--config", config]);
+        children.push(child);
+        return child;
+      };
+      const first = await serve();
+      const url = `ws://127.0.0.1:${port}/v1/realtime`;
+      const client = await RealtimeClient.connect(url);
+      client.send({ type: "session.update", session: { extra_body: { auto_response: false } } });
+      const created = await client.waitFor("session.created", { since: 0 });
+      await client.waitFor("session.updated", { since: 0 });
+      /** Asks for a response and waits for its end: what it said. */
+      const transcriptOf = async (c: RealtimeClient) => {
+        const since = c.received.length;
+        await ask(c, { type: "response.create" }, "response.done");
+        return (await c.waitFor("response.output_audio_transcript.done", { since })).transcript;
+      };
+      await ask(client, userText("my name is Ada"), "conversation.item.done");
+      expect(await transcriptOf(client)).toBe("I know 1 user texts.");
+      await ask(client, userText("I live in Lisbon"), "conversation.item.done");
+      expect(await transcriptOf(client)).toBe("I know 2 user texts.");
+
+      await new Promise<void>((resolve) => {
+        first.once("exit", () => resolve());
+        first.kill("SIGKILL");
+      });
+      await client.closed;
+      await serve();
+      const resumed = await RealtimeClient.connect(`${url}?autostart=0`);
+      resumed.send({
+        type: "session.resume",
+        session_id: String((created.session as { id: string }).id),
+        resume_token: String(created.resume_token),
+        last_received_server_event_seq: client.lastSeq(),
+      });
+      await resumed.waitFor("session.resumed", { timeoutMs: 10_000 });
+      // A new model session (the upstream token was in the killed process's memory), given both user texts.
+      expect(await transcriptOf(resumed)).toBe("I know 2 user texts.");
+      expect(model.sessions).toHaveLength(2);
+      expect(model.sessions[1]?.items.map((i) => [i.role, i.text])).toEqual([
+        ["user", "my name is Ada"],
+        ["assistant", "I know 1 user texts."],
+        ["user", "I live in Lisbon"],
+        ["assistant", "I know 2 user texts."],
+      ]);
+      resumed.send({ type: "session.close" });
+      await resumed.waitFor("session.closed", { since: 0 });
+      for (const child of children) child.kill("SIGKILL");
+      const store = createSqliteEventStore({ path: join(dataDir, "duplex.sqlite") });
+      const entries = await store.read(streamOf(String((created.session as { id: string }).id)));
+      await store.close();
+      const seeded = entries.filter(
+        (e) =>
+          e.type === "StageOutputReceived" && (e.data as { output: { kind: string } }).output.kind === "history_seeded",
+      );
+      expect(seeded).toHaveLength(1);
+      expect(replayEntries(entries).ok).toBe(true);
+    },
+    60_000,
+  );
+});
