@@ -201,7 +201,8 @@ describe("the upstream runner", () => {
       'name: slow\nspeed_factor: 1\nturns:\n  - on: respond\n    actions:\n      - speak: { text: "A long answer that takes a while to say.", duration_ms: 8000 }\n      - end_turn\n',
     );
     const b = await start({ runner: { kind: "scripted", script } });
-    const a = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });
+    // B stays away: the resume is given up after a short grace.
+    const a = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex", resume: { grace_ms: 1000 } } });
     const client = await RealtimeClient.connect(a.url);
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
@@ -349,7 +350,7 @@ describe("the upstream runner", () => {
         }
       });
     });
-    const a = await start({ runner: { kind: "upstream", url, dialect: "duplex" } });
+    const a = await start({ runner: { kind: "upstream", url, dialect: "duplex", resume: { grace_ms: 1000 } } });
     const client = await RealtimeClient.connect(a.url);
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
