@@ -7,6 +7,7 @@ import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { appendAudio, commitInput, responseWanted } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
+import { laneOf } from "./lane.ts";
 import { emptyLedger } from "./playback.ts";
 import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import {
@@ -327,6 +328,12 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       // Committed turns are not lost with the process: the next deferred response starts, and runs while the
       // session waits for its client (BEHAVIOUR.md, "Turn-taking": deferred, not dropped).
       startDeferredResponse(b, input.at);
+      // Nor is an utterance of the model-native lane that the model had heard end but not answered: the new runner
+      // never heard it, so its logged audio goes to it again, and the model answers as after a dropped socket.
+      const unanswered = b.state.input.unanswered;
+      if (unanswered != null && laneOf(b.state) === "native") {
+        b.push({ type: "UtteranceResubmitted", data: { ...unanswered } });
+      }
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
       return [...b.events];
     }

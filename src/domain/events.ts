@@ -405,6 +405,18 @@ export type DomainEvent =
       }
     >
   | Message<"SessionDetached", { readonly attachmentGeneration: number }>
+  | Message<
+      "UtteranceResubmitted",
+      {
+        /**
+         * The model-native lane's utterance the model had not answered when its runner lost its work (a restart, a
+         * failed append): its logged audio, from `audioStartMs` to `audioEndMs` on the input clock (ms), goes to the
+         * new runner again, so the user is answered as after a dropped socket. The client is told nothing.
+         */
+        readonly audioStartMs: number;
+        readonly audioEndMs: number;
+      }
+    >
   | Message<"ModelListened", { readonly reason: string }>
   | Message<"EpochAdvanced", { readonly epoch: number; readonly reason: EndReason | "input_cancelled" }>
   | Message<

@@ -1,6 +1,7 @@
 import { withConfigDefaults } from "./config.ts";
 import type { DomainEvent, HistoryItem } from "./events.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
+import { laneOf } from "./lane.ts";
 import { type AssistantAudio, DEFAULT_MAX_PENDING_TURNS, type SessionState } from "./state.ts";
 
 const upsertHistory = (history: readonly HistoryItem[], item: HistoryItem): readonly HistoryItem[] =>
@@ -61,7 +62,11 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
     case "DeferredResponseRefused":
     case "RunnerFailed":
     case "HeartbeatAcknowledged":
+      return state;
     case "ModelListened":
+      // The model's answer to the utterance may be to keep listening.
+      return state.input.unanswered ? { ...state, input: { ...state.input, unanswered: null } } : state;
+    case "UtteranceResubmitted":
       return state;
     case "AudioBuffered":
       return {
@@ -88,10 +93,20 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         turnState: state.response === null ? "user_speaking" : state.turnState,
       };
     case "SpeechStopped":
-      // The next utterance gets an item of its own, whether or not this one is committed.
+      // The next utterance gets an item of its own, whether or not this one is committed. In the model-native lane it
+      // waits for the model's answer.
       return {
         ...state,
-        input: { ...state.input, speechItemId: null, speechStartMs: null, speechAnnounced: false },
+        input: {
+          ...state.input,
+          speechItemId: null,
+          speechStartMs: null,
+          speechAnnounced: false,
+          unanswered:
+            laneOf(state) === "native"
+              ? { audioStartMs: state.input.speechStartMs ?? event.data.audioEndMs, audioEndMs: event.data.audioEndMs }
+              : (state.input.unanswered ?? null),
+        },
         turnState: state.response === null ? "idle" : state.turnState,
       };
     case "InputCleared":
@@ -103,6 +118,8 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           bufferedBytes: 0,
           speechItemId: null,
           text: "",
+          // Cleared input is not answered.
+          unanswered: null,
           endpointer: {
             ...state.input.endpointer,
             phase: "silence",
@@ -174,6 +191,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
       const outOfBand = event.data.conversation === "none";
       return {
         ...state,
+        input: state.input.unanswered ? { ...state.input, unanswered: null } : state.input,
         deferredTurns: event.data.deferred
           ? state.deferredTurns.filter((t) => t.itemId !== event.data.inReplyTo)
           : state.deferredTurns,

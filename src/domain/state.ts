@@ -81,6 +81,12 @@ export interface InputBuffer {
   /** Where the current speech started (ms on the input clock), and whether the client was told. */
   readonly speechStartMs: number | null;
   readonly speechAnnounced: boolean;
+  /**
+   * The model-native lane's last utterance whose end was heard and that the model has not answered yet (no response
+   * started and no listen decision since): where it started (prefix padding included) and stopped, ms on the input
+   * clock. A runner that lost its work (a restart, a failed append) is given its audio again.
+   */
+  readonly unanswered?: { readonly audioStartMs: number; readonly audioEndMs: number } | null;
 }
 
 /** The whole state of a session, folded from its domain events by `evolve`. */

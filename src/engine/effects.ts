@@ -19,6 +19,11 @@ export type Effect =
   | { readonly kind: "submit"; readonly unit: RunnerUnit }
   | { readonly kind: "abort"; readonly epoch: number }
   | { readonly kind: "configure"; readonly config: SessionConfig; readonly refAudio?: RefAudioInput | null }
+  /**
+   * The logged appends of an utterance the model never answered, from `fromMs` to `toMs` on the input clock, go to
+   * the runner again (its runner lost its work: a restart, a failed append). The host has them from the log.
+   */
+  | { readonly kind: "resubmit"; readonly fromMs: number; readonly toMs: number }
   | { readonly kind: "close" };
 
 /** The `response.create` an input carried, if it was one. */
@@ -168,6 +173,9 @@ export const effectsOf = (
         );
         break;
       }
+      case "UtteranceResubmitted":
+        effects.push({ kind: "resubmit", fromMs: event.data.audioStartMs, toMs: event.data.audioEndMs });
+        break;
       case "SessionClosed":
         effects.push({ kind: "close" });
         break;

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
-import { foldLog, type RecoveredLog, STREAM_PREFIX } from "./log.ts";
+import { foldLog, type RecoveredLog, STREAM_PREFIX, withUnansweredAppends } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
 
@@ -356,7 +356,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
       const recovered: string[] = [];
       for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
         const entries = await deps.store.read(info.stream);
-        const log = foldLog(entries);
+        const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
         const host = createHost(log.state.sessionId, null, log);
         void host.enqueue({ type: "SessionRecovered", at: now(), data: { reason: "server_restart" } });

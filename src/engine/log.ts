@@ -7,6 +7,7 @@ import {
   type InputType,
   initialState,
   type RefAudioInput,
+  type RunnerUnit,
   type SessionState,
 } from "../domain/index.ts";
 import {
@@ -16,6 +17,7 @@ import {
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
+import { effectsOf } from "./effects.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -116,13 +118,25 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
   return steps;
 };
 
-/** A session rebuilt from its log after a restart; `refAudio` is the clip in force, read from the update that set it. */
+/**
+ * A session rebuilt from its log after a restart; `refAudio` is the clip in force, read from the update that set it;
+ * `unansweredAppends`, the appends of the utterance the model had not answered (`state.input.unanswered`), which its
+ * new runner is given again (see {@link withUnansweredAppends}).
+ */
 export interface RecoveredLog {
   readonly state: SessionState;
   readonly wire: WireState;
   readonly revision: number;
   readonly refAudio: RefAudioInput | null;
+  readonly unansweredAppends?: readonly Extract<RunnerUnit, { kind: "append" }>[];
 }
+
+/** `log` with the appends of its unanswered utterance, read from `entries` (none when there is none). */
+export const withUnansweredAppends = <L extends RecoveredLog>(log: L, entries: Parameters<typeof stepsOf>[0]): L => {
+  const unanswered = log.state.input.unanswered;
+  if (unanswered == null) return log;
+  return { ...log, unansweredAppends: appendsBetween(entries, unanswered.audioStartMs, unanswered.audioEndMs) };
+};
 
 /**
  * Folds a session's recorded entries into its state, its wire projection and its last revision.
@@ -149,4 +163,31 @@ export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & 
     }
   }
   return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay, refAudio };
+};
+
+/**
+ * The `append` units a session's runner was given for the input between `fromMs` and `toMs` (ms on the input clock):
+ * each append that overlaps it, with the audio and the VAD marks it had, as `effectsOf` derived them when it was
+ * decided. For a runner that lost its work and must hear an unanswered utterance again (`UtteranceResubmitted`).
+ * @throws Error when the entries are not a session stream (see `stepsOf`).
+ */
+export const appendsBetween = (
+  entries: Parameters<typeof stepsOf>[0],
+  fromMs: number,
+  toMs: number,
+): Extract<RunnerUnit, { kind: "append" }>[] => {
+  const units: Extract<RunnerUnit, { kind: "append" }>[] = [];
+  let state = initialState;
+  for (const step of stepsOf(entries)) {
+    const before = state;
+    for (const { envelope } of step.decisions) state = evolve(state, envelope.event);
+    const input = step.input;
+    if (input.type !== "CommandReceived" || input.data.command.type !== "input_audio_buffer.append") continue;
+    if (state.input.clockMs <= fromMs || before.input.clockMs >= toMs) continue;
+    const events = step.decisions.map((d) => d.envelope.event);
+    for (const effect of effectsOf(input, events, before, state)) {
+      if (effect.kind === "submit" && effect.unit.kind === "append") units.push(effect.unit);
+    }
+  }
+  return units;
 };

@@ -12,6 +12,7 @@ import {
   initialState,
   type RefAudioInput,
   type RunnerOperation,
+  type RunnerUnit,
   type SessionConfig,
   type SessionId,
   type SessionState,
@@ -28,7 +29,7 @@ import {
 } from "../projections/index.ts";
 import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
 import { type Effect, effectsOf } from "./effects.ts";
-import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf } from "./log.ts";
+import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
 import type {
   EventStore,
@@ -187,6 +188,8 @@ export class SessionHost {
   private wake: (() => void) | null = null;
   /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
   private refAudio: RefAudioInput | null;
+  /** The appends of the utterance a rebuilt session's model had not answered, for its new runner (`resubmit`). */
+  private unansweredAppends: readonly Extract<RunnerUnit, { kind: "append" }>[];
   /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
   private runnerFaulted = false;
   /** When the last socket let go of the session (ms, engine clock); null while one holds it. */
@@ -209,6 +212,7 @@ export class SessionHost {
     this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
     this.refAudio = recovered?.refAudio ?? null;
+    this.unansweredAppends = recovered?.unansweredAppends ?? [];
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
   }
@@ -696,11 +700,13 @@ export class SessionHost {
    */
   private async rebuild(): Promise<boolean> {
     try {
-      const log = foldLog(await this.deps.store.read(streamOf(this.sessionId)));
+      const entries = await this.deps.store.read(streamOf(this.sessionId));
+      const log = withUnansweredAppends(foldLog(entries), entries);
       this.state = log.state;
       this.wire = log.wire;
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
       this.refAudio = log.refAudio;
+      this.unansweredAppends = log.unansweredAppends ?? [];
       if (this.journal !== null) this.journal = measure(log.replay);
       // Appends dropped with the queue may have reached the resampler and the VAD: both start afresh, as after a
       // restart.
@@ -812,6 +818,18 @@ export class SessionHost {
         case "configure":
           this.guard("configure", () => runner?.configure(effect.config, this.refAudio));
           break;
+        case "resubmit": {
+          // The runner is a new one, in the epoch the recovery moved to: it hears the utterance as it was logged.
+          const epoch = this.state.epoch;
+          const units = this.unansweredAppends.filter(
+            (u) =>
+              u.startMs < effect.toMs &&
+              u.startMs + (u.audio.byteLength / 2 / this.state.capabilities.inputSampleRateHz) * 1000 > effect.fromMs,
+          );
+          this.unansweredAppends = [];
+          for (const unit of units) this.guard("submit", () => runner?.submit({ ...unit, epoch }));
+          break;
+        }
         case "close":
           this.runner = null;
           this.guard("close", () => runner?.close());

@@ -366,6 +366,7 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "InputTextAppended":
     case "EventsAcknowledged":
     case "SessionDetached":
+    case "UtteranceResubmitted":
       return [];
     case "ModelListened":
       return [

@@ -174,6 +174,42 @@ describe("session opening", () => {
     expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({ status: "cancelled", reason: "server_restart" });
     expect(w.after.attached).toBe(false);
   });
+
+  describe("an utterance of the model-native lane heard to its end and not answered when the runner lost its work", () => {
+    const recovered = (reason: "server_restart" | "append_failed" = "server_restart"): Input => ({
+      type: "SessionRecovered",
+      at: 5,
+      data: { reason },
+    });
+    // Speech from frame 1 (start 0 ms with the prefix padding), stopped at 640 ms (see the VAD tests below).
+    const utterance = command(appendFrames([0, ...speech(3), ...silence(16)]));
+
+    it.each(["server_restart", "append_failed"] as const)("is given to the new runner again after %s", (reason) => {
+      const w = given(opened(), utterance).when(recovered(reason));
+      expect(types(w.events)).toEqual(["UtteranceResubmitted", "SessionDetached"]);
+      w.thenStartsWith([{ type: "UtteranceResubmitted", data: { audioStartMs: 0, audioEndMs: 640 } }]);
+    });
+
+    it("is not, once the model answered it (a response started) or chose to listen", () => {
+      const answered = given(
+        opened(),
+        utterance,
+        stage({ kind: "speak", epoch: 0 }),
+        stage({ kind: "end_of_turn", epoch: 0 }),
+      );
+      expect(types(answered.when(recovered()).events)).not.toContain("UtteranceResubmitted");
+      const listened = given(opened(), utterance, stage({ kind: "listen", epoch: 0, reason: "model_listen" }));
+      expect(types(listened.when(recovered()).events)).not.toContain("UtteranceResubmitted");
+    });
+
+    it("is not after the client cleared the input, nor in the turn lane (where the commit made a turn)", () => {
+      expect(types(given(opened(), utterance, command(clear())).when(recovered()).events)).not.toContain(
+        "UtteranceResubmitted",
+      );
+      const turnLane = given(opened(), command(update({ autoResponse: false })), utterance);
+      expect(types(turnLane.when(recovered()).events)).not.toContain("UtteranceResubmitted");
+    });
+  });
 });
 
 describe("session.update", () => {

@@ -50,6 +50,26 @@ const until = async (what: string, check: () => boolean, timeoutMs = 60_000): Pr
   }
 };
 
+/**
+ * The revisions of the utterances (their `SpeechStopped`) that were waiting for the model's answer when the server
+ * restarted (`SessionRecovered`) and got none afterwards: no `ResponseStarted` or `ModelListened` later in the log.
+ */
+const unansweredAcrossRestarts = (entries: readonly { type: string; revision: number }[]): number[] => {
+  let waiting: number | null = null;
+  const carried: number[] = [];
+  const lost: number[] = [];
+  for (const entry of entries) {
+    if (entry.type === "SpeechStopped") waiting = entry.revision;
+    if (entry.type === "ResponseStarted" || entry.type === "ModelListened" || entry.type === "InputCleared") {
+      waiting = null;
+      carried.length = 0;
+    }
+    if (entry.type === "SessionRecovered" && waiting !== null) carried.push(waiting);
+    if (entry.type === "SessionClosed") lost.push(...carried);
+  }
+  return lost;
+};
+
 describe("chaos", () => {
   let dataDir = "";
   const children: ChildProcess[] = [];
@@ -148,6 +168,9 @@ describe("chaos", () => {
             );
           }
           completed += ends.filter((r) => r.status === "completed" && r.audio.length > 0).length;
+          // No utterance lost across the kills: each one the model had heard end but not answered when the server
+          // died was answered (a response, or a listen decision) after the restart (issue 18, part 2).
+          expect(unansweredAcrossRestarts(entries)).toEqual([]);
           const replay = replayEntries(entries);
           expect(replay.divergence).toBeNull();
           expect(replay.ok).toBe(true);

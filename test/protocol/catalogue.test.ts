@@ -208,6 +208,7 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
     },
   ],
   SessionDetached: [{ type: "SessionDetached", data: { attachmentGeneration: 1 } }],
+  UtteranceResubmitted: [{ type: "UtteranceResubmitted", data: { audioStartMs: 0, audioEndMs: 1500 } }],
 };
 
 const ctx = { sessionId: SESSION, capabilities: ECHO_CAPABILITIES, epoch: 0, turnId: 1 };
