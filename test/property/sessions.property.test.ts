@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
@@ -28,7 +29,11 @@ type Step =
   | { readonly kind: "server_vad"; readonly on: boolean; readonly interrupt: boolean }
   | { readonly kind: "text"; readonly text: string }
   | { readonly kind: "drop_and_resume" }
-  | { readonly kind: "wait"; readonly ms: number };
+  | { readonly kind: "wait"; readonly ms: number }
+  /** Faults of the model server behind an upstream runner (the stub's): a drop and a short outage, then back. */
+  | { readonly kind: "model_outage"; readonly ms: number }
+  | { readonly kind: "model_incomplete"; readonly on: boolean }
+  | { readonly kind: "model_refuses_commits"; readonly on: boolean };
 
 // Weighted towards what makes turns overlap (speech, commits, responses), so deferred commits and cancels are common.
 const step: fc.Arbitrary<Step> = fc.oneof(
@@ -56,7 +61,22 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 20, max: 300 }) }),
 );
 
+/** Steps with the faults of a model server as real ones have them (for the runner in front of the stub). */
+const faultyStep: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 6, arbitrary: step },
+  fc.record({ kind: fc.constant("model_outage" as const), ms: fc.integer({ min: 0, max: 800 }) }),
+  fc.record({ kind: fc.constant("model_incomplete" as const), on: fc.boolean() }),
+  fc.record({ kind: fc.constant("model_refuses_commits" as const), on: fc.boolean() }),
+);
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `check` holds (polled every 20 ms, at most 5 s). */
+const expectEventually = async (check: () => boolean): Promise<void> => {
+  const deadline = performance.now() + 5000;
+  while (!check() && performance.now() < deadline) await sleep(20);
+  expect(check()).toBe(true);
+};
 
 /** What one run left: the events each socket received, in arrival order, and the session's id. */
 interface Run {
@@ -66,8 +86,9 @@ interface Run {
 
 const speech: Int16Array[] = [];
 
-/** Plays `steps` on a new session at `url`, then closes it. */
-const play = async (url: string, steps: readonly Step[]): Promise<Run> => {
+/** Plays `steps` on a new session at `url` (`model`: the stub behind its upstream runner, for fault steps). */
+const play = async (url: string, steps: readonly Step[], model: ModelServerStub | null): Promise<Run> => {
+  const modelSessionsBefore = model?.sessions.length ?? 0;
   let client = await RealtimeClient.connect(url);
   const sockets: ServerEvent[][] = [];
   const track = (c: RealtimeClient) => {
@@ -148,6 +169,21 @@ const play = async (url: string, steps: readonly Step[]): Promise<Run> => {
       case "wait":
         await sleep(s.ms);
         break;
+      case "model_outage":
+        // An outage of this session's upstream session once it exists (a first connection that fails is refused at
+        // once, by design).
+        await expectEventually(() => model?.sessions.slice(modelSessionsBefore).some((m) => m.socket !== null) ?? true);
+        model?.drop();
+        await model?.refuse("connection");
+        await sleep(s.ms);
+        await model?.refuse(null);
+        break;
+      case "model_incomplete":
+        model?.behave({ incomplete: s.on });
+        break;
+      case "model_refuses_commits":
+        model?.behave({ minCommitMs: s.on ? 60_000 : 100 });
+        break;
     }
   }
   // Let what is in flight settle a little, then close: a close cancels the active response.
@@ -218,18 +254,24 @@ const brokenInvariant = (run: Run): string | null => {
 describe.each([
   ["echo", {}],
   ["scripted", { runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" } }],
-  ["upstream chain", null],
+  ["upstream chain", "chain"],
+  ["upstream runner, with a model server that drops, refuses commits and ends responses incomplete,", "faults"],
 ] as const)("generated sessions on the %s runner", (_name, config) => {
   let servers: Awaited<ReturnType<typeof startTestServer>>[] = [];
+  let model: ModelServerStub | null = null;
   let url = "";
   let store: Awaited<ReturnType<typeof startTestServer>>["store"];
 
   beforeAll(async () => {
     for (const file of FILES) speech.push((await readWavFile(sharedAudio(file))).samples);
-    if (config === null) {
+    if (config === "chain") {
       const b = await startTestServer({ runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" } });
       const a = await startTestServer({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });
       servers = [a, b];
+    } else if (config === "faults") {
+      model = await startModelServerStub({ dialect: "duplex" });
+      const resume = { grace_ms: 5000, initial_delay_ms: 50, max_delay_ms: 200 };
+      servers = [await startTestServer({ runner: { kind: "upstream", url: model.url, dialect: "duplex", resume } })];
     } else {
       servers = [await startTestServer(config)];
     }
@@ -238,12 +280,14 @@ describe.each([
   });
   afterAll(async () => {
     for (const server of servers) await server.stop();
+    await model?.close();
   });
 
   it("every session replays byte for byte; one response at a time, no audio after its cancel, seqs increasing on each socket, every response ends, history never holds more than was heard", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 2, maxLength: 10 }), async (steps) => {
-        const run = await play(url, steps);
+      fc.asyncProperty(fc.array(model === null ? step : faultyStep, { minLength: 2, maxLength: 10 }), async (steps) => {
+        model?.behave({ incomplete: false, minCommitMs: 100 });
+        const run = await play(url, steps, model);
         const entries = await store.read(streamOf(run.sessionId));
         const replay = replayEntries(entries);
         expect(replay.divergence, "the recorded session replays offline byte for byte").toBeNull();

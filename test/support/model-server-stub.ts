@@ -55,9 +55,19 @@ export interface StubSession {
   closed: boolean;
 }
 
+/** What the stub does from now on (its faults): each applies to what comes after it is set. */
+export interface StubBehaviour {
+  /** Responses end `incomplete` (`max_output_tokens`) instead of completed. */
+  readonly incomplete?: boolean;
+  /** The shortest commit taken (ms). */
+  readonly minCommitMs?: number;
+}
+
 export interface ModelServerStub {
   /** `ws://127.0.0.1:PORT/v1/realtime`. */
   readonly url: string;
+  /** Changes what the stub does from now on. */
+  behave(behaviour: StubBehaviour): void;
   readonly sessions: StubSession[];
   /** The user messages with text in a session's conversation. */
   userTexts(session: StubSession): number;
@@ -82,7 +92,8 @@ const textOf = (item: Record<string, unknown>): string => {
 
 export const startModelServerStub = async (options: StubOptions): Promise<ModelServerStub> => {
   const graceMs = options.graceMs ?? 30_000;
-  const minCommitMs = options.minCommitMs ?? 100;
+  let minCommitMs = options.minCommitMs ?? 100;
+  let incomplete = false;
   const inputRate = options.dialect === "duplex" ? 16000 : 24000;
   const sessions: StubSession[] = [];
   const sockets = new Set<WebSocket>();
@@ -102,7 +113,12 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       { type: "response.output_audio.delta", item_id: itemId, delta: toneBase64(100) },
       { type: "response.output_audio_transcript.delta", item_id: itemId, delta: transcript },
       { type: "response.output_audio.done", item_id: itemId },
-      { type: "response.done", response: { status: "completed", output: [] } },
+      {
+        type: "response.done",
+        response: incomplete
+          ? { status: "incomplete", status_details: { type: "incomplete", reason: "max_output_tokens" }, output: [] }
+          : { status: "completed", output: [] },
+      },
     ];
   };
 
@@ -300,6 +316,10 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
   port = await listen(http, 0);
   return {
     url: `ws://127.0.0.1:${port}/v1/realtime`,
+    behave(behaviour) {
+      if (behaviour.incomplete !== undefined) incomplete = behaviour.incomplete;
+      if (behaviour.minCommitMs !== undefined) minCommitMs = behaviour.minCommitMs;
+    },
     sessions,
     userTexts,
     drop() {
