@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RealtimeClient } from "../client/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
+import { speechOf } from "./input-speech.ts";
 import { rssMib } from "./load/proc.ts";
 import { freePort, startServerProcess } from "./server-process.ts";
 
@@ -45,6 +46,10 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
   }, 1000);
   try {
     const speech = (await readWavFile(join(o.audioDir, "speech_60s_16k.wav"))).samples;
+    // The model-native lane sends no speech events: its utterances are where the file's speech stops (Silero on the
+    // client, with the server VAD's rule), counted each time the loop passes one.
+    const stops = o.lane === "turn" ? [] : (await speechOf(speech, 16000)).map((s) => s.stoppedAtMs);
+    const fileMs = ((speech.length - (speech.length % 1600)) / 16000) * 1000;
     const client = await RealtimeClient.connect(`ws://127.0.0.1:${port}/v1/realtime`);
     client.send({
       type: "session.update",
@@ -64,7 +69,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     const count = () => {
       for (const { event } of client.received) {
         if (event.type === "response.output_audio.delta") audioOutBytes += (String(event.delta).length * 3) / 4;
-        if (event.type === "input_audio_buffer.speech_stopped") utterances += 1;
+        if (o.lane === "turn" && event.type === "input_audio_buffer.speech_stopped") utterances += 1;
         if (event.type === "response.done") responses += 1;
       }
       // The client keeps what it received; the figures are counted, the events are not needed.
@@ -79,6 +84,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       }
       const offset = (n * 1600) % (speech.length - (speech.length % 1600));
       client.appendSamples(speech.subarray(offset, offset + 1600), { sampleRateHz: 16000 });
+      const atMs = (offset / 16000) * 1000;
+      utterances += stops.filter((stop) => stop > atMs && stop <= atMs + 100 && stop <= fileMs).length;
       // In real time: each append at its time on the audio's clock (no drift from late timers).
       if (o.pace === "realtime") {
         const due = started + (n + 1) * 100 - performance.now();
