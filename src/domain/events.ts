@@ -135,6 +135,8 @@ export type EndReason =
   | "model_failure"
   | "server_restart"
   | "append_failed"
+  /** The model stopped the response itself for a reason other than the user barging in. */
+  | "model_cancelled"
   | IncompleteReason;
 
 /**

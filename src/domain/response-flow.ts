@@ -334,11 +334,16 @@ export const applyStageOutput = (
       startDeferredResponse(b, at);
       return;
     case "cancelled": {
-      // The model's own cancel ends the response as a barge-in does: the epoch advances, history keeps what was
-      // heard, and the barging utterance is what gets answered next.
-      const reason = output.reason === "turn_detected" ? "turn_detected" : "barge_in";
-      cancelResponse(b, at, reason);
-      dropDeferredResponses(b, reason);
+      // The model's own cancel: the epoch advances and history keeps what was heard. When its VAD heard the user
+      // barge in, the barging utterance is what gets answered next; any other reason (its own restart, say) cuts
+      // only this response, and the turn deferred behind it is answered.
+      if (output.reason === "turn_detected" || output.reason === "barge_in") {
+        cancelResponse(b, at, output.reason);
+        dropDeferredResponses(b, output.reason);
+        return;
+      }
+      cancelResponse(b, at, "model_cancelled");
+      startDeferredResponse(b, at);
       return;
     }
     case "listen": {

@@ -76,8 +76,9 @@ export type StageOutput =
     }
   | {
       /**
-       * The model stopped its response before its end by itself (an upstream's own VAD heard the user, say):
-       * `reason` as the model gave it (`turn_detected` is kept; anything else counts as a barge-in).
+       * The model stopped its response before its end by itself: `reason` as the model gave it. `turn_detected`
+       * and `barge_in` (its own VAD heard the user) end it as a barge-in, whose utterance is answered next; anything
+       * else ends it `model_cancelled`, and the turn deferred behind it is answered.
        */
       readonly kind: "cancelled";
       readonly epoch: number;

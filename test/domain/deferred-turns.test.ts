@@ -292,3 +292,22 @@ describe("the transcript of a user item that failed", () => {
       .thenNothing();
   });
 });
+
+describe("a response the model cancels itself", () => {
+  it("for a barge-in its VAD heard: the deferred turns are dropped (the barging utterance is answered next)", () => {
+    const w = given(...oneDeferred()).when(stage({ kind: "cancelled", epoch: 0, reason: "turn_detected" }));
+    expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({ status: "cancelled", reason: "turn_detected" });
+    expect(types(w.events)).toContain("DeferredResponsesDropped");
+    expect(types(w.events)).not.toContain("ResponseStarted");
+  });
+
+  it("for another reason of its own (its restart): only that response ends, and the deferred turn is answered", () => {
+    const w = given(...oneDeferred()).when(stage({ kind: "cancelled", epoch: 0, reason: "server_restart" }));
+    expect(ofType(w.events, "ResponseEnded")[0]?.data).toMatchObject({
+      status: "cancelled",
+      reason: "model_cancelled",
+    });
+    expect(types(w.events)).not.toContain("DeferredResponsesDropped");
+    expect(ofType(w.events, "ResponseStarted")[0]?.data).toMatchObject({ responseId: R2, inReplyTo: U1 });
+  });
+});

@@ -136,6 +136,200 @@ describe("the upstream runner against a model server that behaves as real ones d
     expect(await replays(a, client)).toBe(true);
   });
 
+  it("a refusal the model server sent as the link died (only in its replay) reaches the client after the resume", async () => {
+    const model = await stub({ dialect: "duplex", minCommitMs: 200 });
+    const { a, client } = await front(
+      model.url,
+      "duplex",
+      { resume: { grace_ms: 5000, initial_delay_ms: 50, max_delay_ms: 200 } },
+      { input_audio_format: "pcm16", input_sample_rate_hz: 16000, extra_body: { auto_response: false } },
+    );
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    client.send({ type: "input_audio_buffer.append", audio: chunk(1) });
+    model.cutAfter("input_audio_buffer.commit");
+    const short = await ask(client, { type: "input_audio_buffer.commit" }, "input_audio_buffer.committed");
+    const failed = await client.waitFor("conversation.item.input_audio_transcription.failed", {
+      since: 0,
+      timeoutMs: 10_000,
+    });
+    expect(failed).toMatchObject({ item_id: short.item_id, error: { code: "upstream_commit_refused" } });
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({ status: "completed" });
+    expect(model.sessions).toHaveLength(1);
+    expect(await upstreamSessions(a, client)).toHaveLength(2);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it("a drop during the resume's probe: the next try resumes, and an earlier probe's replayed refusal is ignored", async () => {
+    const model = await stub({ dialect: "duplex" });
+    const { a, client } = await front(model.url, "duplex", {
+      resume: { grace_ms: 5000, initial_delay_ms: 50, max_delay_ms: 200 },
+    });
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    model.cutAfter("response.cancel");
+    model.drop();
+    await expect.poll(async () => (await upstreamSessions(a, client)).length, { timeout: 10_000 }).toBe(2);
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({ status: "completed" });
+    expect(client.types()).not.toContain("error");
+    // Two probes reached the model: the one cut, and the one that ended the resume.
+    expect(model.sessions[0]?.frames.filter((f) => f.type === "response.cancel")).toHaveLength(2);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it.each<Dialect>(["duplex", "openai"])(
+    "%s: a cancel before the model server's response.created, then a new response.create: the new response says its own answer",
+    async (dialect) => {
+      const model = await stub({
+        dialect,
+        respond: (_s, request) => [
+          { type: "response.output_audio.delta", delta: Buffer.alloc(4800).toString("base64") },
+          {
+            type: "response.output_audio_transcript.delta",
+            delta: `answer to ${String((request.response as { instructions?: string }).instructions)}`,
+          },
+          { type: "response.done", response: { status: "completed" } },
+        ],
+      });
+      const { a, client } = await front(model.url, dialect, {}, { extra_body: { auto_response: false } });
+      client.send({ type: "response.create", response: { instructions: "ONE" } });
+      client.send({ type: "response.cancel" });
+      client.send({ type: "response.create", response: { instructions: "TWO" } });
+      const second = await client.waitFor(
+        (e) => e.type === "response.done" && (e.response as { status: string }).status === "completed",
+        { since: 0 },
+      );
+      const id = (second.response as { id: string }).id;
+      const transcript = client.received.find(
+        (r) => r.event.type === "response.output_audio_transcript.done" && r.event.response_id === id,
+      )?.event;
+      expect(transcript?.transcript).toBe("answer to TWO");
+      const deltas = client.received.filter((r) => r.event.type === "response.output_audio_transcript.delta");
+      expect(deltas.map((r) => r.event.delta)).toEqual(["answer to TWO"]);
+      await client.close();
+      expect(await replays(a, client)).toBe(true);
+    },
+  );
+
+  it.each([
+    [
+      "OpenAI's order: the item, deltas, .done, the item's done and response.done.output all carry the call",
+      [
+        {
+          type: "response.output_item.added",
+          item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "get_weather", arguments: "" },
+        },
+        {
+          type: "response.function_call_arguments.delta",
+          item_id: "fc_1",
+          call_id: "call_1",
+          delta: '{"city":"Paris"}',
+        },
+        {
+          type: "response.function_call_arguments.done",
+          item_id: "fc_1",
+          call_id: "call_1",
+          name: "get_weather",
+          arguments: '{"city":"Paris"}',
+        },
+        {
+          type: "response.output_item.done",
+          item: {
+            type: "function_call",
+            id: "fc_1",
+            call_id: "call_1",
+            name: "get_weather",
+            arguments: '{"city":"Paris"}',
+          },
+        },
+        {
+          type: "response.done",
+          response: {
+            status: "completed",
+            output: [
+              {
+                type: "function_call",
+                id: "fc_1",
+                call_id: "call_1",
+                name: "get_weather",
+                arguments: '{"city":"Paris"}',
+              },
+            ],
+          },
+        },
+      ],
+      [["call_1", "get_weather", '{"city":"Paris"}']],
+    ],
+    [
+      "two calls interleaved, the second done first: both, in the order announced",
+      [
+        {
+          type: "response.output_item.added",
+          item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "get_weather" },
+        },
+        {
+          type: "response.output_item.added",
+          item: { type: "function_call", id: "fc_2", call_id: "call_2", name: "get_time" },
+        },
+        {
+          type: "response.function_call_arguments.done",
+          item_id: "fc_2",
+          call_id: "call_2",
+          arguments: '{"zone":"UTC"}',
+        },
+        {
+          type: "response.function_call_arguments.done",
+          item_id: "fc_1",
+          call_id: "call_1",
+          arguments: '{"city":"Paris"}',
+        },
+        { type: "response.done", response: { status: "completed" } },
+      ],
+      [
+        ["call_1", "get_weather", '{"city":"Paris"}'],
+        ["call_2", "get_time", '{"zone":"UTC"}'],
+      ],
+    ],
+    [
+      "the arguments done before the item that names the call",
+      [
+        {
+          type: "response.function_call_arguments.done",
+          item_id: "fc_1",
+          call_id: "call_1",
+          arguments: '{"city":"Paris"}',
+        },
+        {
+          type: "response.output_item.added",
+          item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "get_weather" },
+        },
+        { type: "response.done", response: { status: "completed" } },
+      ],
+      [["call_1", "get_weather", '{"city":"Paris"}']],
+    ],
+  ] as const)("tool call parts in any order: %s", async (_name, events, expected) => {
+    const model = await stub({ dialect: "duplex", respond: () => events.map((e) => ({ ...e })) });
+    const tools = ["get_weather", "get_time"].map((name) => ({
+      type: "function",
+      name,
+      parameters: { type: "object", properties: {} },
+    }));
+    const { a, client } = await front(model.url, "duplex", {}, { tools });
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    const calls = client.received
+      .filter((r) => r.event.type === "response.function_call_arguments.done")
+      .map((r) => [r.event.call_id, r.event.name, r.event.arguments]);
+    expect(calls).toEqual(expected);
+    expect(
+      (done.response as { output: { type: string }[] }).output.filter((o) => o.type === "function_call"),
+    ).toHaveLength(expected.length);
+    expect(client.types()).not.toContain("duplex.function_call.done");
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
   it.each<Dialect>(["duplex", "openai"])(
     "%s: a tool call named only in its response.output_item.added reaches the client whole, and in response.done",
     async (dialect) => {
@@ -216,6 +410,41 @@ describe("the upstream runner against a model server that behaves as real ones d
       expect(await replays(a, client)).toBe(true);
     },
   );
+
+  it("a response the model server cancels for a reason of its own cuts only that response: the deferred turn is answered", async () => {
+    const model = await stub({
+      dialect: "duplex",
+      respond: (s) => [
+        { type: "response.output_audio.delta", delta: Buffer.alloc(4800).toString("base64") },
+        { type: "response.output_audio_transcript.delta", delta: s.responses === 1 ? "I was" : "Next." },
+        {
+          type: "response.done",
+          response:
+            s.responses === 1
+              ? { status: "cancelled", status_details: { type: "cancelled", reason: "server_restart" } }
+              : { status: "completed" },
+        },
+      ],
+    });
+    const { a, client } = await front(model.url, "duplex", {}, { extra_body: { auto_response: false } });
+    client.send({ type: "response.create" });
+    client.send({ type: "input.text.append", text: "and then?" });
+    const committed = await ask(
+      client,
+      { type: "input_audio_buffer.commit", response_create: true },
+      "input_audio_buffer.committed",
+    );
+    expect(committed.event).toMatchObject({ response_create_deferred: true });
+    const first = await client.waitFor("response.done", { since: 0 });
+    expect(first.response).toMatchObject({ status: "cancelled", status_details: { reason: "model_cancelled" } });
+    const second = await client.waitFor(
+      (e) => e.type === "response.done" && (e.response as { status: string }).status === "completed",
+      { since: 0, timeoutMs: 10_000 },
+    );
+    expect(second.response).toMatchObject({ status: "completed" });
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
 
   it.each<Dialect>(["duplex", "openai"])(
     "%s: a commit the model server refuses is reported for its item, and the next transcript lands on its own item",

@@ -68,6 +68,11 @@ export interface ModelServerStub {
   readonly url: string;
   /** Changes what the stub does from now on. */
   behave(behaviour: StubBehaviour): void;
+  /**
+   * The next frame of `type` is handled, its answers journaled but never written, and its socket is cut: a link that
+   * dies just after the model server took a frame (the client learns what came of it only from the replay).
+   */
+  cutAfter(type: string): void;
   readonly sessions: StubSession[];
   /** The user messages with text in a session's conversation. */
   userTexts(session: StubSession): number;
@@ -94,6 +99,9 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
   const graceMs = options.graceMs ?? 30_000;
   let minCommitMs = options.minCommitMs ?? 100;
   let incomplete = false;
+  let cutAfterType: string | null = null;
+  /** The socket whose writes are swallowed while its last frame is handled. */
+  let muted: WebSocket | null = null;
   const inputRate = options.dialect === "duplex" ? 16000 : 24000;
   const sessions: StubSession[] = [];
   const sockets = new Set<WebSocket>();
@@ -130,7 +138,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       body = { ...event, server_event_seq: seq };
       s.journal.push({ seq, text: JSON.stringify(body) });
     }
-    if (s.socket?.readyState === 1) s.socket.send(JSON.stringify(body));
+    if (s.socket?.readyState === 1 && s.socket !== muted) s.socket.send(JSON.stringify(body));
   };
 
   const refuse = (s: StubSession, frame: StubFrame, code: string, message: string): void =>
@@ -277,7 +285,13 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
         }
         return;
       }
+      const cut = frame.type === cutAfterType;
+      if (cut) {
+        cutAfterType = null;
+        muted = socket;
+      }
       handle(session, frame);
+      if (cut) socket.terminate();
     });
     socket.on("close", () => {
       sockets.delete(socket);
@@ -316,6 +330,9 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
   port = await listen(http, 0);
   return {
     url: `ws://127.0.0.1:${port}/v1/realtime`,
+    cutAfter(type) {
+      cutAfterType = type;
+    },
     behave(behaviour) {
       if (behaviour.incomplete !== undefined) incomplete = behaviour.incomplete;
       if (behaviour.minCommitMs !== undefined) minCommitMs = behaviour.minCommitMs;

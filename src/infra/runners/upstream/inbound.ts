@@ -14,6 +14,8 @@ interface CallParts {
   arguments: string;
   /** The `.done` of its arguments came (or the item's `output_item.done`). */
   done: boolean;
+  /** It went out as a `tool_call` output: later parts of it change nothing. */
+  emitted: boolean;
 }
 
 /**
@@ -81,23 +83,31 @@ export const createInbound = (
       known.callId ??= parts.callId;
       return known;
     }
-    const call: CallParts = { ...parts, name: null, arguments: "", done: false };
+    const call: CallParts = { ...parts, name: null, arguments: "", done: false, emitted: false };
     calls.push(call);
     return call;
   };
 
-  /** Emits the calls whose arguments are done, in order, each once. */
+  /**
+   * Emits each call once, in the order the upstream announced them: the calls whose arguments are done and whose
+   * name and call id are known, up to the first that is not (a later call that finished first waits for it); at the
+   * end of the response (`all`), every call not emitted yet, whatever it has (a call that never got its name is the
+   * malformed-call fallback).
+   */
   const emitCalls = (stamp: number, all: boolean): void => {
     for (const call of calls) {
-      if (!call.done && !all) break;
+      if (call.emitted) continue;
+      const ready = call.done && call.name !== null && call.callId !== null;
+      if (!ready && !all) break;
+      call.emitted = true;
       emit({ kind: "tool_call", epoch: stamp, callId: call.callId, name: call.name, arguments: call.arguments });
     }
-    calls = all ? [] : calls.filter((c) => !c.done);
   };
 
   /** Takes the parts of a function_call item (`output_item.added` / `.done`, `response.done.output`). */
   const functionCallItem = (item: Json, done: boolean): void => {
     const call = callFor({ itemId: str(item.id), callId: str(item.call_id) });
+    if (call.emitted) return;
     call.name ??= str(item.name);
     const args = str(item.arguments);
     if (args !== null && args !== "") call.arguments = args;
@@ -134,6 +144,7 @@ export const createInbound = (
       if (o?.type === "function_call") functionCallItem(o, true);
     }
     emitCalls(stamp, true);
+    calls = [];
     const details = obj(response?.status_details);
     turns.responseEnded();
     const status = str(response?.status);
@@ -205,11 +216,12 @@ export const createInbound = (
       }
       case "response.function_call_arguments.delta": {
         const call = callFor({ itemId: str(event.item_id), callId: str(event.call_id) });
-        if (!call.done) call.arguments += str(event.delta) ?? "";
+        if (!call.done && !call.emitted) call.arguments += str(event.delta) ?? "";
         return;
       }
       case "response.function_call_arguments.done": {
         const call = callFor({ itemId: str(event.item_id), callId: str(event.call_id) });
+        if (call.emitted) return;
         call.name ??= str(event.name);
         const args = str(event.arguments);
         if (args !== null) call.arguments = args;

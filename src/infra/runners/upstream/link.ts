@@ -61,6 +61,9 @@ export interface UpstreamLink {
   close(): void;
 }
 
+/** The `event_id`s of the resume probes (`resync_1`, ...). */
+const PROBE_PREFIX = "resync_";
+
 /** Error codes with which the upstream says its session is gone: retrying the same token cannot help. */
 const GONE = new Set([
   "session_resume_expired",
@@ -102,7 +105,8 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
   let barrierTimer: NodeJS.Timeout | null = null;
   /** `response.create` event ids the upstream answered with `response.created`. */
   const answered = new Set<string>();
-  let lastRespondId: string | null = null;
+  /** `response.create` event ids sent and not yet answered or refused, in order. */
+  let waitingRespond: string[] = [];
   /** The upstream session: its id and current resume token (memory only). */
   let session: { id: string; token: string | null } | null = null;
   let lastSeq = 0;
@@ -219,7 +223,7 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
       if (type === "session.resumed" && resume !== null) {
         // The replay follows; the probe's refusal comes after it.
         probes += 1;
-        resume.probe = `resync_${probes}`;
+        resume.probe = `${PROBE_PREFIX}${probes}`;
         rawSend(JSON.stringify({ type: "response.cancel", response_id: resume.probe, event_id: resume.probe }));
         armReadyTimer(() => `the upstream did not answer the resume probe within ${options.connectTimeoutMs} ms`);
         handlers.event(event);
@@ -234,8 +238,8 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
       return;
     }
     if (type === "response.created") {
-      if (lastRespondId !== null) answered.add(lastRespondId);
-      lastRespondId = null;
+      const next = waitingRespond.shift();
+      if (next !== undefined) answered.add(next);
     }
     if (type === "error") {
       const error = obj(event.error);
@@ -243,6 +247,16 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
       const refused = str(error?.event_id);
       if (resume?.probe != null && refused === resume.probe) {
         resynced();
+        return;
+      }
+      // A refused response.create will not be answered.
+      if (refused !== null) waitingRespond = waitingRespond.filter((id) => id !== refused);
+      // The refusal of an earlier try's probe (replayed from the journal): it tells nothing now.
+      if (refused?.startsWith(PROBE_PREFIX) === true) return;
+      // An error with a seq is the session's own, replayed from its journal (a commit it refused while the link was
+      // down): it goes on like any event. Only the handshake's answer, which has none, refuses the resume.
+      if (typeof event.server_event_seq === "number") {
+        handlers.event(event);
         return;
       }
       if (phase === "resuming" && code !== null && GONE.has(code)) {
@@ -385,7 +399,8 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
     send(event) {
       if (phase === "done") return;
       const text = JSON.stringify(event);
-      if (event.type === "response.create") lastRespondId = str(event.event_id);
+      const respondId = event.type === "response.create" ? str(event.event_id) : null;
+      if (respondId !== null) waitingRespond.push(respondId);
       if (phase === "open") transmit(text, respondIdOf(text));
       else outbox.push(text);
     },

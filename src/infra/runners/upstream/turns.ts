@@ -22,8 +22,11 @@ export const createTurns = () => {
   let epoch = 0;
   /** The upstream response being answered: its id and the epoch its events are stamped with. */
   let active: { id: string; epoch: number } | null = null;
-  /** The last response.create sent and not yet answered by response.created: a refusal of it fails our response. */
-  let pendingRespond: { eventId: string; epoch: number; ours: ResponseId } | null = null;
+  /**
+   * The response.creates sent and not yet answered by response.created, in order (a cancel may be followed by a new
+   * create before the first is answered): the next response.created answers the oldest; a refusal fails its own.
+   */
+  let pendingRespond: { eventId: string; epoch: number; ours: ResponseId }[] = [];
   let respondCount = 0;
   /**
    * Our responses and the upstream's: a response we asked for is the next one the upstream creates; one the model
@@ -54,19 +57,20 @@ export const createTurns = () => {
     /** Records a `response.create` for our response; returns its `event_id`. */
     asked(ours: ResponseId, askedEpoch: number): string {
       respondCount += 1;
-      pendingRespond = { eventId: `evt_respond_${respondCount}`, epoch: askedEpoch, ours };
-      return pendingRespond.eventId;
+      const eventId = `evt_respond_${respondCount}`;
+      pendingRespond.push({ eventId, epoch: askedEpoch, ours });
+      return eventId;
     },
     /**
      * The upstream created a response. Returns whether it must be cancelled there at once: it answers a
      * `response.create` of an epoch cancelled since (BEHAVIOUR.md: a cancel before response.created still cancels).
      */
     responseCreated(id: string): boolean {
-      active = { id, epoch: pendingRespond?.epoch ?? epoch };
+      const asked = pendingRespond.shift();
+      active = { id, epoch: asked?.epoch ?? epoch };
       lastCreated = { id, itemId: null };
-      if (pendingRespond !== null) upstreamOf.set(pendingRespond.ours, lastCreated);
+      if (asked !== undefined) upstreamOf.set(asked.ours, lastCreated);
       else unmatched.push(lastCreated);
-      pendingRespond = null;
       return active.epoch < epoch;
     },
     /** The upstream announced the message item of the response it created last. */
@@ -93,10 +97,10 @@ export const createTurns = () => {
     /** What the upstream refused, by the `event_id` its error echoed (forgotten once told); null: not ours. */
     refused(eventId: string | null): Refused | null {
       if (eventId === null) return null;
-      if (pendingRespond?.eventId === eventId) {
-        const refusedEpoch = pendingRespond.epoch;
-        pendingRespond = null;
-        return { kind: "respond", epoch: refusedEpoch };
+      const respond = pendingRespond.find((p) => p.eventId === eventId);
+      if (respond !== undefined) {
+        pendingRespond = pendingRespond.filter((p) => p !== respond);
+        return { kind: "respond", epoch: respond.epoch };
       }
       const commit = commits.find((c) => c.eventId === eventId);
       if (commit === undefined) return null;
