@@ -184,6 +184,9 @@ describe("the upstream runner against a model server that behaves as real ones d
     async (dialect) => {
       const model = await stub({
         dialect,
+        // The model answers after 200 ms, and refuses a create while a response is active (as OpenAI's servers do):
+        // the second create reaches it while the cancelled first one still runs, and is asked again after it.
+        respondDelayMs: 200,
         respond: (_s, request) => [
           { type: "response.output_audio.delta", delta: Buffer.alloc(4800).toString("base64") },
           {

@@ -30,6 +30,8 @@ export interface StubOptions {
    * session and the `response.create`; default: the spoken "I know N user texts."
    */
   readonly respond?: (session: StubSession, request: StubFrame, responseId: string) => Record<string, unknown>[];
+  /** ms between `response.created` and the rest of a response (default 0: all at once). */
+  readonly respondDelayMs?: number;
 }
 
 export type StubFrame = { readonly type: string } & Record<string, unknown>;
@@ -188,22 +190,31 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
         s.items.push({ id: `it_${s.items.length + 1}`, role: "user", text: String(frame.text), type: "message" });
         return;
       case "response.create": {
+        // One response at a time, as OpenAI's servers: another create while one is active is refused.
+        if (s.active !== null) {
+          refuse(s, frame, "response_already_active", `response ${s.active} is still active`);
+          return;
+        }
         s.responses += 1;
         const responseId = `resp_stub_${s.responses}`;
         s.active = responseId;
         send(s, { type: "response.created", response: { id: responseId, status: "in_progress" } });
         const events = (options.respond ?? defaultRespond)(s, frame, responseId);
-        for (const event of events) {
-          if (s.active !== responseId) return;
-          const done = event.type === "response.done";
-          send(
-            s,
-            done
-              ? { ...event, response: { id: responseId, ...(event.response as object) } }
-              : { ...event, response_id: responseId },
-          );
-          if (done) s.active = null;
-        }
+        const rest = (): void => {
+          for (const event of events) {
+            if (s.active !== responseId) return;
+            const done = event.type === "response.done";
+            send(
+              s,
+              done
+                ? { ...event, response: { id: responseId, ...(event.response as object) } }
+                : { ...event, response_id: responseId },
+            );
+            if (done) s.active = null;
+          }
+        };
+        if ((options.respondDelayMs ?? 0) > 0) setTimeout(rest, options.respondDelayMs);
+        else rest();
         return;
       }
       case "response.cancel":

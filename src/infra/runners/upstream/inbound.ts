@@ -1,7 +1,7 @@
 import { INCOMPLETE_REASONS, type IncompleteReason, type StageOutput } from "../../../domain/index.ts";
 import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../../audio/index.ts";
 import { type Json, obj, str } from "./link.ts";
-import type { UpstreamTurns } from "./turns.ts";
+import type { PendingRespond, UpstreamTurns } from "./turns.ts";
 
 /** The rate the runner gives the engine (Hz). */
 export const OUTPUT_RATE = 24000;
@@ -48,6 +48,8 @@ export const createInbound = (
   /** The upstream's audio rate and a streaming resampler to 24 kHz (continuous across chunks), and an odd byte. */
   let fromUpstream: { rate: number; resampler: StreamResampler } | null = null;
   let oddByte: number | null = null;
+  /** `response.create`s the upstream refused while it ended a response cancelled here: sent again after it. */
+  const waiting: PendingRespond[] = [];
   /** The function calls of the response being answered, in the order the upstream announced them. */
   let calls: CallParts[] = [];
 
@@ -147,6 +149,11 @@ export const createInbound = (
     calls = [];
     const details = obj(response?.status_details);
     turns.responseEnded();
+    // What waited for this (cancelled) response to end is asked again now.
+    for (const respond of waiting.splice(0)) {
+      turns.askedAgain(respond);
+      send(respond.event);
+    }
     const status = str(response?.status);
     const reason = str(details?.reason);
     if (status === "failed") {
@@ -181,6 +188,12 @@ export const createInbound = (
         const error = obj(event.error);
         const refused = turns.refused(str(error?.event_id));
         const what = `${str(error?.code) ?? "error"}: ${str(error?.message) ?? ""}`;
+        if (refused?.kind === "respond" && str(error?.code) === "response_already_active" && turns.windingDown()) {
+          // The upstream still ends a response we cancelled (a cancel that overtook its response.created): this
+          // one is asked again once that one is done.
+          waiting.push(refused.respond);
+          return;
+        }
         if (refused?.kind === "respond") {
           emit({ kind: "failure", epoch: refused.epoch, message: `the upstream refused response.create: ${what}` });
         } else if (refused?.kind === "commit") {

@@ -167,7 +167,7 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
             link.send({ type: "input_audio_buffer.commit", event_id: turns.commitSent(unit.itemId) });
             return;
           case "respond":
-            link.send(respondEvent(unit, turns.asked(unit.responseId, unit.epoch)));
+            link.send(turns.asked(unit.responseId, unit.epoch, (eventId) => respondEvent(unit, eventId)));
             return;
           case "playback": {
             // Forwarded so the upstream's history holds what was heard (reference, "Playback").

@@ -1,4 +1,5 @@
 import type { ResponseId } from "../../../domain/index.ts";
+import type { Json } from "./link.ts";
 
 /** An upstream response as the runner knows it: its id, and its message item's once announced. */
 export interface UpstreamResponse {
@@ -6,9 +7,17 @@ export interface UpstreamResponse {
   itemId: string | null;
 }
 
+/** A `response.create` sent for our response `ours`, in `epoch`, as `event`, not answered yet. */
+export interface PendingRespond {
+  readonly eventId: string;
+  readonly epoch: number;
+  readonly ours: ResponseId;
+  readonly event: Json;
+}
+
 /** A request the upstream refused, by the `event_id` its error echoed. */
 export type Refused =
-  | { readonly kind: "respond"; readonly epoch: number }
+  | { readonly kind: "respond"; readonly epoch: number; readonly respond: PendingRespond }
   | { readonly kind: "commit"; readonly itemId: string | undefined };
 
 /**
@@ -26,7 +35,7 @@ export const createTurns = () => {
    * The response.creates sent and not yet answered by response.created, in order (a cancel may be followed by a new
    * create before the first is answered): the next response.created answers the oldest; a refusal fails its own.
    */
-  let pendingRespond: { eventId: string; epoch: number; ours: ResponseId }[] = [];
+  let pendingRespond: PendingRespond[] = [];
   let respondCount = 0;
   /**
    * Our responses and the upstream's: a response we asked for is the next one the upstream creates; one the model
@@ -54,13 +63,20 @@ export const createTurns = () => {
       epoch = newEpoch;
       return active !== null && active.epoch < newEpoch ? active.id : null;
     },
-    /** Records a `response.create` for our response; returns its `event_id`. */
-    asked(ours: ResponseId, askedEpoch: number): string {
+    /** Records a `response.create` for our response, made by `event(eventId)`; returns the event to send. */
+    asked(ours: ResponseId, askedEpoch: number, event: (eventId: string) => Json): Json {
       respondCount += 1;
       const eventId = `evt_respond_${respondCount}`;
-      pendingRespond.push({ eventId, epoch: askedEpoch, ours });
-      return eventId;
+      const json = event(eventId);
+      pendingRespond.push({ eventId, epoch: askedEpoch, ours, event: json });
+      return json;
     },
+    /** Records again a `response.create` the upstream refused, before it is sent again. */
+    askedAgain(respond: PendingRespond): void {
+      pendingRespond.push(respond);
+    },
+    /** Whether the upstream response being answered is one of an epoch cancelled since (still winding down). */
+    windingDown: (): boolean => active !== null && active.epoch < epoch,
     /**
      * The upstream created a response. Returns whether it must be cancelled there at once: it answers a
      * `response.create` of an epoch cancelled since (BEHAVIOUR.md: a cancel before response.created still cancels).
@@ -100,7 +116,7 @@ export const createTurns = () => {
       const respond = pendingRespond.find((p) => p.eventId === eventId);
       if (respond !== undefined) {
         pendingRespond = pendingRespond.filter((p) => p !== respond);
-        return { kind: "respond", epoch: respond.epoch };
+        return { kind: "respond", epoch: respond.epoch, respond };
       }
       const commit = commits.find((c) => c.eventId === eventId);
       if (commit === undefined) return null;
