@@ -70,14 +70,17 @@ export const configSchema = z
       .prefault({}),
     /**
      * Retention of finished sessions: the server removes, at start and then hourly, every session that ended
-     * (closed or expired) longer ago than `older_than` (7d, 12h, 30m; seconds without a unit), after writing it to
+     * (closed or expired) longer ago than `older_than` (7d, 12h, 30m: a number other than 0 needs its unit), after writing it to
      * `export_dir` as a session file when given. Absent: every log is kept.
      */
     retention: z
       .object({
         older_than: z
           .string()
-          .refine((v) => parseDurationMs(v) !== null, "expected a duration such as 7d, 12h or 30m")
+          .refine(
+            (v) => parseDurationMs(v) !== null,
+            "expected a duration with its unit, such as 7d, 12h, 30m or 45s (a bare number other than 0 has none)",
+          )
           .transform((v) => parseDurationMs(v) ?? 0),
         export_dir: z.string().optional(),
       })
@@ -171,6 +174,28 @@ export const configSchema = z
          */
         tls: z
           .object({ cert: z.string().min(1), key: z.string().min(1) })
+          .strict()
+          .optional(),
+        /**
+         * fastify's `trustProxy`: false (default) counts the socket's peer as the client (for the auth lockout and
+         * the logs); true trusts every proxy's `X-Forwarded-For`; a number trusts that many hops; addresses or
+         * subnets (`127.0.0.1`, `10.0.0.0/8`, comma-separated or a list) trust those proxies only.
+         */
+        trust_proxy: z
+          .union([z.boolean(), z.number().int().nonnegative(), z.string().min(1), z.array(z.string().min(1))])
+          .default(false),
+      })
+      .strict()
+      .prefault({}),
+    /**
+     * `GET /metrics` (Prometheus): `access: open` (default, as scrapers expect), or `api_keys` (a key as for `/v1`);
+     * `listen: {host, port}` serves it on an address of its own instead (a private interface), and not on the main one.
+     */
+    metrics: z
+      .object({
+        access: z.enum(["open", "api_keys"]).default("open"),
+        listen: z
+          .object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535) })
           .strict()
           .optional(),
       })

@@ -1,15 +1,25 @@
 import { ERROR_CODES, type ErrorCode } from "../domain/index.ts";
 
 /**
- * Errors before a session exists use the flat native shape `{type: "error", error: "message", code}`
- * (BEHAVIOUR.md, "Errors"; reference, "Handshake-stage errors"), plus the client's `event_id` when the frame had one.
+ * The body of an error before a session exists (BEHAVIOUR.md, "Errors", ours): the session envelope
+ * `{type: "error", error: {type, code, message, event_id, param}}`, so OpenAI SDKs read `error.message` and
+ * `error.code`, with `code` repeated at the top level, where the seed's flat shape (reference, "Handshake-stage
+ * errors") put it. `eventId` is the client's event that failed, when the frame had one. The same body answers an
+ * HTTP refusal of the upgrade (401, 403, 429).
  */
+export const handshakeErrorBody = (
+  code: ErrorCode,
+  message: string,
+  eventId: string | null = null,
+): Record<string, unknown> => ({
+  type: "error",
+  code,
+  error: { type: ERROR_CODES[code].type, code, message, event_id: eventId, param: null },
+});
+
+/** {@link handshakeErrorBody} as the JSON text of a WebSocket frame. */
 export const handshakeError = (code: ErrorCode, message: string, eventId: string | null = null): string =>
-  JSON.stringify(
-    eventId === null
-      ? { type: "error", error: message, code }
-      : { type: "error", error: message, code, event_id: eventId },
-  );
+  JSON.stringify(handshakeErrorBody(code, message, eventId));
 
 /**
  * An error about a session this socket opened on connect that is not in its log (the first message timeout): the

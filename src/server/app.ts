@@ -1,12 +1,12 @@
+import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
-import Fastify, { LogController } from "fastify";
+import Fastify, { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
-import { ERROR_CODES } from "../domain/index.ts";
 import type { Engine } from "../engine/index.ts";
-import { capabilitiesJson, dialectOf } from "../protocol/index.ts";
-import { createApiKeyCheck, offeredApiKey } from "./api-keys.ts";
-import { type AuthLockoutOptions, createAuthLockout } from "./auth-lockout.ts";
+import { capabilitiesJson, dialectOf, handshakeErrorBody } from "../protocol/index.ts";
+import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
+import type { AuthLockoutOptions } from "./auth-lockout.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
@@ -20,10 +20,20 @@ export interface AppOptions {
   readonly engine: Engine;
   readonly log: Logger;
   readonly model: string;
-  /** Keys an upgrade must offer (absent or empty: no authentication); compared in constant time. */
+  /**
+   * Keys an upgrade and every `/v1/*` request must offer (absent or empty: no authentication); compared in constant
+   * time. `/health` stays open; `/metrics` as `metricsAuth` says.
+   */
   readonly apiKeys?: readonly string[];
   /** Refuse an address with 429 for a while after repeated failed key checks (absent or null: never). */
   readonly authLockout?: AuthLockoutOptions | null;
+  /** fastify's `trustProxy`: whose `X-Forwarded-For` names the client's address (absent: none; the peer's). */
+  readonly trustProxy?: TrustProxy;
+  /**
+   * `/metrics` on this app: `open` (default, as Prometheus scrapers expect), `api_keys` (a key as for `/v1`), or
+   * `elsewhere` (not here: served on a listen address of its own, see `buildMetricsApp`).
+   */
+  readonly metricsAccess?: "open" | "api_keys" | "elsewhere";
   readonly firstMessageTimeoutMs?: number;
   /** Output buffer per socket (2 MiB / 512 events when absent). */
   readonly outputLimits?: OutputLimits;
@@ -43,7 +53,8 @@ export interface AppOptions {
 export const buildApp = (options: AppOptions) => {
   // `https: null` is fastify's documented plain-HTTP case of its https overload; both servers emit `upgrade`.
   const app = Fastify({
-    loggerInstance: options.log,
+    // fastify's own lines (its "Server listening at ...") are not ours to print: the server logs one "listening".
+    loggerInstance: options.log.child({}, { level: "warn" }),
     // Requests are logged at debug below (health checks and scrapes would flood info).
     logController: new LogController({ disableRequestLogging: true }),
     https: options.tls === undefined ? null : { cert: options.tls.cert, key: options.tls.key },
@@ -54,25 +65,51 @@ export const buildApp = (options: AppOptions) => {
     handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false),
   });
 
+  const gate = createAuthGate({
+    apiKeys: options.apiKeys ?? [],
+    lockout: options.authLockout ?? null,
+    trustProxy: options.trustProxy ?? false,
+    log: options.log,
+  });
+  const metricsAccess = options.metricsAccess ?? "open";
   app.addHook("onResponse", async (request, reply) => {
-    request.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
+    options.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
+  });
+  // Every /v1 route needs a key when keys are configured (the upgrade is checked on its own, below).
+  app.addHook("onRequest", async (request, reply) => {
+    const path = request.url.split("?")[0] ?? "";
+    if (!path.startsWith("/v1/") && !(path === "/metrics" && metricsAccess === "api_keys")) return;
+    const refusal = await gate.check(request.raw);
+    if (refusal !== null) {
+      return reply
+        .code(refusal.status)
+        .headers(refusal.headers)
+        .send(handshakeErrorBody(refusal.code, refusal.message));
+    }
   });
   app.get("/health", async () => ({ status: "ok", sessions: options.engine.sessions().length }));
-  app.get("/metrics", async (_request, reply) => {
-    if (options.metrics === undefined) return reply.code(404).send({ error: "metrics are not enabled" });
-    return reply.type(options.metrics.registry.contentType).send(await options.metrics.registry.metrics());
+  if (metricsAccess !== "elsewhere" && options.metrics !== undefined)
+    app.get("/metrics", metricsHandler(options.metrics));
+  // OpenAI's model object (`models.list()`, `models.retrieve()` of the SDKs read it), with the capabilities beside.
+  // `created`: when this server started (Unix seconds); the model is the one it serves.
+  const created = Math.floor(Date.now() / 1000);
+  const model = () => ({
+    id: options.model,
+    object: "model",
+    created,
+    owned_by: "duplex-server",
+    capabilities: capabilitiesJson(options.engine.capabilities),
   });
-  app.get("/v1/models", async () => ({
-    object: "list",
-    data: [
-      {
-        id: options.model,
-        object: "model",
-        owned_by: "duplex-server",
-        capabilities: capabilitiesJson(options.engine.capabilities),
-      },
-    ],
-  }));
+  app.get("/v1/models", async () => ({ object: "list", data: [model()] }));
+  app.get<{ Params: { id: string } }>("/v1/models/:id", async (request, reply) =>
+    request.params.id === options.model
+      ? model()
+      : reply
+          .code(404)
+          .send(
+            handshakeErrorBody("model_not_found", `no model ${request.params.id}; this server serves ${options.model}`),
+          ),
+  );
 
   // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
   for (const path of REALTIME_PATHS) {
@@ -90,59 +127,29 @@ export const buildApp = (options: AppOptions) => {
     );
   }
 
-  const keys = options.apiKeys ?? [];
-  const checkKey = keys.length === 0 ? null : createApiKeyCheck(keys);
-  const lockout = checkKey === null || options.authLockout == null ? null : createAuthLockout(options.authLockout);
   app.server.on("upgrade", (request, socket, head) => {
     const url = new URL(request.url ?? "/", "http://localhost");
     if (!REALTIME_PATHS.includes(url.pathname)) {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
       return;
     }
-    const accept = (): void =>
-      void (options.ready ?? Promise.resolve()).then(() =>
-        wss.handleUpgrade(request, socket, head, (ws) => {
-          serveRealtimeSocket(ws, options.engine, options.log, {
-            firstMessageTimeoutMs: options.firstMessageTimeoutMs,
-            ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
-            dialect: dialectOf(request.headers),
-            query: readRealtimeQuery(url.searchParams),
-          });
-        }),
-      );
-    if (checkKey === null) {
-      accept();
-      return;
-    }
-    const address = request.socket.remoteAddress ?? "unknown";
-    // Neither the offered key nor anything derived from it is logged.
     void (async () => {
-      const waitMs = (await lockout?.lockedFor(address)) ?? 0;
-      if (waitMs > 0) {
-        const retryAfterS = Math.ceil(waitMs / 1000);
-        options.log.info(
-          { code: "too_many_auth_failures", path: url.pathname, address, retryAfterS },
-          "upgrade refused: address locked out after failed API key checks",
-        );
-        refuseUpgrade(socket, "429 Too Many Requests", "too_many_auth_failures", {
-          message: `too many failed API key checks from this address; retry after ${retryAfterS} s`,
-          headers: { "Retry-After": String(retryAfterS) },
+      // Refused before any session exists, at the HTTP level, so every client can read why.
+      const refusal = await gate.check(request);
+      if (refusal !== null) {
+        refuseUpgrade(socket, refusal);
+        return;
+      }
+      await (options.ready ?? Promise.resolve());
+      wss.handleUpgrade(request, socket, head, (ws) => {
+        serveRealtimeSocket(ws, options.engine, options.log, {
+          firstMessageTimeoutMs: options.firstMessageTimeoutMs,
+          ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
+          dialect: dialectOf(request.headers),
+          query: readRealtimeQuery(url.searchParams),
+          remote: { address: gate.addressOf(request), userAgent: request.headers["user-agent"] ?? null },
         });
-        return;
-      }
-      if (!checkKey(offeredApiKey(request.headers))) {
-        options.log.info({ code: "unauthorized", path: url.pathname }, "upgrade refused: missing or invalid API key");
-        if ((await lockout?.failed(address)) === true) {
-          options.log.info(
-            { code: "too_many_auth_failures", address, lockoutS: options.authLockout?.lockoutS },
-            "address locked out after repeated failed API key checks",
-          );
-        }
-        // Refused before any session exists, at the HTTP level, so every client can read why.
-        refuseUpgrade(socket, "401 Unauthorized", "unauthorized", { message: "missing or invalid API key" });
-        return;
-      }
-      accept();
+      });
     })().catch((error: unknown) => {
       options.log.error({ err: error }, "upgrade failed");
       socket.destroy();
@@ -166,23 +173,32 @@ export const buildApp = (options: AppOptions) => {
   return app;
 };
 
+/** The handler of `GET /metrics`: Prometheus' text format. */
+const metricsHandler = (metrics: ServerMetrics) => async (_request: FastifyRequest, reply: FastifyReply) =>
+  reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+
 /**
- * Ends an upgrade request with an HTTP error before any session exists: `status` ("401 Unauthorized"), and a JSON
- * body `{type: "error", error: {type, code, message, param: null, event_id: null}}` whose `type` is the code's class
- * in the error table (src/domain/errors.ts), so every client can read why.
+ * A small app that serves only `GET /metrics`, for `metrics.listen`: scrapers reach it on an address of its own (a
+ * private interface, say), and the main address has no `/metrics`.
  */
-const refuseUpgrade = (
-  socket: Duplex,
-  status: string,
-  code: "unauthorized" | "too_many_auth_failures",
-  details: { message: string; headers?: Record<string, string> },
-): void => {
-  const body = JSON.stringify({
-    type: "error",
-    error: { type: ERROR_CODES[code].type, code, message: details.message, param: null, event_id: null },
+export const buildMetricsApp = (metrics: ServerMetrics, log: Logger) => {
+  const app = Fastify({
+    loggerInstance: log.child({}, { level: "warn" }),
+    logController: new LogController({ disableRequestLogging: true }),
   });
-  const headers = Object.entries(details.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`);
+  app.get("/metrics", metricsHandler(metrics));
+  return app;
+};
+
+/**
+ * Ends an upgrade request with an HTTP error before any session exists: `status` ("401 Unauthorized"), and the JSON
+ * body of a handshake error (`handshakeErrorBody`: the error envelope, `code` repeated at the top level), so every
+ * client can read why.
+ */
+const refuseUpgrade = (socket: Duplex, refusal: AuthRefusal): void => {
+  const body = JSON.stringify(handshakeErrorBody(refusal.code, refusal.message));
+  const headers = Object.entries(refusal.headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.end(
-    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers.join("")}Connection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers.join("")}Connection: close\r\n\r\n${body}`,
   );
 };

@@ -19,7 +19,7 @@ import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
-import { buildApp } from "./app.ts";
+import { buildApp, buildMetricsApp } from "./app.ts";
 import { createMetrics } from "./metrics.ts";
 
 /** A running server: its address, and `close()` which stops listening, drains sessions and closes the store. */
@@ -55,7 +55,7 @@ export const startServer = async (
   } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
-  const log = pino({ level: config.log_level, base: { service: "duplex" } });
+  const log = pino({ level: config.log_level, base: { service: "duplex" }, timestamp: pino.stdTimeFunctions.isoTime });
   // One server per store: refused before anything is read or written (an in-memory store is this process's own).
   const memory = config.event_store.path === ":memory:" || config.event_store.path === "";
   const unlock = memory ? () => undefined : lockStore(config.event_store.path);
@@ -115,11 +115,17 @@ export const startServer = async (
     },
     tls,
     metrics,
+    trustProxy: config.listen.trust_proxy,
+    metricsAccess: config.metrics.listen === undefined ? config.metrics.access : "elsewhere",
     ...(options.firstMessageTimeoutMs === undefined ? {} : { firstMessageTimeoutMs: options.firstMessageTimeoutMs }),
   });
+  const metricsApp = config.metrics.listen === undefined ? null : buildMetricsApp(metrics, log);
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port });
+    await metricsApp?.listen({ host: config.metrics.listen?.host, port: config.metrics.listen?.port });
   } catch (error) {
+    await app.close();
+    await metricsApp?.close();
     await store.close();
     unlock();
     throw error;
@@ -166,6 +172,7 @@ export const startServer = async (
       clearInterval(sweeper);
       log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
+      await metricsApp?.close();
       await engine.close();
       await silero.close();
       await store.close();

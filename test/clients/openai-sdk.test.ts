@@ -545,3 +545,89 @@ describe("TLS listener (listen.tls)", () => {
     expect(() => parseConfig({ listen: { tls: { cert: "c", key: "k", ca: "x" } } })).toThrow(/listen\.tls/);
   });
 });
+
+describe("openai SDK, HTTP routes and refusals", () => {
+  let cert: TestCertificate;
+  let server: Awaited<ReturnType<typeof startTestServer>> | undefined;
+  beforeAll(async () => {
+    cert = await createTestCertificate();
+  });
+  afterAll(async () => {
+    await cert.remove();
+  });
+  afterEach(async () => {
+    await server?.stop();
+    server = undefined;
+  });
+
+  it("models.list() and models.retrieve() read the served model in OpenAI's shape; an unknown id is a 404 NotFoundError", async () => {
+    server = await startTestServer();
+    const client = new OpenAI({ apiKey: "test", baseURL: `http://127.0.0.1:${server.port}/v1` });
+    const listed = [];
+    for await (const model of client.models.list()) listed.push(model);
+    expect(listed).toEqual([
+      {
+        id: "echo",
+        object: "model",
+        created: expect.any(Number),
+        owned_by: "duplex-server",
+        capabilities: expect.objectContaining({ implementation_level: "model_native_duplex" }),
+      },
+    ]);
+    expect(await client.models.retrieve("echo")).toMatchObject({ id: "echo", object: "model" });
+    const missing = await client.models.retrieve("gpt-nope").catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(missing).toMatchObject({ status: 404, code: "model_not_found" });
+  });
+
+  it("a key the server refuses reaches models.list() as an AuthenticationError with its code", async () => {
+    server = await startTestServer({ auth: { api_keys: ["sk-right"] } });
+    const wrong = new OpenAI({ apiKey: "sk-wrong", baseURL: `http://127.0.0.1:${server.port}/v1` });
+    const refused = await wrong.models.list().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(refused).toMatchObject({ status: 401, code: "unauthorized" });
+  });
+
+  it("five runs of a small SDK script in a row against a default server are never refused: close() ends each session", async () => {
+    server = await startTestServer({ listen: { host: "127.0.0.1", port: 0, tls: cert.files } });
+    const client = new OpenAI({ apiKey: "test", baseURL: `https://127.0.0.1:${server.port}/v1` });
+    for (let run = 1; run <= 6; run++) {
+      const rt = new OpenAIRealtimeWS({ model: "echo", options: { ca: cert.ca } }, client);
+      const events = record(rt);
+      await opened(rt);
+      rt.send({ type: "session.update", session: { type: "realtime", instructions: `run ${run}` } });
+      await events.next("session.updated");
+      rt.send({ type: "response.create" });
+      await events.next("response.done");
+      expect(events.errors).toEqual([]);
+      // The SDK's close() sends close code 1000 and never session.close.
+      rt.close();
+      await new Promise((resolve) => rt.socket.once("close", resolve));
+    }
+    // None waits out a grace: the last one's close is logged shortly after its socket closed.
+    await expect.poll(() => server?.engine.sessions().filter((s) => !s.isClosed).length).toBe(0);
+  });
+
+  it("the capacity refusal reaches the SDK's error listener with its code and message", async () => {
+    server = await startTestServer({
+      listen: { host: "127.0.0.1", port: 0, tls: cert.files },
+      duplex_session: { max_sessions: 1 },
+    });
+    const client = new OpenAI({ apiKey: "test", baseURL: `https://127.0.0.1:${server.port}/v1` });
+    const first = new OpenAIRealtimeWS({ model: "echo", options: { ca: cert.ca } }, client);
+    const firstEvents = record(first);
+    await opened(first);
+    await firstEvents.next("session.created");
+    const second = new OpenAIRealtimeWS({ model: "echo", options: { ca: cert.ca } }, client);
+    const secondEvents = record(second);
+    await opened(second);
+    second.send(gaSessionUpdate(24000));
+    await expect.poll(() => secondEvents.errors.length, { timeout: 10_000 }).toBe(1);
+    const [error] = secondEvents.errors;
+    expect(error?.message).toContain("resource_exhausted");
+    expect(error?.message).toContain("session capacity reached");
+    expect(error?.message).not.toContain("undefined");
+    first.close();
+    second.close();
+  });
+});

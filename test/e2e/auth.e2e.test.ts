@@ -95,8 +95,10 @@ describe("API keys at the upgrade", () => {
     expect(refused).toEqual({
       status: 401,
       retryAfter: null,
+      // The error envelope, with code repeated at the top level (BEHAVIOUR.md, "Errors", ours).
       body: {
         type: "error",
+        code: "unauthorized",
         error: {
           type: "invalid_request_error",
           code: "unauthorized",
@@ -106,6 +108,74 @@ describe("API keys at the upgrade", () => {
         },
       },
     });
+  });
+});
+
+describe("API keys on the HTTP routes", () => {
+  let stops: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const stop of stops) await stop();
+    stops = [];
+  });
+  const start = async (overrides: Record<string, unknown>) => {
+    const server = await startTestServer(overrides);
+    stops.push(server.stop);
+    return { server, http: (path: string) => `http://127.0.0.1:${server.port}${path}` };
+  };
+
+  it("require a key on every /v1 route when keys are configured; /health stays open, /metrics too by default", async () => {
+    const { http } = await start({ auth: { api_keys: ["sk-right"] } });
+    for (const path of ["/v1/models", "/v1/models/echo", "/v1/nothing-here"]) {
+      const refused = await fetch(http(path));
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toMatchObject({
+        type: "error",
+        code: "unauthorized",
+        error: { code: "unauthorized" },
+      });
+    }
+    const models = await fetch(http("/v1/models"), { headers: bearer("sk-right") });
+    expect(models.status).toBe(200);
+    expect((await fetch(http("/health"))).status).toBe(200);
+    expect((await fetch(http("/metrics"))).status).toBe(200);
+  });
+
+  it("serve /metrics to a key only with metrics.access: api_keys", async () => {
+    const { http } = await start({ auth: { api_keys: ["sk-right"] }, metrics: { access: "api_keys" } });
+    expect((await fetch(http("/metrics"))).status).toBe(401);
+    expect((await fetch(http("/metrics"), { headers: bearer("sk-right") })).status).toBe(200);
+  });
+
+  it("serve /metrics on its own address with metrics.listen, and not on the main one", async () => {
+    const { freePort } = await import("../../src/cli/server-process.ts");
+    const port = await freePort();
+    const { http } = await start({ metrics: { listen: { host: "127.0.0.1", port } } });
+    expect((await fetch(http("/metrics"))).status).toBe(404);
+    const scraped = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain("duplex_");
+  });
+
+  it("count failures by the socket's address, or by X-Forwarded-For only with trust_proxy", async () => {
+    const auth = { api_keys: ["sk-right"], max_failed_attempts: 2, lockout_s: 60 };
+    const forwarded = (address: string) => ({ ...bearer("sk-wrong"), "X-Forwarded-For": address });
+    // Without trust_proxy, a client cannot dodge the lockout by naming another address.
+    const plain = await start({ auth });
+    for (const address of ["10.0.0.1", "10.0.0.2"])
+      await fetch(plain.http("/v1/models"), { headers: forwarded(address) });
+    expect((await fetch(plain.http("/v1/models"), { headers: bearer("sk-right") })).status).toBe(429);
+    // Behind a trusted proxy, each forwarded client counts on its own: 10.0.0.3 is not locked out by 10.0.0.1.
+    const proxied = await start({ auth, listen: { host: "127.0.0.1", port: 0, trust_proxy: "127.0.0.1" } });
+    for (let i = 0; i < 2; i++) await fetch(proxied.http("/v1/models"), { headers: forwarded("10.0.0.1") });
+    const locked = await fetch(proxied.http("/v1/models"), {
+      headers: { ...bearer("sk-right"), "X-Forwarded-For": "10.0.0.1" },
+    });
+    expect(locked.status).toBe(429);
+    expect(locked.headers.get("retry-after")).toMatch(/^\d+$/);
+    const other = await fetch(proxied.http("/v1/models"), {
+      headers: { ...bearer("sk-right"), "X-Forwarded-For": "10.0.0.3" },
+    });
+    expect(other.status).toBe(200);
   });
 });
 
@@ -138,6 +208,7 @@ describe("lockout after failed API key checks", () => {
     expect(Number(locked.retryAfter)).toBeLessThanOrEqual(2);
     expect(locked.body).toEqual({
       type: "error",
+      code: "too_many_auth_failures",
       error: {
         type: "rate_limit_error",
         code: "too_many_auth_failures",

@@ -175,7 +175,10 @@ describe("model profiles on the echo runner", () => {
     // Without a clip no session opens, and the socket stays open for the update that brings one.
     const first = client.send({ type: "session.update", session: { instructions: "Be brief." } });
     const refused = await client.waitFor("error", { since: 0 });
-    expect(refused).toMatchObject({ code: "ref_audio_required", event_id: first });
+    expect(refused).toMatchObject({
+      code: "ref_audio_required",
+      error: { code: "ref_audio_required", event_id: first },
+    });
     client.send({ type: "input_audio_buffer.append", audio: SILENCE });
     await client.waitFor("error", { since: 1 });
     // A first update with a clip that the session would refuse opens nothing either: it is refused with its code.

@@ -189,9 +189,14 @@ describe("admission", () => {
       const refused = await second.waitFor("error");
       expect(refused).toEqual({
         type: "error",
-        error: expect.stringContaining("max_sessions=1"),
         code: "resource_exhausted",
-        event_id: expect.stringMatching(/^evt_client_/),
+        error: {
+          type: "rate_limit_error",
+          code: "resource_exhausted",
+          message: "session capacity reached (max_sessions=1)",
+          param: null,
+          event_id: expect.stringMatching(/^evt_client_/),
+        },
       });
       expect((await second.closed).code).toBe(1013);
       expect(second.types()).toEqual(["error"]);
