@@ -109,10 +109,14 @@ export class RealtimeClient {
     return this.received.reduce((max, r) => Math.max(max, Number(r.event.server_event_seq ?? 0)), 0);
   }
 
-  /** Closes the socket and waits for it to close. */
-  async close(): Promise<void> {
+  /**
+   * Closes the socket with a close frame and waits for it to close. Without `code` the frame carries no status (the
+   * server reads 1005 and detaches the session); code 1000 ends the session as `session.close` does (BEHAVIOUR.md,
+   * "Resume").
+   */
+  async close(code?: number, reason?: string): Promise<void> {
     if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING)
-      this.socket.close();
+      this.socket.close(code, reason);
     await this.closed;
   }
 }

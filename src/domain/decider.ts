@@ -296,6 +296,12 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
           },
         });
+      } else if (input.data.change === "closed") {
+        // A close frame with code 1000 is the end a stock OpenAI client means: as session.close (BEHAVIOUR.md,
+        // "Resume", ours), so the session holds no slot for the grace.
+        cancelResponse(b, input.at, "session_closed");
+        b.push(...settleEstimatedItems(b.state, input.at));
+        b.push({ type: "SessionClosed", data: { reason: "client_closed" } });
       } else if (input.data.change === "abandoned") {
         // Nothing of the client reached it (BEHAVIOUR.md, "Identity", ours): it closes, leaving nothing to resume.
         cancelResponse(b, input.at, "session_closed");

@@ -67,9 +67,10 @@ export type Input = (
         /**
          * `detached`: the socket dropped without session.close; `resumed`: a new socket took the session over;
          * `abandoned`: the session opened on connect was never used (the socket resumed another session, sent
-         * nothing within the first message timeout, or closed first).
+         * nothing within the first message timeout, or closed first); `closed`: the client closed the socket with
+         * code 1000, which ends the session as session.close does (BEHAVIOUR.md, "Resume", ours).
          */
-        readonly change: "detached" | "resumed" | "abandoned";
+        readonly change: "detached" | "resumed" | "abandoned" | "closed";
         readonly generation: number;
         /** SHA-256 (hex) of the rotated resume token (resumed only). */
         readonly resumeTokenSha256: string | null;
@@ -448,12 +449,14 @@ export type DomainEvent =
   | Message<"SessionClosed", { readonly reason: CloseReason }>;
 
 /**
- * Why a session ended: the client closed it, or its lease ran out (rendered as `session.expired`), or its runner
+ * Why a session ended: the client closed it (`session_close`, or `client_closed`: its socket closed with 1000), or its
+ * lease ran out (rendered as `session.expired`), or its runner
  * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`), or the session opened on
  * connect was never used (`unused`).
  */
 export type CloseReason =
   | "session_close"
+  | "client_closed"
   | "idle_ttl_expired"
   | "disconnect_grace_expired"
   | "disconnect"

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
+import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
 import { foldLog, type RecoveredLog, STREAM_PREFIX, withUnansweredAppends } from "./log.ts";
 import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
@@ -50,7 +51,8 @@ export interface EngineDeps {
   readonly sessionMode?: "duplex" | "turn";
   /** Engine clock, ms since the Unix epoch; injectable for tests. */
   readonly now?: () => number;
-  readonly log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
+  /** Where the sessions' lifecycle (src/engine/lifecycle-log.ts) and the engine's faults are logged. */
+  readonly log?: EngineLog;
   /**
    * Observers for metrics: every group commit, every domain event decided, and for each runner output whose server
    * events went to a socket, the ms from its arrival to their write (the engine's added latency).
@@ -127,6 +129,11 @@ export interface Engine {
    */
   abandon(host: SessionHost, sink: SessionSink): void;
   /**
+   * The client closed the socket `sink` with code 1000: the session ends as session.close ends it, `client_closed`
+   * (BEHAVIOUR.md, "Resume", ours), and holds no capacity for the grace. `sink` is released first.
+   */
+  closedByClient(host: SessionHost, sink: SessionSink): void;
+  /**
    * Rebuilds every session the store holds open (a restart is a disconnect for every client, BEHAVIOUR.md
    * "Resume", ours): their state and wire projection are folded from the log, an active response is cancelled,
    * and each waits for a resume for what is left of its grace lease. Returns the recovered session ids.
@@ -140,6 +147,8 @@ export const createEngine = (deps: EngineDeps): Engine => {
   const limits: EngineLimits = { ...DEFAULT_LIMITS, ...deps.limits };
   const now = deps.now ?? Date.now;
   const hosts = new Map<string, SessionHost>();
+  /** Sessions whose socket ended them (closed with 1000, or opened and unused): no longer counted by admission. */
+  const ending = new Set<string>();
   const timers = new Map<string, { idle?: NodeJS.Timeout; grace?: NodeJS.Timeout }>();
   const model = deps.model ?? deps.runner.name;
 
@@ -155,6 +164,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     sessionId: SessionId,
     resumeToken: string | null,
     recovered: RecoveredLog | null,
+    openedAt: number | null = null,
   ): SessionHost => {
     const vad = deps.vad?.createStream() ?? null;
     const host: SessionHost = new SessionHost(
@@ -176,6 +186,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         onClosed: (closed) => {
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
+          ending.delete(closed.sessionId);
           vad?.close();
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
@@ -216,6 +227,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     host.events$.subscribe((envelope) => {
       if (envelope.event.type === "SessionConfigured") engine.touch(host);
     });
+    if (deps.log !== undefined) logLifecycle(host, deps.log, openedAt);
     if (deps.observe !== undefined) {
       const { decided } = deps.observe;
       host.events$.subscribe((envelope) => decided(envelope.event));
@@ -235,12 +247,26 @@ export const createEngine = (deps: EngineDeps): Engine => {
     timers.set(host.sessionId, t);
   };
 
+  /** The session ends with the socket that held it: opened and never used, or closed by the client with 1000. */
+  const endWithSocket = (host: SessionHost, sink: SessionSink, change: "abandoned" | "closed"): void => {
+    if (host.isClosed || !host.release(sink)) return;
+    // Its slot is free at once: a client that closed may open its next session before the close is logged.
+    ending.add(host.sessionId);
+    const t = timers.get(host.sessionId);
+    if (t?.idle) clearTimeout(t.idle);
+    void host.enqueue({
+      type: "AttachmentChanged",
+      at: now(),
+      data: { change, generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
+    });
+  };
+
   const engine: Engine = {
     capabilities: deps.runner.capabilities,
     model,
     limits,
     admission() {
-      const live = [...hosts.values()].filter((h) => !h.isClosed).length;
+      const live = [...hosts.values()].filter((h) => !h.isClosed && !ending.has(h.sessionId)).length;
       return live >= limits.maxSessions
         ? { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` }
         : null;
@@ -342,23 +368,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
       });
       armGrace(host, limits.disconnectGraceS * 1000);
     },
-    abandon(host, sink) {
-      if (host.isClosed || !host.release(sink)) return;
-      const t = timers.get(host.sessionId);
-      if (t?.idle) clearTimeout(t.idle);
-      void host.enqueue({
-        type: "AttachmentChanged",
-        at: now(),
-        data: { change: "abandoned", generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
-      });
-    },
+    abandon: (host, sink) => endWithSocket(host, sink, "abandoned"),
+    closedByClient: (host, sink) => endWithSocket(host, sink, "closed"),
     async recover() {
       const recovered: string[] = [];
       for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
         const entries = await deps.store.read(info.stream);
         const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
-        const host = createHost(log.state.sessionId, null, log);
+        const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
         void host.enqueue({ type: "SessionRecovered", at: now(), data: { reason: "server_restart" } });
         const lastAt = entries.at(-1)?.metadata.at ?? now();
         host.markDetached(lastAt);

@@ -5,6 +5,8 @@ import {
   DEFAULT_INPUT_RATE_HZ,
   defaultSessionConfig,
   ERROR_CODES,
+  type ErrorCode,
+  laneOf,
   reject,
   type SessionConfig,
 } from "../domain/index.ts";
@@ -94,6 +96,8 @@ export const serveRealtimeSocket = (
     dialect?: Dialect;
     query?: RealtimeQuery;
     outputLimits?: OutputLimits;
+    /** Who is at the other end, for the logs: the client's address (as the auth gate counts it) and user agent. */
+    remote?: { readonly address: string; readonly userAgent: string | null };
   } = {},
 ): void => {
   const dialect = options.dialect ?? "ga";
@@ -117,8 +121,7 @@ export const serveRealtimeSocket = (
     }
     if (state !== "new") return;
     const code = refused === null ? "config_timeout" : refused.code;
-    log.info({ code }, "socket refused: no client event");
-    socket.send(handshakeError(code, refused?.message ?? "no session.update arrived within the first message timeout"));
+    refuse(code, refused?.message ?? "no session.update arrived within the first message timeout", null);
     socket.close(ERROR_CODES[code].closeCode, code);
   }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
 
@@ -194,10 +197,7 @@ export const serveRealtimeSocket = (
       socket.close(ERROR_CODES[code].closeCode, code);
     },
     ended: (lastType, reason) => {
-      log.info(
-        { sessionId: host?.sessionId, reason },
-        lastType === "session.expired" ? "session expired" : "session closed",
-      );
+      // The engine logs the session's end (src/engine/lifecycle-log.ts), socket or not.
       if (lastType === "session.expired") {
         state = "expired";
         return;
@@ -207,6 +207,12 @@ export const serveRealtimeSocket = (
       if (reason === "runner_failed") socket.close(1011, "model runner failed");
       else socket.close(1000, "session closed");
     },
+  };
+
+  /** Refuses a handshake (no session holds this socket yet): logs who and why, and tells the client. */
+  const refuse = (code: ErrorCode, message: string, eventId: string | null, sessionId: string | null = null): void => {
+    log.info({ code, sessionId, address: options.remote?.address ?? null }, "handshake refused");
+    socket.send(handshakeError(code, message, eventId));
   };
 
   const bind = (bound: SessionHost): void => {
@@ -222,13 +228,28 @@ export const serveRealtimeSocket = (
       ...(options.query?.nativeDuplex === undefined ? {} : { nativeDuplex: options.query.nativeDuplex }),
     });
     if ("code" in opened) {
-      log.info({ code: opened.code }, "session refused");
-      socket.send(handshakeError(opened.code, opened.message, eventId));
+      refuse(opened.code, opened.message, eventId);
       socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
       return null;
     }
     opened.attach(sink);
-    log.info({ sessionId: opened.sessionId }, "session opened");
+    // Logged once the session's configuration is decided: its lane and profile are the log's.
+    const created = opened.events$.subscribe((envelope) => {
+      if (envelope.event.type !== "SessionCreated") return;
+      created.unsubscribe();
+      log.info(
+        {
+          sessionId: opened.sessionId,
+          address: options.remote?.address ?? null,
+          userAgent: options.remote?.userAgent ?? null,
+          dialect,
+          lane: laneOf(opened.current),
+          model: opened.current.config.model,
+          profile: opened.current.capabilities.profile ?? null,
+        },
+        "session opened",
+      );
+    });
     return opened;
   };
 
@@ -236,12 +257,13 @@ export const serveRealtimeSocket = (
   const resume = (frame: Extract<DecodedFrame, { type: "session.resume" }>): void => {
     const resumed = engine.resume(frame, sink);
     if ("code" in resumed) {
-      log.info({ sessionId: frame.sessionId, code: resumed.code }, "resume refused");
-      socket.send(
-        resumed.code === "journal_gap" || resumed.code === "journal_overflow"
-          ? resyncRequired(frame.sessionId, resumed.code)
-          : handshakeError(resumed.code, resumed.message, frame.eventId),
-      );
+      if (resumed.code === "journal_gap" || resumed.code === "journal_overflow") {
+        log.info(
+          { sessionId: frame.sessionId, code: resumed.code, address: options.remote?.address ?? null },
+          "resume refused",
+        );
+        socket.send(resyncRequired(frame.sessionId, resumed.code));
+      } else refuse(resumed.code, resumed.message, frame.eventId, frame.sessionId);
       return;
     }
     if (host !== null) {
@@ -251,14 +273,18 @@ export const serveRealtimeSocket = (
     used = true;
     clearTimeout(firstMessage);
     bind(resumed);
-    log.info({ sessionId: resumed.sessionId, generation: resumed.generation }, "session resumed");
+    // At debug: the engine's "session resumed" line is the lifecycle event at info.
+    log.debug(
+      { sessionId: resumed.sessionId, generation: resumed.generation, address: options.remote?.address ?? null },
+      "socket attached: resume",
+    );
   };
 
   const handshake = (frame: DecodedFrame): void => {
     if (frame.type === "invalid") {
       const code =
         frame.eventType === "session.resume" && frame.code === "bad_event" ? "invalid_session_resume" : frame.code;
-      socket.send(handshakeError(code, frame.message, frame.eventId));
+      refuse(code, frame.message, frame.eventId);
       return;
     }
     if (frame.type === "session.resume") {
@@ -277,17 +303,12 @@ export const serveRealtimeSocket = (
               `${engine.model} needs a voice clip: send session.update with session.ref_audio (a data:audio/wav;base64,... URL) first`,
             );
       if ("code" in refusal) {
-        socket.send(handshakeError(refusal.code, refusal.message, frame.eventId));
+        refuse(refusal.code, refusal.message, frame.eventId);
         return;
       }
     }
     if (options.query?.autostart === false) {
-      socket.send(
-        handshakeError(
-          "invalid_session_resume",
-          "this connection was opened with autostart=0: send session.resume first",
-        ),
-      );
+      refuse("invalid_session_resume", "this connection was opened with autostart=0: send session.resume first", null);
       return;
     }
     const opened = open(frame.eventId);
@@ -377,7 +398,7 @@ export const serveRealtimeSocket = (
     }
   });
 
-  socket.on("close", () => {
+  socket.on("close", (code, reason) => {
     clearTimeout(firstMessage);
     const current = host as SessionHost | null;
     if (current !== null && state === "bound" && !current.isClosed) {
@@ -387,7 +408,16 @@ export const serveRealtimeSocket = (
         engine.abandon(current, sink);
         return;
       }
-      log.info({ sessionId: current.sessionId }, "socket dropped; session detached");
+      // While bound, this server closes the socket only at shutdown (1012): a 1000 is the client's own close, the
+      // end a stock OpenAI client means (BEHAVIOUR.md, "Resume", ours). Every other end detaches.
+      if (code === 1000) {
+        engine.closedByClient(current, sink);
+        return;
+      }
+      log.info(
+        { sessionId: current.sessionId, closeCode: code, closeReason: reason.toString() },
+        code === 1006 ? "socket dropped; session detached" : "socket closed; session detached",
+      );
       engine.detach(current, sink);
     }
   });

@@ -114,11 +114,13 @@ describe("the server's log at debug level", () => {
     // The log is the whole story, at debug level: otherwise the absences below would prove nothing.
     const messages = lines.map((l) => [l.level, l.msg]);
     expect(messages).toContainEqual([20, "request"]);
-    expect(lines.filter((l) => l.sessionId === sessionId).map((l) => l.msg)).toEqual([
-      "session opened",
-      "socket dropped; session detached",
-      "session resumed",
-      "session closed",
+    // At info, one line per lifecycle event; the socket's own attach is at debug.
+    expect(lines.filter((l) => l.sessionId === sessionId).map((l) => [l.level, l.msg])).toEqual([
+      [30, "session opened"],
+      [30, "socket dropped; session detached"],
+      [20, "socket attached: resume"],
+      [30, "session resumed"],
+      [30, "session closed"],
     ]);
     expect(lines.filter((l) => l.code === "unauthorized").map((l) => [l.level, l.msg])).toEqual([
       [30, "upgrade refused: missing or invalid API key"],

@@ -188,6 +188,63 @@ describe("disconnect grace", () => {
   });
 });
 
+describe("how a socket ends decides the session's end (BEHAVIOUR.md, Resume)", () => {
+  it("a client's close 1000 ends the session as client_closed at once: its slot is free, its token resumes nothing", async () => {
+    const server = await startTestServer({ duplex_session: { max_sessions: 1 } });
+    try {
+      const first = await RealtimeClient.connect(server.url);
+      const { id, token } = await open(first);
+      await first.close(1000, "done");
+      // The only slot is free at once: no grace is held for a client that said it is done.
+      const second = await RealtimeClient.connect(server.url);
+      await open(second);
+      await second.close(1000);
+      const late = await RealtimeClient.connect(`${server.url}?autostart=0`);
+      late.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 0 });
+      expect(await late.waitFor("error", { since: 0 })).toMatchObject({ code: "session_resume_expired" });
+      await late.close();
+      const log = await server.store.read(streamOf(id));
+      expect(log.filter((e) => e.type === "SessionClosed").map((e) => (e.data as { reason: string }).reason)).toEqual([
+        "client_closed",
+      ]);
+      expect(
+        log.some((e) => e.type === "AttachmentChanged" && (e.data as { change: string }).change === "detached"),
+      ).toBe(false);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it.each([
+    ["1001 (going away)", 1001],
+    ["4000 (an application code)", 4000],
+    ["no status (1005)", undefined],
+  ])("a close frame with %s detaches the session, which resumes", async (_name, code) => {
+    const server = await startTestServer();
+    try {
+      const first = await RealtimeClient.connect(server.url);
+      const { id, token } = await open(first);
+      await first.close(code);
+      const second = await RealtimeClient.connect(`${server.url}?autostart=0`);
+      second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 0 });
+      expect(await second.waitFor("session.resumed", { since: 0 })).toMatchObject({
+        session_id: id,
+        attachment_generation: 2,
+      });
+      await second.close(1000);
+      await expect
+        .poll(async () =>
+          (await server.store.read(streamOf(id)))
+            .filter((e) => e.type === "SessionClosed")
+            .map((e) => (e.data as { reason: string }).reason),
+        )
+        .toEqual(["client_closed"]);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
 describe("the resume journal's limits", () => {
   /** A session with an answer, dropped: its id, token, and the head seq (everything was received). */
   const answeredThenDropped = async (url: string) => {

@@ -54,9 +54,16 @@ export const writeSessionFile = async (
  */
 export const parseSessionFile = (text: string): { header: SessionFileHeader; entries: RecordedEntry[] } => {
   const lines = text.split("\n").filter((l) => l.length > 0);
-  const header = JSON.parse(lines[0] ?? "null") as SessionFileHeader | null;
-  if (header === null || header.format !== SESSION_FILE_FORMAT) {
-    throw new Error(`not a ${SESSION_FILE_FORMAT} file: the first line must be its header`);
+  let header: SessionFileHeader | null = null;
+  try {
+    header = JSON.parse(lines[0] ?? "null") as SessionFileHeader | null;
+  } catch {
+    header = null;
+  }
+  if (typeof header !== "object" || header === null || header.format !== SESSION_FILE_FORMAT) {
+    throw new Error(
+      `not a ${SESSION_FILE_FORMAT} file: its first line must be the header {"format":"${SESSION_FILE_FORMAT}",...} (write one with duplex export)`,
+    );
   }
   if (header.version !== SESSION_FILE_VERSION) {
     throw new Error(

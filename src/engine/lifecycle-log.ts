@@ -1,0 +1,91 @@
+import type { EventEnvelope } from "../projections/index.ts";
+import type { SessionHost } from "./session-host.ts";
+
+/** The structured logger the engine writes to (pino's methods; messages are static, details in the object). */
+export interface EngineLog {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** The median of `values` (ms), or null when there are none. */
+const median = (values: readonly number[]): number | null => {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? null) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+};
+
+/**
+ * Logs a session's lifecycle as its log decides it, whoever holds it (a socket, none after a drop or a restart), one
+ * line per event, for an operator: at info, `session resumed` (generation, events replayed), `session closed` or
+ * `session expired` (reason, duration in s, responses, first audio p50 in ms: from `response.created` to its first
+ * audio delta, engine clock) and `session runner failed` (the code); at debug, every refused client command by code.
+ * `openedAt`: when the session opened (engine clock, ms), for one rebuilt from its log.
+ */
+export const logLifecycle = (host: SessionHost, log: EngineLog, openedAt: number | null = null): void => {
+  let opened = openedAt;
+  let responses = 0;
+  const started = new Map<string, number>();
+  const firstAudio: number[] = [];
+  const seen = (envelope: EventEnvelope): void => {
+    const { event, metadata } = envelope;
+    const sessionId = host.sessionId;
+    switch (event.type) {
+      case "SessionCreated":
+        opened ??= metadata.at;
+        return;
+      case "ResponseStarted":
+        responses += 1;
+        started.set(event.data.responseId, metadata.at);
+        return;
+      case "AudioDelivered": {
+        const at = started.get(event.data.responseId);
+        if (at === undefined) return;
+        firstAudio.push(metadata.at - at);
+        started.delete(event.data.responseId);
+        return;
+      }
+      case "SessionResumed":
+        log.info(
+          {
+            sessionId,
+            generation: event.data.attachmentGeneration,
+            eventsReplayed: Math.max(0, host.headSeq - event.data.lastReceivedSeq),
+          },
+          "session resumed",
+        );
+        return;
+      case "RequestRejected":
+        log.debug(
+          { sessionId, code: event.data.code, command: event.data.commandType, param: event.data.param },
+          "client command refused",
+        );
+        return;
+      case "RunnerFailed":
+        log.info(
+          { sessionId, code: event.data.code, operation: event.data.operation, message: event.data.message },
+          "session runner failed",
+        );
+        return;
+      case "SessionClosed": {
+        const expired = event.data.reason === "idle_ttl_expired" || event.data.reason === "disconnect_grace_expired";
+        log.info(
+          {
+            sessionId,
+            reason: event.data.reason,
+            durationS: opened === null ? null : Math.round((metadata.at - opened) / 100) / 10,
+            responses,
+            firstAudioP50Ms: median(firstAudio),
+          },
+          expired ? "session expired" : "session closed",
+        );
+        return;
+      }
+      default:
+        return;
+    }
+  };
+  host.events$.subscribe(seen);
+};
