@@ -27,6 +27,8 @@ export interface RunningServer {
   /** The realtime endpoint: `wss://host:port/v1/realtime` when `listen.tls` is configured, else `ws://...`. */
   readonly url: string;
   readonly port: number;
+  /** The model id this server serves (`GET /v1/models`): the runner's name, e.g. `echo` or `upstream:HOST:PORT`. */
+  readonly model: string;
   readonly engine: Engine;
   readonly store: EventStore;
   close(): Promise<void>;
@@ -166,6 +168,7 @@ export const startServer = async (
   return {
     url,
     port,
+    model: runner.name,
     engine,
     store,
     async close() {

@@ -565,16 +565,19 @@ describe("openai SDK, HTTP routes and refusals", () => {
     const client = new OpenAI({ apiKey: "test", baseURL: `http://127.0.0.1:${server.port}/v1` });
     const listed = [];
     for await (const model of client.models.list()) listed.push(model);
+    // The served model: `echo`, or the front's `upstream:…` when DUPLEX_TEST_CHAIN puts a server behind it.
+    const served = server.model;
+    expect(served).toEqual(process.env.DUPLEX_TEST_CHAIN === "1" ? expect.stringMatching(/^upstream:/) : "echo");
     expect(listed).toEqual([
       {
-        id: "echo",
+        id: served,
         object: "model",
         created: expect.any(Number),
         owned_by: "duplex-server",
         capabilities: expect.objectContaining({ implementation_level: "model_native_duplex" }),
       },
     ]);
-    expect(await client.models.retrieve("echo")).toMatchObject({ id: "echo", object: "model" });
+    expect(await client.models.retrieve(served)).toMatchObject({ id: served, object: "model" });
     const missing = await client.models.retrieve("gpt-nope").catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
     expect(missing).toMatchObject({ status: 404, code: "model_not_found" });
