@@ -27,8 +27,10 @@ export const readInput = async (path: string): Promise<EncodedWav> => {
   } catch (error) {
     const why = (error as Error).message;
     if (why.startsWith("truncated")) throw new InvalidArgumentError(`--input ${path}: the WAV is ${why}`);
+    // Debian's sox reads MP3 only with an extra package.
+    const mp3 = why.includes("an MP3 file") ? " (sox reads MP3 with Debian's libsox-fmt-mp3 package)" : "";
     throw new InvalidArgumentError(
-      `--input ${path}: not a WAV file the demo can send (${why}); convert it with: ${convert}`,
+      `--input ${path}: not a WAV file the demo can send (${why}); convert it with: ${convert}${mp3}`,
     );
   }
   if (wav.channels !== 1)

@@ -9,7 +9,7 @@ import { type SpeechSegment, speechInInput } from "./input-speech.ts";
 /** Options of `duplex demo`. Times in ms. */
 export interface DemoOptions {
   readonly url: string;
-  /** A mono PCM16 WAV file (8, 16, 24 or 48 kHz; other rates are resampled to 16 kHz). */
+  /** A mono WAV file: PCM16 (8, 16, 24 or 48 kHz as they are; other rates resampled to 16 kHz), float32, or G.711. */
   readonly input: string;
   /** Folder for response-N.wav files. */
   readonly out: string;
@@ -109,7 +109,13 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       ...refAudio,
     },
   }).catch((error: unknown) => {
-    if (error instanceof DuplexProtocolError) throw new Error(`the server refused the session: ${error.message}`);
+    if (error instanceof DuplexProtocolError) {
+      const hint =
+        error.code === "ref_audio_required"
+          ? "; this model needs a voice clip: pass --ref-audio FILE (a WAV, e.g. ../shared/audio/jfk_16k.wav)"
+          : "";
+      throw new Error(`the server refused the session: ${error.message}${hint}`);
+    }
     throw new Error((error as Error).message);
   });
   // The session can end under the demo (its model failed, the server went away for good): say so at once, with why.
@@ -288,12 +294,20 @@ const whyNoResponse = (
         turn_detection?: unknown;
         audio?: { input?: { turn_detection?: unknown } };
         extra_body?: { auto_response?: boolean };
+        capabilities?: { implementation_level?: string; native_duplex?: string };
       }
     | undefined;
   const turnDetection = session?.audio?.input?.turn_detection ?? session?.turn_detection ?? null;
-  const turnLane = session?.extra_body?.auto_response === false && turnDetection === null;
-  if (turnLane && !committed)
-    return "the server is in the turn lane (auto_response false, no turn detection): pass --commit to commit the input and ask for a response";
+  const turnBased = session?.capabilities?.implementation_level === "turn_based";
+  const turnLane = (session?.extra_body?.auto_response === false || turnBased) && turnDetection === null;
+  if (turnLane && !committed) {
+    // The turn lane answers only what is committed; an opt-in model (MiniCPM-o 4.5) can be asked for its own lane.
+    const optIn =
+      session?.capabilities?.native_duplex === "opt_in"
+        ? ", or connect with ?native_duplex=1 for the model's own duplex lane (--url 'ws://HOST:PORT/v1/realtime?native_duplex=1')"
+        : "";
+    return `the session is in the turn lane (the model answers only what is committed): pass --commit to commit the input and ask for a response${optIn}`;
+  }
   if (speech.length === 0)
     return "there is no speech in the input (Silero VAD found none); try a file with speech, e.g. ../shared/audio/jfk_16k.wav";
   return "the model did not answer; see the events in the JSON line";

@@ -81,7 +81,10 @@ program
   .command("demo")
   .description("hold a conversation: stream a WAV at real-time pace, play the answers, write them as WAV files")
   .option("--url <url>", "realtime endpoint", "ws://127.0.0.1:8099/v1/realtime")
-  .requiredOption("--input <wav>", "mono PCM16 WAV to speak, e.g. ../shared/audio/jfk_16k.wav")
+  .requiredOption(
+    "--input <wav>",
+    "mono WAV to speak: PCM16 at any rate, float32, or G.711 mu-law/A-law at 8 kHz, e.g. ../shared/audio/jfk_16k.wav",
+  )
   .option("--out <dir>", "folder for response-N.wav", "./out")
   .option("--fast", "send and play as fast as possible instead of in real time", false)
   .option("--ref-audio <wav>", "a voice clip sent as the session's ref_audio (MiniCPM-o 4.5 requires one)")

@@ -267,7 +267,7 @@ export const registerStoreCommands = (program: Command): void => {
         );
         for (const r of rows) {
           process.stdout.write(
-            `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${String(r.duration_s).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}  ${r.labels}\n`,
+            `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${r.duration_s.toFixed(1).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}  ${r.labels}\n`,
           );
         }
         if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);
@@ -277,7 +277,13 @@ export const registerStoreCommands = (program: Command): void => {
   /** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
   const duration = (value: string): number => {
     const ms = parseDurationMs(value);
-    if (ms === null) throw new InvalidArgumentError("expected a duration such as 7d, 12h, 30m, 45s or 0");
+    if (ms === null) {
+      throw new InvalidArgumentError(
+        /^\d+(\.\d+)?$/.test(value.trim())
+          ? `${value} has no unit: say 7d, 12h, 30m or 45s (a bare number other than 0 could mean days or seconds)`
+          : "expected a duration such as 7d, 12h, 30m, 45s or 0",
+      );
+    }
     return ms;
   };
 

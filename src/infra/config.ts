@@ -76,7 +76,8 @@ export const configSchema = z
     retention: z
       .object({
         older_than: z
-          .string()
+          .union([z.string(), z.number()])
+          .transform(String)
           .refine(
             (v) => parseDurationMs(v) !== null,
             "expected a duration with its unit, such as 7d, 12h, 30m or 45s (a bare number other than 0 has none)",

@@ -123,6 +123,11 @@ describe("duplex demo from the command line", () => {
     ["a text file", () => join(dir, "notes.wav"), /--input .*notes\.wav: not a WAV file .*convert it with: sox /],
     ["a truncated WAV", () => join(dir, "cut.wav"), /--input .*cut\.wav: the WAV is truncated/],
     [
+      "an MP3 file, named, with the package Debian's sox needs for it",
+      () => join(dir, "song.mp3"),
+      /--input .*song\.mp3: not a WAV file the demo can send \(not a RIFF\/WAVE file: an MP3 file\); convert it with: sox .* \(sox reads MP3 with Debian's libsox-fmt-mp3 package\)$/m,
+    ],
+    [
       "a WAV cut inside its header",
       () => join(dir, "stub.wav"),
       /--input .*stub\.wav: the WAV is truncated: the file ends inside its "fmt " chunk$/m,
@@ -132,6 +137,7 @@ describe("duplex demo from the command line", () => {
     const whole = await readFile(question);
     await writeFile(join(dir, "cut.wav"), whole.subarray(0, 20_000));
     await writeFile(join(dir, "stub.wav"), whole.subarray(0, 30));
+    await writeFile(join(dir, "song.mp3"), Buffer.from([...Buffer.from("ID3"), 4, 0, 0, 0, 0, 0, 0, 0xff, 0xfb, 0x90]));
     // Port 1: a connection would fail with another message, so the input was checked first.
     const r = await demo(["--url", "ws://127.0.0.1:1/v1/realtime", "--input", path(), "--out", join(dir, "o")]);
     expect(r.code).toBe(2);
@@ -187,7 +193,7 @@ describe("duplex demo from the command line", () => {
     const args = ["--url", turn.url, "--input", question, "--out", join(dir, "t"), "--fast"];
     const silent = await demo(args);
     expect(silent.code).toBe(1);
-    expect(silent.stderr).toContain("no response: the server is in the turn lane");
+    expect(silent.stderr).toContain("no response: the session is in the turn lane");
     expect(silent.stderr).toContain("pass --commit");
     const committed = await demo([...args, "--commit"]);
     expect(committed.code).toBe(0);

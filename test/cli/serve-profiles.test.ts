@@ -102,6 +102,32 @@ describe("duplex serve --config deploy/<profile>.yaml", () => {
     expect(summary.audio_ms[0]).toBeGreaterThan(0);
   }, 60_000);
 
+  it("minicpmo_4_5: the demo says to pass --ref-audio when refused, and in the turn lane to --commit or ask for ?native_duplex=1", async () => {
+    running = await serve("minicpmo_4_5");
+    const demo = (...args: string[]) =>
+      run(process.execPath, [
+        "bin/duplex.js",
+        "demo",
+        "--input",
+        "../shared/audio/question_16k.wav",
+        "--out",
+        join(running?.data ?? "", "out"),
+        "--fast",
+        ...args,
+      ]).catch((error: { code: number; stderr: string }) => error);
+    const refused = await demo("--url", running.url);
+    expect(refused).toMatchObject({ code: 1 });
+    expect((refused as { stderr: string }).stderr).toContain(
+      "pass --ref-audio FILE (a WAV, e.g. ../shared/audio/jfk_16k.wav)",
+    );
+    const unanswered = await demo("--url", running.url, "--ref-audio", "../shared/audio/jfk_16k.wav");
+    expect(unanswered).toMatchObject({ code: 1 });
+    const why = (unanswered as { stderr: string }).stderr;
+    expect(why).toContain("no response: the session is in the turn lane");
+    expect(why).toContain("pass --commit");
+    expect(why).toContain(`--url 'ws://HOST:PORT/v1/realtime?native_duplex=1'`);
+  }, 60_000);
+
   it("minicpmo_4_5: refuses a first session.update without ref_audio with ref_audio_required", async () => {
     running = await serve("minicpmo_4_5");
     const client = await RealtimeClient.connect(running.url);

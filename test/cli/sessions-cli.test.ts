@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { readFile, rm } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -56,9 +56,22 @@ describe("duplex sessions", () => {
     ]);
     const table = (await duplex("sessions", "--data", dataDir)).stdout.split("\n");
     expect(table[0]).toMatch(/responses {2}labels$/);
+    // Every duration in one format: seconds with one decimal.
+    const durations = rows.map((r) => table.find((l) => l.startsWith(r.session_id))?.slice(66, 76).trim());
+    expect(durations).toEqual(rows.map((r) => r.duration_s.toFixed(1)));
     expect(table.find((l) => l.startsWith(ids.detached ?? "?"))).toMatch(/ {2}workflow=support group=g1$/);
     const last = (await duplex("sessions", "--data", dataDir, "--json", "--last", "1")).stdout.trim().split("\n");
     expect(last.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
+  });
+
+  it("says a file that is not a session file is not one, instead of a JSON parse error", async () => {
+    const notes = join(dataDir, "notes.txt");
+    await writeFile(notes, "remember to buy milk\n");
+    const refused = await duplex("replay", notes).catch((error: { code: number; stderr: string }) => error);
+    expect(refused).toMatchObject({ code: 1 });
+    expect((refused as { stderr: string }).stderr).toBe(
+      'duplex: not a duplex-session file: its first line must be the header {"format":"duplex-session",...} (write one with duplex export)\n',
+    );
   });
 
   it("replays and exports the session opened last with --last", async () => {
@@ -77,6 +90,11 @@ describe("duplex sessions", () => {
     await expect(duplex("gc", "--data", dataDir)).rejects.toMatchObject({
       code: 2,
       stderr: expect.stringContaining("--older-than"),
+    });
+    // A number without its unit could mean days or seconds: refused, and nothing is removed.
+    await expect(duplex("gc", "--data", dataDir, "--older-than", "7")).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("7 has no unit: say 7d, 12h, 30m or 45s"),
     });
     const dry = await duplex("gc", "--data", dataDir, "--older-than", "0", "--dry-run");
     expect(dry.stdout.trim().split("\n")).toEqual([

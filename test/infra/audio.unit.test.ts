@@ -214,7 +214,7 @@ describe("wav", () => {
 
   it("refuses what readEncodedWav cannot send, naming it", () => {
     expect(() => readEncodedWav(Uint8Array.from([...ascii("OggS"), 0, 0, 0, 0, ...ascii("WAVE")]))).toThrow(
-      /not a RIFF\/WAVE file .*"OggS"/,
+      /not a RIFF\/WAVE file: an Ogg file \(Opus or Vorbis\)/,
     );
     expect(() =>
       readEncodedWav(
@@ -223,7 +223,15 @@ describe("wav", () => {
           ["data", new Uint8Array(4)],
         ]),
       ),
-    ).toThrow(/format tag 1 with 8 bits per sample/);
+    ).toThrow(/8-bit PCM \(PCM16, float32, A-law or mu-law are sent\)/);
+    expect(() =>
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(1, 1, 16000, 24)],
+          ["data", new Uint8Array(6)],
+        ]),
+      ),
+    ).toThrow(/24-bit PCM \(PCM16, float32, A-law or mu-law are sent\)/);
     expect(() =>
       readEncodedWav(
         riff([

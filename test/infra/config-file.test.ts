@@ -13,6 +13,19 @@ describe("loadConfig", () => {
   });
   afterAll(async () => rm(dir, { recursive: true, force: true }));
 
+  it("refuses a retention.older_than without a unit (other than 0), whether YAML reads it as a number or a string", async () => {
+    for (const value of ["7", '"7"']) {
+      const file = join(dir, "retention.yaml");
+      await writeFile(file, `retention:\n  older_than: ${value}\n`);
+      await expect(loadConfig(file)).rejects.toThrow(
+        /retention\.older_than: expected a duration with its unit, such as 7d, 12h, 30m or 45s/,
+      );
+    }
+    const file = join(dir, "retention-ok.yaml");
+    await writeFile(file, "retention:\n  older_than: 7d\n");
+    expect((await loadConfig(file)).retention).toEqual({ older_than: 7 * 86_400_000 });
+  });
+
   it("names the file, line and column of a YAML syntax error", async () => {
     const file = join(dir, "bad.yaml");
     await writeFile(file, "runner:\n  kind: echo\n bad: [\n");

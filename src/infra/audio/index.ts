@@ -10,6 +10,7 @@ export {
   type StreamResampler,
 } from "./resample.ts";
 export {
+  containerOf,
   type EncodedWav,
   encodeWav,
   readEncodedWav,

@@ -222,6 +222,34 @@ export interface EncodedWav {
   readonly missingBytes: number;
 }
 
+/** The name of a WAV encoding by its format tag and bits per sample: `24-bit PCM`, `64-bit float`, `mu-law`. */
+const encodingName = (tag: number, bits: number): string =>
+  tag === 1
+    ? `${bits}-bit PCM`
+    : tag === 3
+      ? `${bits}-bit float`
+      : tag === 6
+        ? `${bits}-bit A-law`
+        : tag === 7
+          ? `${bits}-bit mu-law`
+          : `WAV format tag ${tag} (${bits} bits per sample)`;
+
+/**
+ * What kind of file `bytes` is, by its first bytes, when it is a common audio or video container that is not WAV
+ * (`an MP3 file`, `an Ogg file`, ...); null when it is none of them.
+ */
+export const containerOf = (bytes: Uint8Array): string | null => {
+  const ascii = (from: number, to: number) => Buffer.from(bytes.subarray(from, to)).toString("latin1");
+  if (ascii(0, 3) === "ID3" || (bytes[0] === 0xff && ((bytes[1] ?? 0) & 0xe6) === 0xe2)) return "an MP3 file";
+  if (ascii(0, 4) === "OggS") return "an Ogg file (Opus or Vorbis)";
+  if (ascii(0, 4) === "fLaC") return "a FLAC file";
+  if (ascii(4, 8) === "ftyp") return "an MP4 / M4A file";
+  if (bytes[0] === 0x1a && bytes[1] === 0x45 && bytes[2] === 0xdf && bytes[3] === 0xa3) return "a WebM / Matroska file";
+  if (ascii(0, 4) === "FORM" && ascii(8, 12).startsWith("AIF")) return "an AIFF file";
+  if (ascii(0, 4) === "RIFF") return `a RIFF file of type ${JSON.stringify(ascii(8, 12))}, not WAVE`;
+  return null;
+};
+
 /**
  * Reads a WAV file's audio without decoding it, for a client that sends it as it is: PCM16 (tag 1), IEEE float
  * 32-bit (tag 3), A-law (tag 6) and mu-law (tag 7), WAVE_FORMAT_EXTENSIBLE included.
@@ -230,7 +258,9 @@ export interface EncodedWav {
 export function readEncodedWav(bytes: Uint8Array): EncodedWav {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (bytes.length < RIFF_HEADER_BYTES || fourCC(bytes, 0) !== "RIFF" || fourCC(bytes, 8) !== "WAVE") {
-    throw new Error(`not a RIFF/WAVE file (${bytes.length} bytes starting ${JSON.stringify(fourCC(bytes, 0))})`);
+    throw new Error(
+      `not a RIFF/WAVE file: ${containerOf(bytes) ?? `${bytes.length} bytes of a format not known here`}`,
+    );
   }
   const { fmt, data } = wavChunks(bytes, view);
   let format: { encoding: WavEncoding; sampleRate: number; channels: number } | undefined;
@@ -253,7 +283,7 @@ export function readEncodedWav(bytes: Uint8Array): EncodedWav {
               ? "g711_ulaw"
               : undefined;
     if (encoding === undefined)
-      throw new Error(`format tag ${tag} with ${bits} bits per sample (PCM16, float32, A-law or mu-law are sent)`);
+      throw new Error(`${encodingName(tag, bits)} (PCM16, float32, A-law or mu-law are sent)`);
     format = { encoding, sampleRate: view.getUint32(body + 4, true), channels: view.getUint16(body + 2, true) };
   }
   if (data === undefined) {
