@@ -57,7 +57,12 @@ describe("duplex sessions", () => {
     const table = (await duplex("sessions", "--data", dataDir)).stdout.split("\n");
     expect(table[0]).toMatch(/responses {2}labels$/);
     // Every duration in one format: seconds with one decimal.
-    const durations = rows.map((r) => table.find((l) => l.startsWith(r.session_id))?.slice(66, 76).trim());
+    const durations = rows.map((r) =>
+      table
+        .find((l) => l.startsWith(r.session_id))
+        ?.slice(66, 76)
+        .trim(),
+    );
     expect(durations).toEqual(rows.map((r) => r.duration_s.toFixed(1)));
     expect(table.find((l) => l.startsWith(ids.detached ?? "?"))).toMatch(/ {2}workflow=support group=g1$/);
     const last = (await duplex("sessions", "--data", dataDir, "--json", "--last", "1")).stdout.trim().split("\n");
