@@ -33,6 +33,11 @@ export interface DemoOptions {
    * the previous one (how much of the input was sent), or nothing.
    */
   readonly progress?: (line: string, live?: boolean) => void;
+  /**
+   * Ctrl-C: when aborted, the demo stops streaming and waiting, closes the session (`session.close`), writes the
+   * responses received so far and returns its summary with `interrupted: true`.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** The line `duplex demo` prints. Latency in ms; `audio_ms` per response in ms of 24 kHz audio. */
@@ -44,6 +49,8 @@ export interface DemoSummary {
    * as accepted, so the figure is from the append that held the end of speech (not a conversational figure).
    */
   readonly pace: "realtime" | "fast";
+  /** The run was stopped by its `signal` (Ctrl-C) before the model was quiet: the figures cover what was received. */
+  readonly interrupted: boolean;
   /**
    * ms from sending the append that held the end of the user's speech (the last speech in the input before the
    * first audio, found by Silero VAD on the client: see input-speech.ts) to receiving the first audio delta; null
@@ -58,6 +65,9 @@ export interface DemoSummary {
   /** Every server event received, in order (not printed). */
   readonly trace: ServerEvent[];
 }
+
+/** Thrown inside runDemo when its signal is aborted; caught there, never escapes. */
+class Interrupted extends Error {}
 
 /** ms as seconds with one decimal, for progress lines. */
 const seconds = (ms: unknown): string => `${(Number(ms) / 1000).toFixed(1)} s`;
@@ -125,9 +135,17 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     throw new Error(end?.message ?? "the session ended");
   });
   endedEarly.catch(() => undefined);
+  // Ctrl-C: every wait below ends at once with Interrupted.
+  const interrupted = new Promise<never>((_resolve, reject) => {
+    const signal = options.signal;
+    if (signal === undefined) return;
+    if (signal.aborted) reject(new Interrupted());
+    else signal.addEventListener("abort", () => reject(new Interrupted()), { once: true });
+  });
+  interrupted.catch(() => undefined);
   const orEnded = <T>(work: Promise<T>): Promise<T> => {
     work.catch(() => undefined);
-    return Promise.race([work, endedEarly]);
+    return Promise.race([work, endedEarly, interrupted]);
   };
 
   client.onResponse((handle) => {
@@ -194,50 +212,58 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   const sentAt: number[] = [];
   const start = performance.now();
   const told = new Set<SpeechSegment>();
-  await orEnded(
-    client.streamAudio(all, {
-      bytesPerSecond: rate * input.bytesPerSample,
-      bytesPerSample: input.bytesPerSample,
-      chunkMs,
-      realtime: !fast,
-      onAppend: (i, at) => {
-        if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
-        sentAt.push(at);
-        for (const segment of speech) {
-          if (told.has(segment) || segment.endMs > (i + 1) * chunkMs) continue;
-          told.add(segment);
-          say(`you spoke from ${seconds(segment.startMs)} to ${seconds(segment.endMs)} of the input`);
-        }
-      },
-    }),
-  );
-
-  if (options.commit === true) {
-    client.commit({ createResponse: true });
-    say("sent input_audio_buffer.commit (response_create) after the input");
-  }
-  // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard. A drop on the
-  // way is resumed by the client; the demo then asks again.
-  for (;;) {
-    const heard = await orEnded(
-      client.heartbeat().then(
-        () => true,
-        () => false,
-      ),
+  let wasInterrupted = false;
+  try {
+    await orEnded(
+      client.streamAudio(all, {
+        bytesPerSecond: rate * input.bytesPerSample,
+        bytesPerSample: input.bytesPerSample,
+        chunkMs,
+        realtime: !fast,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        onAppend: (i, at) => {
+          if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
+          sentAt.push(at);
+          for (const segment of speech) {
+            if (told.has(segment) || segment.endMs > (i + 1) * chunkMs) continue;
+            told.add(segment);
+            say(`you spoke from ${seconds(segment.startMs)} to ${seconds(segment.endMs)} of the input`);
+          }
+        },
+      }),
     );
-    if (heard) break;
-    if (client.phase !== "open") await orEnded(client.events.waitFor("connection.resumed", { timeoutMs: 60_000 }));
-  }
-  // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
-  const deadline = performance.now() + timeoutMs;
-  const quietMs = fast ? 600 : 1500;
-  while (performance.now() < deadline) {
-    ack();
-    const last = client.events.received.at(-1)?.at ?? 0;
-    // Every append was heard (the heartbeat): the server's VAD has taken the input's trailing silence too.
-    const open = responses.some((r) => r.handle.phase === "streaming" || r.ackedMs < Math.floor(r.handle.audioMs));
-    if (!open && performance.now() - last > quietMs) break;
-    await orEnded(sleep(100));
+
+    if (options.commit === true) {
+      client.commit({ createResponse: true });
+      say("sent input_audio_buffer.commit (response_create) after the input");
+    }
+    // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard. A drop on the
+    // way is resumed by the client; the demo then asks again.
+    for (;;) {
+      const heard = await orEnded(
+        client.heartbeat().then(
+          () => true,
+          () => false,
+        ),
+      );
+      if (heard) break;
+      if (client.phase !== "open") await orEnded(client.events.waitFor("connection.resumed", { timeoutMs: 60_000 }));
+    }
+    // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
+    const deadline = performance.now() + timeoutMs;
+    const quietMs = fast ? 600 : 1500;
+    while (performance.now() < deadline) {
+      ack();
+      const last = client.events.received.at(-1)?.at ?? 0;
+      // Every append was heard (the heartbeat): the server's VAD has taken the input's trailing silence too.
+      const open = responses.some((r) => r.handle.phase === "streaming" || r.ackedMs < Math.floor(r.handle.audioMs));
+      if (!open && performance.now() - last > quietMs) break;
+      await orEnded(sleep(100));
+    }
+  } catch (error) {
+    if (!(error instanceof Interrupted)) throw error;
+    wasInterrupted = true;
+    say("interrupted: closing the session and writing the responses received so far");
   }
   clearInterval(acker);
   ack();
@@ -260,7 +286,8 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     say(`wrote ${file} (${(((total / outputRate) * 1000) / 1000).toFixed(1)} s)`);
   }
   const trace = client.events.events();
-  if (responses.length === 0) say(`no response: ${whyNoResponse(trace, options.commit === true, speech)}`);
+  if (responses.length === 0 && !wasInterrupted)
+    say(`no response: ${whyNoResponse(trace, options.commit === true, speech)}`);
 
   // The end of the last speech sent before the first audio delta: the utterance that audio answers.
   const sentEnd = (segment: SpeechSegment): number =>
@@ -273,6 +300,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     session_id: sessionId,
     responses: responses.length,
     pace: fast ? "fast" : "realtime",
+    interrupted: wasInterrupted,
     first_audio_after_speech_end_ms:
       firstDelta === undefined || answered === undefined ? null : Math.round(firstDelta.at - sentEnd(answered)),
     speech: [...speech],

@@ -15,7 +15,7 @@ import { registerStoreCommands } from "./store-commands.ts";
 /**
  * `duplex serve | demo | replay | export | sessions | conform` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a
  * failed check (replay divergence, a demo without audio, a failed conformance scenario), 2 a usage or configuration
- * error.
+ * error, 130 a demo stopped by Ctrl-C (after it closed its session and wrote what it received).
  */
 const program = new Command("duplex")
   .description("An event-sourced server for full-duplex speech models (OpenAI Realtime API).")
@@ -103,7 +103,15 @@ program
       quiet: boolean;
     }) => {
       const apiKey = opts.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
+      // Ctrl-C once: close the session and write what was received; twice: leave at once.
+      const interrupt = new AbortController();
+      const onSigint = (): void => {
+        if (interrupt.signal.aborted) process.exit(130);
+        interrupt.abort();
+      };
+      process.on("SIGINT", onSigint);
       const summary = await runDemo({
+        signal: interrupt.signal,
         url: opts.url,
         input: opts.input,
         out: opts.out,
@@ -115,8 +123,10 @@ program
       });
       const { files: _files, trace: _trace, ...line } = summary;
       process.stdout.write(`${JSON.stringify(line)}\n`);
+      process.off("SIGINT", onSigint);
       const withAudio = summary.audio_ms.filter((ms) => ms > 0).length;
-      process.exitCode = withAudio > 0 ? 0 : 1;
+      // 130: stopped by Ctrl-C (128 + SIGINT), as shells report it.
+      process.exitCode = summary.interrupted ? 130 : withAudio > 0 ? 0 : 1;
     },
   );
 

@@ -152,7 +152,7 @@ export class DuplexClient {
    * time unless `realtime` is false (then as fast as possible, yielding every 20 appends) (reference, "Stream audio
    * and commit a turn": stream_pcm). `bytesPerSecond`: rate times bytes per sample (PCM16 at 16 kHz: 32 000);
    * `bytesPerSample` (default 2) keeps each append whole samples. `onAppend(index, at)` is called before each
-   * append. Returns the number of appends.
+   * append. An aborted `signal` stops the stream before its next append. Returns the number of appends sent.
    * @throws what `send` throws (the client ended while streaming).
    */
   async streamAudio(
@@ -163,6 +163,7 @@ export class DuplexClient {
       realtime?: boolean;
       bytesPerSample?: number;
       onAppend?: (index: number, at: number) => void;
+      signal?: AbortSignal;
     },
   ): Promise<number> {
     const chunkMs = options.chunkMs ?? 100;
@@ -171,6 +172,7 @@ export class DuplexClient {
     const start = performance.now();
     let n = 0;
     for (let offset = 0; offset < audio.length; offset += chunk, n += 1) {
+      if (options.signal?.aborted === true) break;
       options.onAppend?.(n, performance.now());
       this.appendAudio(audio.subarray(offset, offset + chunk));
       if (options.realtime === false) {

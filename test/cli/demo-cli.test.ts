@@ -1,9 +1,10 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
 import { encodeAudio } from "../../src/protocol/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
@@ -61,6 +62,47 @@ describe("duplex demo from the command line", () => {
     expect(r.stderr).not.toMatch(/the server heard speech/);
     expect(r.stderr).toMatch(/response resp_\w+ completed: "I heard \d\.\d seconds of speech/);
     expect(r.stderr).toContain(`wrote ${join(out, "response-1.wav")}`);
+  }, 60_000);
+
+  it("Ctrl-C closes the session (session.close), writes the responses received so far, prints the line and exits 130", async () => {
+    const out = join(dir, "interrupted");
+    const child = spawn(
+      process.execPath,
+      ["bin/duplex.js", "demo", "--url", server.url, "--input", jfk, "--out", out],
+      {
+        env: { ...process.env, OPENAI_API_KEY: "" },
+      },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    // In real time, the first answer is done after the first sentence, long before the 11 s file is sent.
+    await new Promise<void>((resolve) => {
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+        if (/response resp_\w+ completed/.test(stderr)) resolve();
+      });
+    });
+    child.kill("SIGINT");
+    expect(await exited).toBe(130);
+    const summary = JSON.parse(stdout.trim());
+    expect(summary).toMatchObject({ interrupted: true, pace: "realtime" });
+    expect(summary.responses).toBeGreaterThanOrEqual(1);
+    expect(stderr).toContain("interrupted: closing the session and writing the responses received so far");
+    expect(stderr).not.toContain("no response");
+    const written = await readWavFile(join(out, "response-1.wav"));
+    expect(written.samples.length).toBeGreaterThan(0);
+    // The session ended by the demo's session.close, not detached waiting for a resume.
+    const log = await server.store.read(streamOf(summary.session_id));
+    expect(log.filter((e) => e.type === "SessionClosed").map((e) => (e.data as { reason: string }).reason)).toEqual([
+      "session_close",
+    ]);
+    expect(
+      log.some((e) => e.type === "AttachmentChanged" && (e.data as { change: string }).change === "detached"),
+    ).toBe(false);
   }, 60_000);
 
   it("removes the response files of an earlier run from --out", async () => {
