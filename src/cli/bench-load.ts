@@ -103,14 +103,14 @@ export const benchLoad = async (o: LoadBenchOptions): Promise<void> => {
       seconds: o.seconds,
       capacity: found.capacity,
       reached_max_sessions: found.capacity >= o.maxSessions,
-      single_session_first_audio_ms_p99: Math.round(firstAudioP99(baseline) * 10) / 10,
-      limit_first_audio_ms_p99: Math.round(limitMs * 10) / 10,
+      single_session_first_audio_after_stop_ms_p99: Math.round(firstAudioP99(baseline) * 10) / 10,
+      limit_first_audio_after_stop_ms_p99: Math.round(limitMs * 10) / 10,
       probes: found.probes.map((p) => {
         const m = measured.get(p.sessions);
         return {
           sessions: p.sessions,
           fits: p.fits,
-          first_audio_ms_p99: m === undefined ? null : Math.round(firstAudioP99(m) * 10) / 10,
+          first_audio_after_stop_ms_p99: m === undefined ? null : Math.round(firstAudioP99(m) * 10) / 10,
           responses_lost: m === undefined ? null : responsesLost(m),
         };
       }),

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { AUDIO_DIR } from "../conformance/files.ts";
 import { registerConformCommand } from "../conformance/index.ts";
-import { ConfigError, loadConfig, sqlitePathIn } from "../infra/config.ts";
+import { ConfigError, type DeployConfig, loadConfig, parseConfig, sqlitePathIn } from "../infra/config.ts";
 import { ScriptError } from "../infra/runners/script.ts";
 import { startServer } from "../server/index.ts";
 import { positive } from "./args.ts";
@@ -51,6 +51,20 @@ const port = (value: string): number => {
   return n;
 };
 
+/**
+ * `serve --runner-url URL`: the configured upstream runner with `url` instead, or (any other runner) an upstream
+ * runner of the duplex dialect at `url`. @throws ConfigError naming --runner-url when `url` is not ws:// or wss://.
+ */
+const withRunnerUrl = (runner: DeployConfig["runner"], url: string): DeployConfig["runner"] => {
+  try {
+    return parseConfig({
+      runner: runner.kind === "upstream" ? { ...runner, url } : { kind: "upstream", url, dialect: "duplex" },
+    }).runner;
+  } catch (error) {
+    throw error instanceof ConfigError ? new ConfigError(`--runner-url ${url}: expected a ws:// or wss:// URL`) : error;
+  }
+};
+
 program
   .command("serve")
   .description("run the realtime server (embedded sqlite store, echo runner) on 127.0.0.1:8099")
@@ -58,10 +72,16 @@ program
   .option("--data <dir>", "folder of the embedded event store (overrides event_store.path)", undefined)
   .option("--host <host>", "listen address (overrides listen.host)")
   .option("--port <port>", "listen port (overrides listen.port)", port)
-  .action(async (opts: { config?: string; data?: string; host?: string; port?: number }) => {
+  .option(
+    "--runner-url <url>",
+    "a model server to drive (overrides runner.url of an upstream runner; any other runner becomes {kind: upstream, url, dialect: duplex})",
+  )
+  .action(async (opts: { config?: string; data?: string; host?: string; port?: number; runnerUrl?: string }) => {
     const config = await loadConfig(opts.config);
+    const runner = opts.runnerUrl === undefined ? config.runner : withRunnerUrl(config.runner, opts.runnerUrl);
     const effective = {
       ...config,
+      runner,
       event_store:
         opts.data === undefined
           ? config.event_store

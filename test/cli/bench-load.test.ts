@@ -197,7 +197,7 @@ describe("duplex bench load (CI smoke: 3 sessions, 8 s; the figures are in docs/
     const expected = Number(line.responses_expected);
     expect(expected).toBeGreaterThanOrEqual(6);
     expect(Number(line.responses_received) + Number(line.responses_interrupted)).toBe(expected);
-    expect(line.first_audio_samples).toBe(expected);
+    expect(line.first_audio_after_stop_samples).toBe(expected);
     expect(Number(line.engine_added_samples)).toBeGreaterThan(0);
     expect(Number(line.server_cpu_cores)).toBeGreaterThan(0);
     expect(Number(line.server_rss_mib_peak)).toBeGreaterThan(0);

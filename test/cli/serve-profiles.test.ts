@@ -13,11 +13,11 @@ import { startTestServer } from "../support/server.ts";
  * echo runner starts under that model's profile, `GET /v1/models` and `session.created` show the profile's
  * capabilities, and what the profile does not support is refused with its code.
  */
-const serve = async (profile: string) => {
+const serve = async (profile: string, extra: string[] = []) => {
   const data = await mkdtemp(join(tmpdir(), "duplex-serve-"));
   const child = spawn(
     process.execPath,
-    ["bin/duplex.js", "serve", "--config", `deploy/${profile}.yaml`, "--port", "0", "--data", data],
+    ["bin/duplex.js", "serve", "--config", `deploy/${profile}.yaml`, "--port", "0", "--data", data, ...extra],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   const url = await new Promise<string>((resolve, reject) => {
@@ -164,6 +164,43 @@ describe("duplex demo when the session ends under it", () => {
       expect(failed?.stderr).not.toContain("heartbeat_ack");
     } finally {
       await server.stop();
+    }
+  }, 30_000);
+
+  it("--runner-url puts a model server behind the server without editing YAML; a URL that is not ws:// is refused", async () => {
+    const behind = await startTestServer();
+    const running = await serve("embedded", ["--runner-url", behind.url]);
+    try {
+      const port = new URL(behind.url).port;
+      const models = (await (
+        await fetch(running.url.replace(/^ws/, "http").replace("/realtime", "/models"))
+      ).json()) as {
+        data: { id: string }[];
+      };
+      expect(models.data.map((m) => m.id)).toEqual([`upstream:127.0.0.1:${port}`]);
+      const client = await RealtimeClient.connect(running.url);
+      await client.waitFor("session.created", { since: 0 });
+      client.send({ type: "response.create" });
+      const done = await client.waitFor("response.done", { since: 0 });
+      expect(done.response).toMatchObject({ status: "completed" });
+      await client.close();
+      // The answer came from the server behind: its log holds the response.
+      expect(behind.engine.sessions().length).toBe(1);
+      const refused = await run(process.execPath, [
+        "bin/duplex.js",
+        "serve",
+        "--runner-url",
+        "http://127.0.0.1:1",
+      ]).then(
+        () => null,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(refused?.code).toBe(2);
+      expect(refused?.stderr.trim()).toBe("duplex: --runner-url http://127.0.0.1:1: expected a ws:// or wss:// URL");
+    } finally {
+      await stop(running.child);
+      await rm(running.data, { recursive: true, force: true });
+      await behind.stop();
     }
   }, 30_000);
 });

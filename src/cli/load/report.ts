@@ -3,7 +3,7 @@ import { histogramQuantile, percentile } from "./stats.ts";
 
 /** The `meaning` of a `bench: "load"` line. */
 export const LOAD_MEANING =
-  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = utterance stops: speech_stopped seen in the turn lane, the append completing a stop of the client's own input (Silero on the client) in the model-native lane, which sends no speech events; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_ms_* from that stop to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
+  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = utterance stops: speech_stopped seen in the turn lane, the append completing a stop of the client's own input (Silero on the client) in the model-native lane, which sends no speech events; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_after_stop_ms_* from that stop to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
 
 const round = (value: number | null, digits: number): number | null => {
   if (value === null || !Number.isFinite(value)) return null;
@@ -55,10 +55,10 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     responses_other_ends: c.otherEnds,
     responses_unprompted: c.unprompted,
     all_delivered: allDelivered(server, o.sessions),
-    first_audio_samples: c.firstAudioMs.length,
-    first_audio_ms_p50: round(percentile(c.firstAudioMs, 50), 1),
-    first_audio_ms_p90: round(percentile(c.firstAudioMs, 90), 1),
-    first_audio_ms_p99: round(percentile(c.firstAudioMs, 99), 1),
+    first_audio_after_stop_samples: c.firstAudioMs.length,
+    first_audio_after_stop_ms_p50: round(percentile(c.firstAudioMs, 50), 1),
+    first_audio_after_stop_ms_p90: round(percentile(c.firstAudioMs, 90), 1),
+    first_audio_after_stop_ms_p99: round(percentile(c.firstAudioMs, 99), 1),
     engine_added_samples: engine === null ? null : engineCount,
     engine_added_ms_p50: engineMs(0.5),
     engine_added_ms_p99: engineMs(0.99),
@@ -104,7 +104,7 @@ export const loadTable = (lines: readonly Record<string, unknown>[]): string => 
     cell(l.sessions),
     `${cell(l.sessions_opened)} / ${cell(l.sessions_completed)}`,
     `${cell(l.responses_expected)} / ${cell(l.responses_received)} / ${cell(l.responses_interrupted)} / ${cell(l.responses_lost)}`,
-    `${cell(l.first_audio_ms_p50)} / ${cell(l.first_audio_ms_p90)} / ${cell(l.first_audio_ms_p99)}`,
+    `${cell(l.first_audio_after_stop_ms_p50)} / ${cell(l.first_audio_after_stop_ms_p90)} / ${cell(l.first_audio_after_stop_ms_p99)}`,
     `${engineCell(l, 0.5, l.engine_added_ms_p50)} / ${engineCell(l, 0.99, l.engine_added_ms_p99)}`,
     cell(l.server_cpu_cores),
     cell(l.server_rss_mib_peak),
