@@ -12,6 +12,7 @@ import { startServer } from "../server/index.ts";
 import { benchIdle } from "./bench-idle.ts";
 import { benchSlowReader } from "./bench-slow-reader.ts";
 import { benchSoak } from "./bench-soak.ts";
+import { benchStart } from "./bench-start.ts";
 import { runDemo } from "./demo.ts";
 
 /**
@@ -241,6 +242,7 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
     store: benchStore,
     replay: benchReplay,
     sessions: benchSessions,
+    start: (b) => benchStart({ print: b.print }),
     "slow-reader": (b) => benchSlowReader({ print: b.print }),
     idle: (b) => benchIdle({ sessions: b.idleSessions ?? 200, print: b.print }),
     soak: (b) =>

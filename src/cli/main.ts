@@ -34,7 +34,7 @@ function packageVersion(): string {
 }
 
 /** The benches of `duplex bench`, in the order they run. */
-const BENCHES = ["vad", "store", "replay", "sessions", "soak", "slow-reader", "idle"];
+const BENCHES = ["vad", "store", "replay", "sessions", "start", "soak", "slow-reader", "idle"];
 
 /** `--only`: known bench names only (a usage error names the unknown one). */
 const benchNames = (value: string): string[] => {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-/** The package root: the working folder of the scripts spawned here (tsx resolves from it). */
+/** The package root: the working folder of the scripts spawned here (tsx, for a .ts script, resolves from it). */
 const PACKAGE_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
 /** A TypeScript script running as a process of its own, which reports in JSON lines on stdout. */
@@ -18,11 +18,13 @@ export interface ScriptProcess {
 }
 
 /**
- * Starts `node --import tsx SCRIPT ...args` (the TypeScript sources run as they are, as bin/duplex.js does) from
- * the package root, with stdout read as JSON lines (other lines are ignored) and stderr kept for errors.
+ * Starts `node SCRIPT ...args` (a compiled .js of dist/), or `node --import tsx SCRIPT` for a .ts source (`npm run
+ * dev`, tests that import the sources), from the package root, with stdout read as JSON lines (other lines are
+ * ignored) and stderr kept for errors.
  */
 export const spawnScript = (script: URL, args: readonly string[]): ScriptProcess => {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(script), ...args], {
+  const path = fileURLToPath(script);
+  const child = spawn(process.execPath, [...(path.endsWith(".ts") ? ["--import", "tsx"] : []), path, ...args], {
     cwd: PACKAGE_ROOT,
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -40,8 +40,10 @@ export const LOAD_INPUTS = [
   { file: "jfk_24k.wav", rateHz: 24000 },
 ] as const;
 
-const CLIENT_SCRIPT = new URL("./load-client.ts", import.meta.url);
-const RELAY_SCRIPT = new URL("./relay-server.ts", import.meta.url);
+// Compiled (dist/, `npm run build`) the scripts are .js beside this module; from the sources (tsx), .ts.
+const SCRIPT_EXTENSION = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
+const CLIENT_SCRIPT = new URL(`./load-client${SCRIPT_EXTENSION}`, import.meta.url);
+const RELAY_SCRIPT = new URL(`./relay-server${SCRIPT_EXTENSION}`, import.meta.url);
 
 /** Runs the load client against `url` while measuring process `pid` (when known) from its first start to its end. */
 const drive = async (
