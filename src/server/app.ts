@@ -7,6 +7,7 @@ import type { Engine } from "../engine/index.ts";
 import { capabilitiesJson, dialectOf, handshakeErrorBody } from "../protocol/index.ts";
 import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
 import type { AuthLockoutOptions } from "./auth-lockout.ts";
+import { chatCompletionsHandler } from "./chat-completions.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 
@@ -109,6 +110,11 @@ export const buildApp = (options: AppOptions) => {
           .send(
             handshakeErrorBody("model_not_found", `no model ${request.params.id}; this server serves ${options.model}`),
           ),
+  );
+
+  app.post(
+    "/v1/chat/completions",
+    chatCompletionsHandler({ engine: options.engine, model: options.model, log: options.log }),
   );
 
   // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
