@@ -19,7 +19,7 @@ export interface AuthRefusal {
 export type TrustProxy = boolean | string | readonly string[] | number;
 
 /**
- * The key check of every request that needs one (BEHAVIOUR.md, "Errors"; README, "Configuration"): the WebSocket
+ * The key check of every request that needs one (BEHAVIOUR.md, "Errors"; docs/deploy.md, "Configuration"): the WebSocket
  * upgrade of the realtime paths and every `/v1/*` route. With `auth.api_keys` set, a request must offer one
  * (`offeredApiKey`); failures are counted per client address (the peer, or the address a trusted proxy forwards),
  * and an address past `auth.max_failed_attempts` is refused with 429 for `lockout_s`, whatever key it offers.

@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAM_PREFIX } from "../../src/engine/index.ts";
@@ -32,6 +33,22 @@ describe("the README's SDK examples", () => {
           .map((e) => (e.data as { reason: string }).reason),
       )
       .toEqual(["client_closed"]);
+  });
+
+  it("the README's realtime snippet runs as written (its port replaced by the test server's) and prints the answer", async () => {
+    const readme = await readFile("README.md", "utf8");
+    const snippet = /```js\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
+    expect(snippet).toContain("port: 8099");
+    // Beside the examples, so that `openai` resolves from this package's node_modules.
+    const file = `examples/.readme-snippet-${process.pid}.mjs`;
+    await writeFile(file, snippet.replaceAll("8099", String(server.port)));
+    try {
+      const { stdout, stderr } = await run(process.execPath, [file], { timeout: 20_000 });
+      expect(stderr).toBe("");
+      expect(stdout).toBe("You wrote: Hello");
+    } finally {
+      await rm(file, { force: true });
+    }
   });
 
   it("examples/openai-sdk-chat.mjs gets an answer, the session that served it, and a streamed answer", async () => {

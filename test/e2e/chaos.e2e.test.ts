@@ -29,7 +29,7 @@ const KILLS = Number(process.env.DUPLEX_CHAOS_KILLS ?? 3);
 
 /**
  * `duplex serve --config FILE` as a real process: enough sessions for the run, and a disconnect grace that covers
- * a restart (README, "Configuration").
+ * a restart (docs/deploy.md, "Configuration").
  */
 const serve = async (config: string, port: number, dataDir: string): Promise<ChildProcess> =>
   (await startServerProcess(port, dataDir, 60_000, ["--config", config])).child;
