@@ -1,16 +1,15 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { registerConformCommand } from "../conformance/cli.ts";
 import { AUDIO_DIR } from "../conformance/files.ts";
-import { registerConformCommand } from "../conformance/index.ts";
-import { ConfigError, type DeployConfig, loadConfig, parseConfig, sqlitePathIn } from "../infra/config.ts";
-import { ScriptError } from "../infra/runners/script.ts";
-import { startServer } from "../server/index.ts";
+import type { DeployConfig } from "../infra/config.ts";
 import { positive } from "./args.ts";
-import { runBench } from "./bench.ts";
 import { registerLoadBench } from "./bench-load.ts";
-import { progressLine, runDemo } from "./demo.ts";
 import { registerStoreCommands } from "./store-commands.ts";
+
+// The modules a command runs on are imported when it runs (`await import` in its action), so a call such as
+// `duplex --version` or `duplex sessions` loads only what it needs (docs/benchmarks.md, "Start").
 
 /**
  * `duplex serve | demo | replay | export | sessions | conform` (DESIGN.md, src/cli). Exit codes: 0 success, 1 a
@@ -55,7 +54,8 @@ const port = (value: string): number => {
  * `serve --runner-url URL`: the configured upstream runner with `url` instead, or (any other runner) an upstream
  * runner of the duplex dialect at `url`. @throws ConfigError naming --runner-url when `url` is not ws:// or wss://.
  */
-const withRunnerUrl = (runner: DeployConfig["runner"], url: string): DeployConfig["runner"] => {
+const withRunnerUrl = async (runner: DeployConfig["runner"], url: string): Promise<DeployConfig["runner"]> => {
+  const { ConfigError, parseConfig } = await import("../infra/config.ts");
   try {
     return parseConfig({
       runner: runner.kind === "upstream" ? { ...runner, url } : { kind: "upstream", url, dialect: "duplex" },
@@ -77,8 +77,10 @@ program
     "a model server to drive (overrides runner.url of an upstream runner; any other runner becomes {kind: upstream, url, dialect: duplex})",
   )
   .action(async (opts: { config?: string; data?: string; host?: string; port?: number; runnerUrl?: string }) => {
+    const { loadConfig, sqlitePathIn } = await import("../infra/config.ts");
+    const { startServer } = await import("../server/index.ts");
     const config = await loadConfig(opts.config);
-    const runner = opts.runnerUrl === undefined ? config.runner : withRunnerUrl(config.runner, opts.runnerUrl);
+    const runner = opts.runnerUrl === undefined ? config.runner : await withRunnerUrl(config.runner, opts.runnerUrl);
     const effective = {
       ...config,
       runner,
@@ -122,6 +124,7 @@ program
       commit: boolean;
       quiet: boolean;
     }) => {
+      const { progressLine, runDemo } = await import("./demo.ts");
       const apiKey = opts.apiKey ?? (process.env.OPENAI_API_KEY || undefined);
       // Ctrl-C once: close the session and write what was received; twice: leave at once.
       const interrupt = new AbortController();
@@ -184,6 +187,7 @@ const bench = program
       soakPace: string;
       idleSessions: number;
     }) => {
+      const { runBench } = await import("./bench.ts");
       await runBench(
         {
           audioDir: resolve(opts.audio),
@@ -205,7 +209,9 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   // Users get one line, not a stack trace; DUPLEX_DEBUG=1 shows the stack.
-  const usage = error instanceof ConfigError || error instanceof InvalidArgumentError || error instanceof ScriptError;
+  // ConfigError and ScriptError by name: their modules are loaded only by the commands that need them.
+  const name = (error as Error).name;
+  const usage = error instanceof InvalidArgumentError || name === "ConfigError" || name === "ScriptError";
   const code = (error as NodeJS.ErrnoException).code;
   const message =
     code === "EADDRINUSE"

@@ -4,23 +4,13 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TracingConfig } from "../domain/index.ts";
-import {
-  foldLog,
-  parseDurationMs,
-  redrive,
-  removeFinishedSessions,
-  replayEntries,
-  STREAM_PREFIX,
-  stepsOf,
-  streamOf,
-} from "../engine/index.ts";
-import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
-import { loadConfig, sqlitePathIn } from "../infra/config.ts";
-import { createSqliteEventStore, readSessionFile, writeSessionFile } from "../infra/event-store/index.ts";
-import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
-import { tracingJson } from "../protocol/index.ts";
-import { createConfiguredRunner } from "../server/index.ts";
+import { parseDurationMs } from "../engine/duration.ts";
+import type { EventStore, RecordedEntry } from "../engine/index.ts";
+import { sqlitePathIn } from "../infra/event-store/paths.ts";
 import { positive } from "./args.ts";
+
+// The engine, the store and the runners are imported when a command runs (`await import`), so that a call loads
+// only what it needs (docs/benchmarks.md, "Start").
 
 /**
  * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions` and `gc`. Exit codes as
@@ -28,7 +18,8 @@ import { positive } from "./args.ts";
  */
 
 /** The id of the session opened last in `store` (`--last`). @throws InvalidArgumentError when it holds none. */
-const lastSessionId = async (store: ReturnType<typeof createSqliteEventStore>, dataDir: string): Promise<string> => {
+const lastSessionId = async (store: EventStore, dataDir: string): Promise<string> => {
+  const { STREAM_PREFIX } = await import("../engine/index.ts");
   const streams = await store.listStreams(STREAM_PREFIX);
   const last = streams.reduce<(typeof streams)[number] | undefined>(
     (a, b) => (a === undefined || b.firstAt >= a.firstAt ? b : a),
@@ -65,10 +56,11 @@ const durationOf = (entries: readonly { type: string; metadata: { at: number } }
 };
 
 /** Opens the embedded store of `dataDir`. @throws Error when the folder holds no store (nothing is created). */
-const openStore = (dataDir: string) => {
+const openStore = async (dataDir: string): Promise<EventStore> => {
   const path = sqlitePathIn(resolve(dataDir));
   if (!existsSync(path))
     throw new Error(`no event store in ${resolve(dataDir)} (expected ${path}); give the --data of a server`);
+  const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
   return createSqliteEventStore({ path });
 };
 
@@ -104,14 +96,16 @@ export const registerStoreCommands = (program: Command): void => {
         file: string | undefined,
         opts: { data: string; session?: string; last: boolean; runner?: string; speed: string; json: boolean },
       ) => {
-        let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
+        const { readSessionFile } = await import("../infra/event-store/index.ts");
+        const { replayEntries, streamOf } = await import("../engine/index.ts");
+        let entries: readonly RecordedEntry[];
         if (file !== undefined) {
           if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
           entries = (await readSessionFile(file)).entries;
         } else {
           if (opts.session === undefined && !opts.last)
             throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-          const store = openStore(opts.data);
+          const store = await openStore(opts.data);
           const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
           entries = await store.read(streamOf(session)).finally(() => store.close());
           if (entries.length === 0) {
@@ -153,11 +147,17 @@ export const registerStoreCommands = (program: Command): void => {
    * store of its own that is removed afterwards, and prints where the behaviour first differs. Returns the exit code.
    */
   const redriveCommand = async (
-    entries: Awaited<ReturnType<typeof readSessionFile>>["entries"],
+    entries: readonly RecordedEntry[],
     configPath: string,
     speedText: string,
     json: boolean,
   ): Promise<number> => {
+    const { redrive, stepsOf } = await import("../engine/index.ts");
+    const { createResampler, createSpeexStreamResampler } = await import("../infra/audio/index.ts");
+    const { loadConfig } = await import("../infra/config.ts");
+    const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
+    const { resolveProfile, withModelProfile } = await import("../infra/runners/profile.ts");
+    const { createConfiguredRunner } = await import("../server/index.ts");
     const speed = speedText === "inf" ? Number.POSITIVE_INFINITY : Number(speedText);
     if (!(speed > 0)) throw new InvalidArgumentError(`--speed: expected a positive number or inf, got ${speedText}`);
     const config = await loadConfig(configPath);
@@ -215,7 +215,9 @@ export const registerStoreCommands = (program: Command): void => {
     .requiredOption("--out <file>", "file to write")
     .action(async (opts: { data: string; session?: string; last: boolean; out: string }) => {
       if (opts.session === undefined && !opts.last) throw new InvalidArgumentError("give --session ID or --last");
-      const store = openStore(opts.data);
+      const { streamOf } = await import("../engine/index.ts");
+      const { writeSessionFile } = await import("../infra/event-store/index.ts");
+      const store = await openStore(opts.data);
       try {
         const session = opts.session ?? (await lastSessionId(store, opts.data));
         const stream = streamOf(session);
@@ -239,7 +241,9 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--json", "one JSON object a line", false)
     .option("--last <n>", "only the N sessions opened last", positive)
     .action(async (opts: { data: string; json: boolean; last?: number }) => {
-      const store = openStore(opts.data);
+      const { foldLog, STREAM_PREFIX, stepsOf } = await import("../engine/index.ts");
+      const { tracingJson } = await import("../protocol/index.ts");
+      const store = await openStore(opts.data);
       const all = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => a.firstAt - b.firstAt);
       const streams = opts.last === undefined ? all : all.slice(-opts.last);
       const rows = [];
@@ -299,7 +303,8 @@ export const registerStoreCommands = (program: Command): void => {
     )
     .option("--dry-run", "list what would be removed and remove nothing", false)
     .action(async (opts: { data: string; olderThan: number; dryRun: boolean }) => {
-      const store = openStore(opts.data);
+      const { removeFinishedSessions } = await import("../engine/index.ts");
+      const store = await openStore(opts.data);
       try {
         const { removed, kept } = await removeFinishedSessions(store, {
           olderThanMs: opts.olderThan,

@@ -2,13 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import { explainConnectError, RealtimeClient } from "../client/index.ts";
-import { parseConfig } from "../infra/config.ts";
-import { startServer } from "../server/index.ts";
 import { AUDIO_DIR, REFERENCE_PEER_SCRIPT, SCENARIO_DIR } from "./files.ts";
-import { renderJson, renderList, renderTable } from "./report.ts";
-import { isOk, runScenarios } from "./runner.ts";
-import { loadScenarios, ScenarioError, selectScenarios } from "./scenario.ts";
 
 /** Options of `duplex conform`. */
 interface ConformOptions {
@@ -57,6 +51,11 @@ const parseVars = (pairs: readonly string[]): Record<string, unknown> =>
  * people writing clients), on its own event store in a temporary folder, and runs until SIGINT or SIGTERM.
  */
 const serve = async (opts: ConformOptions): Promise<void> => {
+  // Imported when the command runs: `duplex --version` need not load the server (docs/benchmarks.md, "Start").
+  const { loadScenarios } = await import("./scenario.ts");
+  const { renderList } = await import("./report.ts");
+  const { parseConfig } = await import("../infra/config.ts");
+  const { startServer } = await import("../server/index.ts");
   const scenarios = await loadScenarios(opts.scenarios);
   // With --data the runs stay (replay them with duplex replay --data DIR); without, a temporary store is removed.
   const dataDir = opts.data ?? (await mkdtemp(join(tmpdir(), "duplex-conform-")));
@@ -85,6 +84,10 @@ const serve = async (opts: ConformOptions): Promise<void> => {
 
 /** Runs the selected scenarios against `--url`, prints the report, and sets the exit code. */
 const conform = async (opts: ConformOptions): Promise<void> => {
+  const { loadScenarios, selectScenarios } = await import("./scenario.ts");
+  const { renderJson, renderList, renderTable } = await import("./report.ts");
+  const { isOk, runScenarios } = await import("./runner.ts");
+  const { explainConnectError, RealtimeClient } = await import("../client/index.ts");
   const scenarios = selectScenarios(await loadScenarios(opts.scenarios), opts.scenario);
   if (opts.list) {
     process.stdout.write(renderList(scenarios));
@@ -147,7 +150,7 @@ export const registerConformCommand = (program: Command): void => {
         await conform(opts);
       } catch (error) {
         // A scenario file that does not validate is a usage error (exit 2), like a bad deployment file.
-        if (error instanceof ScenarioError) throw new InvalidArgumentError(error.message);
+        if ((error as Error).name === "ScenarioError") throw new InvalidArgumentError((error as Error).message);
         throw error;
       }
     });

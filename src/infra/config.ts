@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
-import { parseDurationMs } from "../engine/retention.ts";
+import { parseDurationMs } from "../engine/duration.ts";
 import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/link.ts";
 
 /**
@@ -276,5 +276,4 @@ const resolveRelativePaths = (raw: unknown, base: string): unknown => {
   return config;
 };
 
-/** The sqlite file inside a `--data DIR`. */
-export const sqlitePathIn = (dataDir: string): string => join(dataDir, "duplex.sqlite");
+export { sqlitePathIn } from "./event-store/paths.ts";
