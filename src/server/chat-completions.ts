@@ -367,9 +367,13 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
       write(chunk({ role: "assistant", content: "", refusal: null }));
     };
 
+    let settled = false;
     let settle: (outcome: ChatError | null) => void = () => undefined;
     const outcome = new Promise<ChatError | null>((resolve) => {
-      settle = resolve;
+      settle = (value) => {
+        settled = true;
+        resolve(value);
+      };
     });
     const audioId = () => `audio_${(collected.responseId ?? "").replace(/^resp_/, "")}`;
     const onEvent = (event: Event): void => {
@@ -463,9 +467,11 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
       },
     };
     host.attach(sink);
-    // One after the other: a long audio message never has more than one append waiting (the input limits).
+    // One after the other: a long audio message never has more than one append waiting (the input limits). A
+    // refused frame ends the request: nothing after it is sent (no response runs for a refused session.update).
     const played = (async () => {
       for (const frame of frames) {
+        if (settled) return;
         const text = JSON.stringify(frame);
         const bytes = Buffer.byteLength(text);
         await host.submit(
