@@ -148,14 +148,14 @@ describe("silero vad", () => {
     expect(fromB).not.toEqual(fromA);
   });
 
-  it("gives 40 streams running at once (one batch a frame) the probabilities each gets alone", async () => {
-    const inputs = Array.from({ length: 40 }, (_, i) => speech.subarray(i * 16000, i * 16000 + 48000));
+  it("gives 16 streams running at once (one batch a frame) the probabilities each gets alone", async () => {
+    const inputs = Array.from({ length: 16 }, (_, i) => speech.subarray(i * 16000, i * 16000 + 48000));
     const alone: number[][] = [];
     for (const input of inputs) alone.push(await run(vad.createStream(), input));
     const streams = inputs.map(() => vad.createStream());
     const together = await Promise.all(streams.map((stream, i) => run(stream, inputs[i] as Int16Array)));
     expect(together).toEqual(alone);
-    expect(new Set(together.map((p) => p.join())).size).toBe(40);
+    expect(new Set(together.map((p) => p.join())).size).toBe(16);
   });
 
   it("gives the same probabilities with inference on the event loop as on its worker thread", async () => {
