@@ -158,7 +158,8 @@ describe("fuzzed frames on one session", () => {
         const all: FrameSpec[] = oversize
           ? [{ kind: "oversize", binary: false }, ...specs, { kind: "oversize", binary: true }]
           : [...specs];
-        const frames: Materialized[] = all.map((spec, i) => materialize(spec, sent + i, sessionId));
+        const live = host.current.history.at(-1)?.id;
+        const frames: Materialized[] = all.map((spec, i) => materialize(spec, sent + i, sessionId, live));
         sent += frames.length;
         batches += 1;
         for (const frame of frames) peer.ws.send(frame.data);

@@ -161,12 +161,17 @@ const paddedText = (eventId: string, type: string, n: number): string => {
 /**
  * Materializes frame `spec` as the `n`-th frame of a session whose id is `sessionId`: gives it the event_id `f<n>`
  * (first key, so a binary or too-large frame's id can be sniffed), applies its mutations, and says what the server
- * must echo and do. Text is normalized to what the server decodes (a lone surrogate becomes U+FFFD).
+ * must echo and do. `item_@LIVE` becomes `liveItemId` (an item the session held when the batch was made), or an
+ * unknown id without one. Text is normalized to what the server decodes (a lone surrogate becomes U+FFFD).
  */
-export const materialize = (spec: FrameSpec, n: number, sessionId: string): Materialized => {
+export const materialize = (spec: FrameSpec, n: number, sessionId: string, liveItemId?: string): Materialized => {
   const id = `f${n}`;
   const tag = sessionId.slice(5, 13);
-  const fill = (text: string) => text.replaceAll("@T", tag).replaceAll("sess_@S", sessionId);
+  const fill = (text: string) =>
+    text
+      .replaceAll("item_@LIVE", liveItemId ?? "item_nope")
+      .replaceAll("@T", tag)
+      .replaceAll("sess_@S", sessionId);
   switch (spec.kind) {
     case "json": {
       const frame: Record<string, unknown> = { event_id: id, type: spec.type, ...structuredClone(spec.fields) };
