@@ -5,8 +5,9 @@ import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TracingConfig } from "../domain/index.ts";
 import { parseDurationMs } from "../engine/duration.ts";
-import type { EventStore, RecordedEntry } from "../engine/index.ts";
+import type { EventStore, RecordedEntry, SessionReport } from "../engine/index.ts";
 import { sqlitePathIn } from "../infra/event-store/paths.ts";
+import type { SpanSummary } from "../projections/index.ts";
 import { positive } from "./args.ts";
 
 // The engine, the store and the runners are imported when a command runs (`await import`), so that a call loads
@@ -27,32 +28,6 @@ const lastSessionId = async (store: EventStore, dataDir: string): Promise<string
   );
   if (last === undefined) throw new InvalidArgumentError(`--last: no sessions in ${resolve(dataDir)}`);
   return last.stream.slice(STREAM_PREFIX.length);
-};
-
-/** How a session ended, in words, from its log; `open` or `detached` while it has not. */
-const endingOf = (entries: readonly { type: string; data: unknown }[], attached: boolean): string => {
-  const closed = entries.findLast((e) => e.type === "SessionClosed")?.data as { reason?: string } | undefined;
-  if (closed === undefined) return attached ? "open" : "detached";
-  const words: Record<string, string> = {
-    session_close: "closed",
-    idle_ttl_expired: "expired (idle)",
-    disconnect_grace_expired: "expired (no resume)",
-    disconnect: "disconnected",
-    runner_failed: "failed (runner)",
-    unused: "unused",
-  };
-  return words[closed.reason ?? ""] ?? String(closed.reason);
-};
-
-/** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
-const durationOf = (entries: readonly { type: string; metadata: { at: number } }[]): number => {
-  let downtime = 0;
-  entries.forEach((e, i) => {
-    const before = entries[i - 1];
-    if (e.type === "SessionRecovered" && before !== undefined) downtime += e.metadata.at - before.metadata.at;
-  });
-  const span = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
-  return Math.round((span - downtime) / 100) / 10;
 };
 
 /** Opens the embedded store of `dataDir`. @throws Error when the folder holds no store (nothing is created). */
@@ -78,7 +53,53 @@ export const labelsOf = (tracing: TracingConfig | null): string => {
   ].join(" ");
 };
 
-/** Registers `replay`, `export`, `sessions` and `gc` on `program`. */
+/** The worst time to first audio of a session's turns, ms: from the end of speech, else from `response.created`. */
+const slowestFirstAudio = (spans: readonly SpanSummary[]): number | null => {
+  const of = (name: string) => spans.find((s) => s.span === name)?.worst ?? null;
+  return of("speech_stop_to_first_audio") ?? of("response_created_to_first_audio");
+};
+
+/** ms since `from`, or `-` when either is unknown. */
+const after = (from: number | null, at: number | null): string =>
+  from === null || at === null ? "-" : String(Math.round(at - from));
+
+/** `duplex show` as text: the session's lines, its errors, history, playback, and with `turns` the turn ledger. */
+export const renderReport = (r: SessionReport, turns: boolean): string => {
+  const lines = [
+    `session ${r.session_id}  ${r.state}  model ${r.model ?? "-"}`,
+    `opened ${r.opened_at}, ${r.duration_s.toFixed(1)} s, ${r.responses} responses, revision ${r.revision} (${r.inputs} inputs, ${r.decisions} decisions)`,
+  ];
+  lines.push(r.errors.length === 0 ? "errors: none" : "errors:");
+  for (const e of r.errors) lines.push(`  revision ${e.revision}: ${e.code}: ${e.message}`);
+  lines.push("history (as heard):");
+  for (const item of r.history)
+    lines.push(`  ${item.role}: ${item.text === "" ? "(audio, no transcript)" : item.text}`);
+  lines.push("playback (ms of audio: generated / sent / played / heard):");
+  for (const p of r.playback)
+    lines.push(
+      `  ${p.responseId}: ${Math.round(p.ledger.generatedMs)} / ${Math.round(p.ledger.sentMs)} / ${Math.round(p.ledger.playedMs)} / ${Math.round(p.ledger.committedMs)}${p.truncatedAtMs === null ? "" : `, truncated at ${Math.round(p.truncatedAtMs)}`}`,
+    );
+  if (turns) {
+    lines.push(
+      "turns (ms after the speech stopped, or after response.created without speech):",
+      "  turn  response                     status      commit  created  first_audio  first_ack  ended  barge_in  generated  heard",
+    );
+    for (const t of r.turns) {
+      const base = t.speechStoppedAt ?? t.responseCreatedAt;
+      lines.push(
+        `  ${String(t.index).padStart(4)}  ${(t.responseId ?? "-").padEnd(27)}  ${(t.status ?? "-").padEnd(10)}  ${after(base, t.committedAt).padStart(6)}  ${after(base, t.responseCreatedAt).padStart(7)}  ${after(base, t.firstAudioAt).padStart(11)}  ${after(base, t.firstAckAt).padStart(9)}  ${after(base, t.responseEndedAt).padStart(5)}  ${after(base, t.bargeInAt).padStart(8)}  ${String(Math.round(t.generatedMs)).padStart(9)}  ${t.heardMs === null ? "-".padStart(5) : String(Math.round(t.heardMs)).padStart(5)}`,
+      );
+    }
+    lines.push("spans (ms):", "  span                               samples    p50    p95  worst");
+    for (const s of r.spans)
+      lines.push(
+        `  ${s.span.padEnd(33)}  ${String(s.samples).padStart(7)}  ${String(s.p50 ?? "-").padStart(5)}  ${String(s.p95 ?? "-").padStart(5)}  ${String(s.worst ?? "-").padStart(5)}`,
+      );
+  }
+  return `${lines.join("\n")}\n`;
+};
+
+/** Registers `replay`, `export`, `sessions`, `show` and `gc` on `program`. */
 export const registerStoreCommands = (program: Command): void => {
   program
     .command("replay [file]")
@@ -240,30 +261,46 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--data <dir>", "folder of the embedded event store", "./data")
     .option("--json", "one JSON object a line", false)
     .option("--last <n>", "only the N sessions opened last", positive)
-    .action(async (opts: { data: string; json: boolean; last?: number }) => {
-      const { foldLog, STREAM_PREFIX, stepsOf } = await import("../engine/index.ts");
+    .option("--errors", "only sessions whose log holds an error (each listed under it: revision, code, message)", false)
+    .option(
+      "--slowest <n>",
+      "the N sessions whose slowest turn took longest to its first audio, slowest first",
+      positive,
+    )
+    .action(async (opts: { data: string; json: boolean; last?: number; errors: boolean; slowest?: number }) => {
+      const { reportOf, STREAM_PREFIX } = await import("../engine/index.ts");
       const { tracingJson } = await import("../protocol/index.ts");
+      const { foldLog } = await import("../engine/index.ts");
       const store = await openStore(opts.data);
       const all = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => a.firstAt - b.firstAt);
       const streams = opts.last === undefined ? all : all.slice(-opts.last);
-      const rows = [];
+      let rows = [];
       for (const info of streams) {
         const entries = await store.read(info.stream);
         const { state } = foldLog(entries);
-        const inputs = stepsOf(entries).length;
+        const report = reportOf(entries, state.attached);
         rows.push({
           session_id: info.stream.slice(STREAM_PREFIX.length),
           opened_at: new Date(info.firstAt).toISOString(),
-          duration_s: durationOf(entries),
-          state: endingOf(entries, state.attached),
-          inputs,
-          decisions: entries.length - inputs,
-          responses: state.responseCount,
+          duration_s: report.duration_s,
+          state: report.state,
+          inputs: report.inputs,
+          decisions: report.decisions,
+          responses: report.responses,
+          // The slowest turn's time to first audio, ms: from the end of speech, else from response.created.
+          first_audio_worst_ms: slowestFirstAudio(report.spans),
+          errors: report.errors,
           tracing: tracingJson(state.config.tracing),
           labels: labelsOf(state.config.tracing),
         });
       }
       await store.close();
+      if (opts.errors) rows = rows.filter((r) => r.errors.length > 0);
+      if (opts.slowest !== undefined)
+        rows = rows
+          .filter((r) => r.first_audio_worst_ms !== null)
+          .sort((a, b) => (b.first_audio_worst_ms ?? 0) - (a.first_audio_worst_ms ?? 0))
+          .slice(0, opts.slowest);
       if (opts.json) for (const { labels: _, ...row } of rows) process.stdout.write(`${JSON.stringify(row)}\n`);
       else {
         process.stdout.write(
@@ -273,10 +310,43 @@ export const registerStoreCommands = (program: Command): void => {
           process.stdout.write(
             `${r.session_id.padEnd(40)}${r.opened_at.padEnd(26)}${r.duration_s.toFixed(1).padStart(10)}  ${r.state.padEnd(21)}${String(r.inputs).padStart(6)}  ${String(r.decisions).padStart(9)}  ${String(r.responses).padStart(9)}  ${r.labels}\n`,
           );
+          if (opts.slowest !== undefined) process.stdout.write(`  slowest first audio: ${r.first_audio_worst_ms} ms\n`);
+          if (opts.errors)
+            for (const e of r.errors) process.stdout.write(`  revision ${e.revision}: ${e.code}: ${e.message}\n`);
         }
         if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);
       }
     });
+
+  program
+    .command("show [session]")
+    .description(
+      "what happened in a session: its state, errors, the history as heard, playback, and with --turns the latency of each turn",
+    )
+    .option("--data <dir>", "folder of the embedded event store", "./data")
+    .option("--last", "the session opened last in the store", false)
+    .option("--turns", "each turn's times and the p50/p95/worst of each span", false)
+    .option("--json", "the whole report as one JSON object", false)
+    .action(
+      async (session: string | undefined, opts: { data: string; last: boolean; turns: boolean; json: boolean }) => {
+        if (session === undefined && !opts.last) throw new InvalidArgumentError("give a SESSION id or --last");
+        const { foldLog, reportOf, streamOf } = await import("../engine/index.ts");
+        const store = await openStore(opts.data);
+        const id = session ?? (await lastSessionId(store, opts.data));
+        const entries = await store.read(streamOf(id)).finally(() => store.close());
+        if (entries.length === 0) {
+          process.stderr.write(`duplex: no session ${id} in ${resolve(opts.data)}\n`);
+          process.exitCode = 2;
+          return;
+        }
+        const report = reportOf(entries, foldLog(entries).state.attached);
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(report)}\n`);
+          return;
+        }
+        process.stdout.write(renderReport(report, opts.turns));
+      },
+    );
 
   /** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
   const duration = (value: string): number => {

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { distinctUntilChanged } from "rxjs";
 import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
+import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
@@ -61,6 +63,8 @@ export interface EngineDeps {
     appended(entries: number, ms: number): void;
     decided(event: DomainEvent): void;
     delivered?(ms: number): void;
+    /** A span of the turn ledger (src/projections/turn-ledger.ts) became known for a turn: once per turn and span. */
+    turnSpan?(span: TurnSpanName, ms: number): void;
   };
 }
 
@@ -229,11 +233,30 @@ export const createEngine = (deps: EngineDeps): Engine => {
     });
     if (deps.log !== undefined) logLifecycle(host, deps.log, openedAt);
     if (deps.observe !== undefined) {
-      const { decided } = deps.observe;
+      const { decided, turnSpan } = deps.observe;
       host.events$.subscribe((envelope) => decided(envelope.event));
+      if (turnSpan !== undefined) observeTurnSpans(host, turnSpan);
     }
     hosts.set(sessionId, host);
     return host;
+  };
+
+  /** Feeds each turn's spans to `observe` once they are known, from the session's live turn ledger. */
+  const observeTurnSpans = (host: SessionHost, observe: (span: TurnSpanName, ms: number) => void): void => {
+    const seen = new Set<string>();
+    host.events$.pipe(turnLedger(), distinctUntilChanged()).subscribe((turns) => {
+      // Only the last two turns can still change: a turn is done once the next one has a response.
+      for (const turn of turns.slice(-2)) {
+        for (const [name] of TURN_SPANS) {
+          const key = `${turn.index}:${name}`;
+          if (seen.has(key)) continue;
+          const ms = spanOf(turn, name);
+          if (ms === null) continue;
+          seen.add(key);
+          observe(name, ms);
+        }
+      }
+    });
   };
 
   const armGrace = (host: SessionHost, ms: number): void => {

@@ -1,6 +1,7 @@
 /** The session host: engine, per-session mailbox, effects, log layout, replay; and the ports it depends on. */
 export * from "./effects.ts";
 export * from "./engine.ts";
+export * from "./inspect.ts";
 export * from "./lifecycle-log.ts";
 export * from "./log.ts";
 export * from "./ports/index.ts";

@@ -1,4 +1,8 @@
-/** RxJS projections of a session's domain event stream: session view, playback ledger, history, wire events. */
+/**
+ * RxJS projections of a session's domain event stream: session view, playback ledger, history, turn ledger, wire
+ * events.
+ */
 export * from "./envelope.ts";
 export * from "./session-view.ts";
+export * from "./turn-ledger.ts";
 export * from "./wire.ts";

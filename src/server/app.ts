@@ -3,13 +3,14 @@ import type { Duplex } from "node:stream";
 import Fastify, { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
-import type { Engine } from "../engine/index.ts";
+import type { Engine, EventStore } from "../engine/index.ts";
 import { capabilitiesJson, dialectOf, handshakeErrorBody } from "../protocol/index.ts";
 import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
 import type { AuthLockoutOptions } from "./auth-lockout.ts";
 import { chatCompletionsHandler } from "./chat-completions.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
+import { sessionsApi } from "./sessions-api.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
 export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
@@ -19,6 +20,8 @@ const WS_MAX_PAYLOAD = 64 * 1024 * 1024;
 
 export interface AppOptions {
   readonly engine: Engine;
+  /** The event store: the session API (`/v1/sessions`) reads the logs from it (absent: no session API). */
+  readonly store?: EventStore;
   readonly log: Logger;
   readonly model: string;
   /**
@@ -116,6 +119,14 @@ export const buildApp = (options: AppOptions) => {
     "/v1/chat/completions",
     chatCompletionsHandler({ engine: options.engine, model: options.model, log: options.log }),
   );
+
+  if (options.store !== undefined) {
+    const api = sessionsApi({ engine: options.engine, store: options.store });
+    app.get("/v1/sessions", api.list);
+    app.get("/v1/sessions/:id", api.show);
+    app.get("/v1/sessions/:id/export", api.exported);
+    app.get("/v1/sessions/:id/events", api.events);
+  }
 
   // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
   for (const path of REALTIME_PATHS) {

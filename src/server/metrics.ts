@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { DomainEvent } from "../domain/index.ts";
 import type { Engine } from "../engine/index.ts";
+import type { TurnSpanName } from "../projections/index.ts";
 
 /**
  * Prometheus metrics of the server (DESIGN.md, src/server: /metrics), with prom-client, next to its default
@@ -8,11 +9,12 @@ import type { Engine } from "../engine/index.ts";
  */
 export interface ServerMetrics {
   readonly registry: Registry;
-  /** The engine's observer: group commits and decided domain events. */
+  /** The engine's observer: group commits, decided domain events, engine-added latency, turn-ledger spans. */
   readonly observe: {
     appended(entries: number, ms: number): void;
     decided(event: DomainEvent): void;
     delivered(ms: number): void;
+    turnSpan(span: TurnSpanName, ms: number): void;
   };
   /** Binds the gauges that read the engine (live sessions). */
   bind(engine: Engine): void;
@@ -57,6 +59,13 @@ export const createMetrics = (): ServerMetrics => {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
+  const turnSpans = new Histogram({
+    name: "duplex_turn_span_seconds",
+    help: "Spans of each user turn from the turn ledger (speech stop to first audio, created to first audio, first audio to first ack, barge-in to the response's end, ...), by span.",
+    labelNames: ["span"],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10],
+    registers: [registry],
+  });
   let bound: Engine | null = null;
   new Gauge({
     name: "duplex_sessions_live",
@@ -75,6 +84,9 @@ export const createMetrics = (): ServerMetrics => {
       },
       delivered(ms) {
         engineAdded.observe(ms / 1000);
+      },
+      turnSpan(span, ms) {
+        turnSpans.observe({ span }, ms / 1000);
       },
       decided(event) {
         decisions.inc({ type: event.type });

@@ -100,6 +100,7 @@ export const startServer = async (
   const app = buildApp({
     ready,
     engine,
+    store,
     log,
     model: runner.name,
     apiKeys: config.auth.api_keys,

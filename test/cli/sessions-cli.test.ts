@@ -112,3 +112,72 @@ describe("duplex sessions", () => {
     expect(rows.map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([ids.detached]);
   });
 });
+
+describe("duplex show, sessions --errors and --slowest", () => {
+  let dataDir = "";
+  const ids: Record<string, string> = {};
+  beforeAll(async () => {
+    const server = await startTestServer();
+    dataDir = server.dataDir;
+    const idOf = async (c: RealtimeClient) =>
+      String(((await c.waitFor("session.created", { since: 0 })).session as { id: string }).id);
+    const answered = await RealtimeClient.connect(server.url);
+    ids.answered = await idOf(answered);
+    answered.send({ type: "response.create" });
+    await answered.waitFor("response.done", { since: 0 });
+    answered.send({ type: "session.close" });
+    await answered.closed;
+    const failing = await RealtimeClient.connect(server.url);
+    ids.failing = await idOf(failing);
+    failing.send({ type: "conversation.item.truncate", item_id: "item_nope", content_index: 0, audio_end_ms: 10 });
+    await failing.waitFor("error", { since: 0 });
+    failing.send({ type: "session.close" });
+    await failing.closed;
+    await server.close();
+  });
+  afterAll(async () => rm(dataDir, { recursive: true, force: true }));
+
+  it("--errors lists only sessions whose log holds an error, each with its revision, code and message", async () => {
+    const rows = (await duplex("sessions", "--data", dataDir, "--errors", "--json")).stdout.trim().split("\n");
+    const parsed = rows.map((l) => JSON.parse(l) as { session_id: string; errors: { code: string }[] });
+    expect(parsed.map((r) => [r.session_id, r.errors.map((e) => e.code)])).toEqual([[ids.failing, ["item_not_found"]]]);
+    const table = (await duplex("sessions", "--data", dataDir, "--errors")).stdout.trim().split("\n");
+    expect(table).toHaveLength(3);
+    expect(table[1]?.startsWith(ids.failing ?? "?")).toBe(true);
+    expect(table[2]).toMatch(/^ {2}revision \d+: item_not_found: /);
+  });
+
+  it("--slowest N lists the sessions whose slowest turn took longest to its first audio, with that time", async () => {
+    const rows = (await duplex("sessions", "--data", dataDir, "--slowest", "5", "--json")).stdout.trim().split("\n");
+    const parsed = rows.map((l) => JSON.parse(l) as { session_id: string; first_audio_worst_ms: number | null });
+    // Only the answered session has a turn with audio.
+    expect(parsed.map((r) => r.session_id)).toEqual([ids.answered]);
+    expect(parsed[0]?.first_audio_worst_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it("show prints what happened (state, errors, history, playback) and with --turns the turn ledger; --json is the whole report", async () => {
+    const json = JSON.parse((await duplex("show", ids.answered ?? "", "--data", dataDir, "--json")).stdout) as {
+      session_id: string;
+      state: string;
+      responses: number;
+      turns: { index: number; responseId: string; status: string }[];
+      spans: { span: string; samples: number }[];
+    };
+    expect(json).toMatchObject({ session_id: ids.answered, state: "closed", responses: 1 });
+    expect(json.turns).toHaveLength(1);
+    expect(json.turns[0]).toMatchObject({ index: 1, status: "completed" });
+    expect(json.spans.find((s) => s.span === "response_created_to_first_audio")?.samples).toBe(1);
+    const text = (await duplex("show", "--last", "--data", dataDir, "--turns")).stdout.split("\n");
+    expect(text[0]).toBe(`session ${ids.failing}  closed  model echo`);
+    expect(text).toContain("errors:");
+    expect(text.some((l) => /^ {2}revision \d+: item_not_found: /.test(l))).toBe(true);
+    expect(text).toContain("turns (ms after the speech stopped, or after response.created without speech):");
+    const answered = (await duplex("show", ids.answered ?? "", "--data", dataDir, "--turns")).stdout.split("\n");
+    expect(answered).toContain("errors: none");
+    expect(answered.find((l) => l.startsWith("     1  resp_"))).toMatch(/ completed /);
+    await expect(duplex("show", "sess_nope", "--data", dataDir)).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("no session sess_nope"),
+    });
+  });
+});

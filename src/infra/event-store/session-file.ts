@@ -25,18 +25,23 @@ export const renderSessionFile = (stream: string, entries: readonly RecordedEntr
     stream,
     entries: entries.length,
   };
-  const lines = entries.map((e) => {
-    const { json, blob } = encodeData(e.data);
-    return JSON.stringify({
-      revision: e.revision,
-      position: e.position,
-      type: e.type,
-      metadata: e.metadata,
-      data: JSON.parse(json),
-      bin: blob === null ? null : Buffer.from(blob).toString("base64"),
-    });
+  return `${[JSON.stringify(header), ...entries.map(renderEntryLine)].join("\n")}\n`;
+};
+
+/**
+ * One log entry as a line of a session file (and as the data of a `/v1/sessions/:id/events` server-sent event):
+ * `{revision, position, type, metadata, data, bin}`, its binary audio as base64 in `bin`.
+ */
+export const renderEntryLine = (e: RecordedEntry): string => {
+  const { json, blob } = encodeData(e.data);
+  return JSON.stringify({
+    revision: e.revision,
+    position: e.position,
+    type: e.type,
+    metadata: e.metadata,
+    data: JSON.parse(json),
+    bin: blob === null ? null : Buffer.from(blob).toString("base64"),
   });
-  return `${[JSON.stringify(header), ...lines].join("\n")}\n`;
 };
 
 /** Writes `renderSessionFile` to `path`. */

@@ -1,0 +1,147 @@
+import { from, last, type Observable, type OperatorFunction } from "rxjs";
+import { type HistoryItem, INPUT_TYPES } from "../domain/index.ts";
+import {
+  type EventEnvelope,
+  history,
+  type PlaybackEntry,
+  playbackLedger,
+  type SessionView,
+  type SpanSummary,
+  sessionView,
+  summariseTurns,
+  type Turn,
+  turnLedger,
+} from "../projections/index.ts";
+import { stepsOf } from "./log.ts";
+import type { RecordedEntry } from "./ports/index.ts";
+
+/**
+ * What a person or a script asks of a recorded (or live) session (issue 20, parts 2 and 3): the projections of its
+ * log, computed by the same RxJS operators as for a live session, over the log read as an Observable. Times are the
+ * engine clock (ms since the Unix epoch) unless a name says otherwise; durations in s where the name ends in `_s`.
+ */
+export interface SessionReport {
+  readonly session_id: string;
+  /** ISO 8601 time of the first log entry. */
+  readonly opened_at: string;
+  readonly duration_s: number;
+  /** `closed`, `expired (idle)`, ..., or `open` / `detached` while the session has not ended. */
+  readonly state: string;
+  /** The model the session served (its configuration's), and its lane. */
+  readonly model: string | null;
+  readonly revision: number;
+  readonly inputs: number;
+  readonly decisions: number;
+  readonly responses: number;
+  /** Every refusal and failure in the log, in order: its revision, code and message. */
+  readonly errors: readonly { readonly revision: number; readonly code: string; readonly message: string }[];
+  readonly view: SessionView | null;
+  readonly playback: readonly PlaybackEntry[];
+  /** The conversation as the listener heard it. */
+  readonly history: readonly HistoryItem[];
+  readonly turns: readonly Turn[];
+  /** p50/p95/worst of each span of the turn ledger, ms. */
+  readonly spans: readonly SpanSummary[];
+}
+
+/** The domain event envelopes of a session's entries, in log order, with each one's revision. */
+export const envelopesOf = (entries: readonly RecordedEntry[]): { revision: number; envelope: EventEnvelope }[] => {
+  const decisions = entries.filter((e) => !isInput(e));
+  const out: { revision: number; envelope: EventEnvelope }[] = [];
+  let d = 0;
+  for (const step of stepsOf(entries)) {
+    for (const decision of step.decisions) {
+      out.push({ revision: decisions[d]?.revision ?? -1, envelope: decision.envelope });
+      d += 1;
+    }
+  }
+  return out;
+};
+
+const INPUTS: ReadonlySet<string> = new Set(INPUT_TYPES);
+const isInput = (entry: RecordedEntry): boolean => INPUTS.has(entry.type);
+
+/** The last value `operator` gives over `envelopes` (synchronous: the log is read already), or `fallback`. */
+const lastOf = <T>(
+  envelopes: readonly EventEnvelope[],
+  operator: OperatorFunction<EventEnvelope, T>,
+  fallback: T,
+): T => {
+  let value = fallback;
+  const source: Observable<EventEnvelope> = from(envelopes);
+  source.pipe(operator, last(undefined, fallback)).subscribe((v) => {
+    value = v;
+  });
+  return value;
+};
+
+/** How a session ended, in words, from its log; `open` or `detached` while it has not. */
+export const endingOf = (entries: readonly RecordedEntry[], attached: boolean): string => {
+  const closed = entries.findLast((e) => e.type === "SessionClosed")?.data as { reason?: string } | undefined;
+  if (closed === undefined) return attached ? "open" : "detached";
+  const words: Record<string, string> = {
+    session_close: "closed",
+    client_closed: "closed (socket)",
+    idle_ttl_expired: "expired (idle)",
+    disconnect_grace_expired: "expired (no resume)",
+    disconnect: "disconnected",
+    runner_failed: "failed (runner)",
+    unused: "unused",
+  };
+  return words[closed.reason ?? ""] ?? String(closed.reason);
+};
+
+/** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
+export const durationOf = (entries: readonly RecordedEntry[]): number => {
+  let downtime = 0;
+  entries.forEach((e, i) => {
+    const before = entries[i - 1];
+    if (e.type === "SessionRecovered" && before !== undefined) downtime += e.metadata.at - before.metadata.at;
+  });
+  const span = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
+  return Math.round((span - downtime) / 100) / 10;
+};
+
+/**
+ * The report of a session from its log entries. `attached`: whether a socket holds it now (a live session's
+ * engine knows; a recorded one is not). @throws Error when the entries are not a session stream (see `stepsOf`).
+ */
+export const reportOf = (entries: readonly RecordedEntry[], attached = false): SessionReport => {
+  const withRevisions = envelopesOf(entries);
+  const envelopes = withRevisions.map((e) => e.envelope);
+  const view = lastOf<SessionView | null>(envelopes, sessionView(), null);
+  const turns = lastOf<readonly Turn[]>(envelopes, turnLedger(), []);
+  const configured = envelopes.findLast(
+    (e) => e.event.type === "SessionCreated" || e.event.type === "SessionConfigured",
+  )?.event;
+  const model =
+    configured?.type === "SessionCreated" || configured?.type === "SessionConfigured"
+      ? configured.data.config.model
+      : null;
+  const errors = withRevisions.flatMap(({ revision, envelope: { event } }) => {
+    if (event.type === "RequestRejected") return [{ revision, code: event.data.code, message: event.data.message }];
+    if (event.type === "RunnerFailed") return [{ revision, code: event.data.code, message: event.data.message }];
+    if (event.type === "ResponseEnded" && event.data.error !== null)
+      return [{ revision, code: event.data.error.code, message: event.data.error.message }];
+    return [];
+  });
+  const inputs = entries.filter(isInput).length;
+  const opened = entries.find((e) => e.type === "SessionOpened")?.data as { sessionId?: string } | undefined;
+  return {
+    session_id: opened?.sessionId ?? view?.sessionId ?? "",
+    opened_at: new Date(entries[0]?.metadata.at ?? 0).toISOString(),
+    duration_s: durationOf(entries),
+    state: endingOf(entries, attached),
+    model,
+    revision: entries.at(-1)?.revision ?? -1,
+    inputs,
+    decisions: entries.length - inputs,
+    responses: view?.responses ?? 0,
+    errors,
+    view,
+    playback: lastOf<readonly PlaybackEntry[]>(envelopes, playbackLedger(), []),
+    history: lastOf<readonly HistoryItem[]>(envelopes, history(), []),
+    turns,
+    spans: summariseTurns(turns),
+  };
+};

@@ -1,0 +1,229 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Subscription } from "rxjs";
+import { z } from "zod";
+import {
+  type Engine,
+  type EventStore,
+  foldLog,
+  type RecordedEntry,
+  reportOf,
+  type SessionReport,
+  STREAM_PREFIX,
+  streamOf,
+} from "../engine/index.ts";
+import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
+import { handshakeErrorBody } from "../protocol/index.ts";
+
+/**
+ * The session API (issue 20, part 2): the log as something people and scripts query, over HTTP, behind the `/v1`
+ * auth gate of app.ts. Routes:
+ *
+ * - `GET /v1/sessions`: live and recorded sessions, oldest first, `limit` (1..200, default 50) a page, `after` the
+ *   cursor of the page before (`next_cursor`); filtered by `state` (`open`, `detached`, `closed`, `expired`,
+ *   `failed`, `unused`: the first word of the state), `since` and `until` (ISO 8601, when the session opened),
+ *   `model`, and `error` (an error code its log holds).
+ * - `GET /v1/sessions/:id`: the session's report (`reportOf`: view, playback ledger, history as heard, turn ledger
+ *   and spans, errors) and whether it is live here.
+ * - `GET /v1/sessions/:id/export`: its duplex-session file (what `duplex export` writes; `duplex replay` reads it).
+ * - `GET /v1/sessions/:id/events`: server-sent events, one per log entry (`event: entry`, `id:` its revision,
+ *   `data:` the entry as a session-file line). A finished session streams its log and ends; a live one streams
+ *   its log, then `event: caught_up`, then each entry as it is appended (a `: heartbeat` comment every
+ *   `heartbeatMs`), and ends after the session's `SessionClosed`. `Last-Event-ID: N` (or `?from=N+1`) resumes
+ *   after revision N with no gap and no duplicate.
+ *
+ * The log holds no API key and only the SHA-256 of resume tokens, so nothing served here can open a session.
+ * Unknown ids get 404 `unknown_session` in OpenAI's error envelope.
+ */
+export interface SessionsApiOptions {
+  readonly engine: Engine;
+  readonly store: EventStore;
+  /** Interval of the `: heartbeat` comments of a live tail, ms (default 15 000). */
+  readonly heartbeatMs?: number;
+}
+
+/** One row of `GET /v1/sessions`. */
+export interface SessionSummary {
+  readonly id: string;
+  readonly object: "duplex.session";
+  readonly opened_at: string;
+  readonly duration_s: number;
+  readonly state: string;
+  /** Held by this server's engine now (attached or detached), not only recorded. */
+  readonly live: boolean;
+  readonly model: string | null;
+  readonly responses: number;
+  readonly revision: number;
+  readonly error_codes: readonly string[];
+}
+
+const listQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  after: z.string().optional(),
+  state: z.enum(["open", "detached", "closed", "expired", "failed", "unused", "disconnected"]).optional(),
+  since: z.iso.datetime({ offset: true }).optional(),
+  until: z.iso.datetime({ offset: true }).optional(),
+  model: z.string().optional(),
+  error: z.string().optional(),
+});
+
+/** The cursor of a page: where the session after which the next page starts opened, and its stream. */
+const cursorOf = (firstAt: number, stream: string): string =>
+  Buffer.from(JSON.stringify([firstAt, stream])).toString("base64url");
+
+const readCursor = (cursor: string): [number, string] | null => {
+  try {
+    const value = JSON.parse(Buffer.from(cursor, "base64url").toString()) as unknown;
+    return Array.isArray(value) && typeof value[0] === "number" && typeof value[1] === "string"
+      ? [value[0], value[1]]
+      : null;
+  } catch {
+    return null;
+  }
+};
+
+const summaryOf = (report: SessionReport, live: boolean): SessionSummary => ({
+  id: report.session_id,
+  object: "duplex.session",
+  opened_at: report.opened_at,
+  duration_s: report.duration_s,
+  state: report.state,
+  live,
+  model: report.model,
+  responses: report.responses,
+  revision: report.revision,
+  error_codes: [...new Set(report.errors.map((e) => e.code))],
+});
+
+const notFound = (reply: FastifyReply, id: string) =>
+  reply.code(404).send(handshakeErrorBody("unknown_session", `no session ${id} on this server`));
+
+const badRequest = (reply: FastifyReply, message: string) =>
+  reply.code(400).send(handshakeErrorBody("bad_event", message));
+
+/** The routes of the session API, as [method, path, handler] for app.ts to register. */
+export const sessionsApi = (options: SessionsApiOptions) => {
+  const { engine, store } = options;
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+
+  const isLive = (id: string): boolean => {
+    const host = engine.get(id);
+    return host !== undefined && !host.isClosed;
+  };
+  const reportFor = (entries: readonly RecordedEntry[]): SessionReport =>
+    reportOf(entries, foldLog(entries).state.attached);
+
+  const list = async (request: FastifyRequest, reply: FastifyReply) => {
+    const parsed = listQuery.safeParse(request.query);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return badRequest(reply, `${issue?.path.join(".")}: ${issue?.message}`);
+    }
+    const q = parsed.data;
+    const after = q.after === undefined ? null : readCursor(q.after);
+    if (q.after !== undefined && after === null) return badRequest(reply, "after: not a cursor this server gave");
+    const since = q.since === undefined ? Number.NEGATIVE_INFINITY : Date.parse(q.since);
+    const until = q.until === undefined ? Number.POSITIVE_INFINITY : Date.parse(q.until);
+    const streams = (await store.listStreams(STREAM_PREFIX))
+      .filter((s) => s.firstAt >= since && s.firstAt <= until)
+      .sort((a, b) => a.firstAt - b.firstAt || (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0))
+      .filter((s) => after === null || s.firstAt > after[0] || (s.firstAt === after[0] && s.stream > after[1]));
+    const data: SessionSummary[] = [];
+    let last: (typeof streams)[number] | null = null;
+    let more = false;
+    for (const info of streams) {
+      if (data.length === q.limit) {
+        more = true;
+        break;
+      }
+      last = info;
+      const report = reportFor(await store.read(info.stream));
+      const summary = summaryOf(report, isLive(report.session_id));
+      if (q.state !== undefined && summary.state.split(" ")[0] !== q.state) continue;
+      if (q.model !== undefined && summary.model !== q.model) continue;
+      if (q.error !== undefined && !summary.error_codes.includes(q.error)) continue;
+      data.push(summary);
+    }
+    return {
+      object: "list",
+      data,
+      has_more: more,
+      next_cursor: more && last !== null ? cursorOf(last.firstAt, last.stream) : null,
+    };
+  };
+
+  const show = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const { id } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    return { ...reportFor(entries), live: isLive(id) };
+  };
+
+  const exported = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const { id } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    return reply
+      .header("content-type", "application/x-ndjson; charset=utf-8")
+      .header("content-disposition", `attachment; filename="${id}.jsonl"`)
+      .send(renderSessionFile(streamOf(id), entries));
+  };
+
+  const events = async (
+    request: FastifyRequest<{ Params: { id: string }; Querystring: { from?: string } }>,
+    reply: FastifyReply,
+  ) => {
+    const { id } = request.params;
+    const stream = streamOf(id);
+    const lastEventId = request.headers["last-event-id"];
+    const resumeAfter = typeof lastEventId === "string" && /^\d+$/.test(lastEventId) ? Number(lastEventId) : null;
+    const fromQuery = request.query.from;
+    if (fromQuery !== undefined && !/^\d+$/.test(fromQuery)) return badRequest(reply, "from: a revision (0, 1, ...)");
+    const from = resumeAfter !== null ? resumeAfter + 1 : fromQuery !== undefined ? Number(fromQuery) : 0;
+    const stored = await store.read(stream, from);
+    if (stored.length === 0 && (await store.read(stream, 0)).length === 0) return notFound(reply, id);
+
+    reply.hijack();
+    const out = reply.raw;
+    out.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    const send = (entry: RecordedEntry): void => {
+      out.write(`event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`);
+    };
+    for (const entry of stored) send(entry);
+    const closed = stored.some((e) => e.type === "SessionClosed");
+    let next = (stored.at(-1)?.revision ?? from - 1) + 1;
+    if (closed || !isLive(id)) {
+      // A finished session (or one this server does not hold): its log, then the end.
+      out.end();
+      return reply;
+    }
+    out.write(`event: caught_up\nid: ${next - 1}\ndata: ${JSON.stringify({ revision: next - 1 })}\n\n`);
+    let subscription: Subscription | null = null;
+    const heartbeat = setInterval(() => out.write(": heartbeat\n\n"), heartbeatMs);
+    const end = (): void => {
+      clearInterval(heartbeat);
+      subscription?.unsubscribe();
+      if (!out.writableEnded) out.end();
+    };
+    // From the revision after the last one sent: the store replays what was appended since the read, then goes
+    // live, so nothing is missed and nothing is sent twice.
+    subscription = store.subscribe(stream, next).subscribe({
+      next: (entry) => {
+        if (entry.revision < next) return;
+        next = entry.revision + 1;
+        send(entry);
+        if (entry.type === "SessionClosed") end();
+      },
+      error: end,
+      complete: end,
+    });
+    out.once("close", end);
+    return reply;
+  };
+
+  return { list, show, exported, events };
+};
