@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { replayEntries, streamOf } from "../engine/index.ts";
+import { CHAIN_GENESIS, chained, replayEntries, streamOf } from "../engine/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
 import { parseConfig } from "../infra/config.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
@@ -116,10 +116,23 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
     );
     const groupMs = ms(started);
     await store.close();
+    // The hash chain (issue 20, part 4): what chaining the same drains costs on the event loop, per entry.
+    const drainsToChain = Array.from({ length: sessions * drains }, (_, k) => {
+      const metadata = { at: k, epoch: 0, turnId: 0 };
+      return [
+        { type: "CommandReceived", data: { command: { type: "append", audio: chunkOf(k) } }, metadata },
+        { type: "AudioAppended", data: { ms: 100 }, metadata },
+        { type: "SpeechProbability", data: { vad: [0.1, 0.2, 0.3] }, metadata },
+      ];
+    });
+    started = performance.now();
+    let head = CHAIN_GENESIS;
+    for (const drain of drainsToChain) head = chained(head, drain).head;
+    const chainMs = ms(started);
     o.print({
       bench: "store_append",
       meaning:
-        "single-entry appends with 3.2 kB of audio, one after another: entries_per_s, higher is better; ratio_to_raw = our time / raw better-sqlite3 inserts, lower is better (1 = no overhead); group_*: 200 sessions appending at once, 3 entries a drain (one with 100 ms of jfk_16k.wav, 3.2 kB), each waiting for its last: entries per second through group commit, higher is better",
+        "single-entry appends with 3.2 kB of audio, one after another: entries_per_s, higher is better; ratio_to_raw = our time / raw better-sqlite3 inserts, lower is better (1 = no overhead); group_*: 200 sessions appending at once, 3 entries a drain (one with 100 ms of jfk_16k.wav, 3.2 kB), each waiting for its last: entries per second through group commit, higher is better; chain_*: the hash chain over the same drains on the event loop, us per entry and as a share of the group append's time, lower is better",
       appends: n,
       entries_per_s: Math.round((n / storeMs) * 1000),
       raw_inserts_per_s: Math.round((n / rawMs) * 1000),
@@ -127,6 +140,8 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
       group_sessions: sessions,
       group_entries: sessions * drains * 3,
       group_entries_per_s: Math.round(((sessions * drains * 3) / groupMs) * 1000),
+      chain_us_per_entry: Math.round(((chainMs * 1000) / (sessions * drains * 3)) * 10) / 10,
+      chain_share_of_group_append: Math.round((chainMs / groupMs) * 1000) / 1000,
     });
   } finally {
     await rm(dir, { recursive: true, force: true });

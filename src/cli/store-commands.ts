@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TracingConfig } from "../domain/index.ts";
 import { parseDurationMs } from "../engine/duration.ts";
-import type { EventStore, RecordedEntry, SessionReport } from "../engine/index.ts";
+import type { DivergenceExplanation, EventStore, RecordedEntry, SessionReport } from "../engine/index.ts";
 import { sqlitePathIn } from "../infra/event-store/paths.ts";
 import type { SpanSummary } from "../projections/index.ts";
 import { positive } from "./args.ts";
@@ -99,7 +99,7 @@ export const renderReport = (r: SessionReport, turns: boolean): string => {
   return `${lines.join("\n")}\n`;
 };
 
-/** Registers `replay`, `export`, `sessions`, `show` and `gc` on `program`. */
+/** Registers `replay`, `export`, `sessions`, `show`, `verify` and `gc` on `program`. */
 export const registerStoreCommands = (program: Command): void => {
   program
     .command("replay [file]")
@@ -111,14 +111,23 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--last", "replay the session opened last in the store", false)
     .option("--runner <config>", "a deployment YAML whose runner (and profile) the client inputs are re-driven against")
     .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
-    .option("--json", "print the summary as JSON", false)
+    .option("--json", "print the summary as JSON (with the divergence explained, when there is one)", false)
+    .option("--diff", "on a divergence: the input that produced it, the inputs before it, and a structural diff", false)
     .action(
       async (
         file: string | undefined,
-        opts: { data: string; session?: string; last: boolean; runner?: string; speed: string; json: boolean },
+        opts: {
+          data: string;
+          session?: string;
+          last: boolean;
+          runner?: string;
+          speed: string;
+          json: boolean;
+          diff: boolean;
+        },
       ) => {
         const { readSessionFile } = await import("../infra/event-store/index.ts");
-        const { replayEntries, streamOf } = await import("../engine/index.ts");
+        const { explainDivergence, replayEntries, streamOf } = await import("../engine/index.ts");
         let entries: readonly RecordedEntry[];
         if (file !== undefined) {
           if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
@@ -140,6 +149,8 @@ export const registerStoreCommands = (program: Command): void => {
           return;
         }
         const result = replayEntries(entries);
+        const d = result.divergence;
+        const explanation = d === null || d.kind === "chain" ? null : explainDivergence(entries, d);
         const summary = {
           ok: result.ok,
           session_id: result.sessionId,
@@ -147,16 +158,37 @@ export const registerStoreCommands = (program: Command): void => {
           decisions: result.decisions,
           wire_events: result.wireEvents,
           divergence: result.divergence,
+          ...(explanation === null ? {} : { explanation }),
         };
         if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
         else if (result.ok) {
           process.stdout.write(
             `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n`,
           );
-        } else {
-          const d = result.divergence;
+        } else if (result.divergence?.kind === "chain") {
           process.stdout.write(
-            `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n`,
+            `replay of ${result.sessionId}: the recording was changed after it was written: ${result.divergence.actual} (duplex verify checks a log without replaying it)\n`,
+          );
+        } else if (opts.diff && explanation !== null && d !== null) {
+          const line = (i: DivergenceExplanation["input"]) =>
+            `revision ${i.revision}  ${i.at}  ${i.type}${i.command === null ? "" : ` ${i.command}`}`;
+          process.stdout.write(
+            [
+              `replay of ${result.sessionId}: DIVERGES at revision ${d.revision}, ${d.kind === "domain" ? "decision" : "server event"} #${d.index} of the input`,
+              `  the input:     ${line(explanation.input)}`,
+              "  the inputs before it:",
+              ...explanation.inputs_before.map((i) => `    ${line(i)}`),
+              "  recorded and replayed differ at:",
+              ...explanation.differences.map(
+                (x) =>
+                  `    ${x.path}: recorded ${JSON.stringify(x.recorded) ?? "(nothing)"} | replayed ${JSON.stringify(x.replayed) ?? "(nothing)"}`,
+              ),
+              "",
+            ].join("\n"),
+          );
+        } else {
+          process.stdout.write(
+            `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n  (--diff shows where they differ)\n`,
           );
         }
         process.exitCode = result.ok ? 0 : 1;
@@ -250,6 +282,14 @@ export const registerStoreCommands = (program: Command): void => {
         }
         await writeSessionFile(opts.out, stream, entries);
         process.stdout.write(`wrote ${entries.length} entries of ${session} to ${opts.out}\n`);
+        // The file is what the store holds; a log that no longer follows its chain is written all the same (to
+        // look into), and said so.
+        const { verifyChain } = await import("../engine/index.ts");
+        const verdict = typeof entries[0]?.metadata.chain === "string" ? verifyChain(entries) : null;
+        if (verdict !== null && !verdict.ok) {
+          process.stderr.write(`duplex: the stored log does not verify: ${verdict.message}\n`);
+          process.exitCode = 1;
+        }
       } finally {
         await store.close();
       }
@@ -345,6 +385,66 @@ export const registerStoreCommands = (program: Command): void => {
           return;
         }
         process.stdout.write(renderReport(report, opts.turns));
+      },
+    );
+
+  program
+    .command("verify [file]")
+    .description(
+      "check a session's log against its hash chain (a session FILE, or --data with --session or --last): exit 0 if every entry is the one written, 1 naming the first that is not",
+    )
+    .option("--data <dir>", "folder of the embedded event store", "./data")
+    .option("--session <id>", "session id in the store")
+    .option("--last", "the session opened last in the store", false)
+    .option("--json", "print the verdict as JSON", false)
+    .action(
+      async (file: string | undefined, opts: { data: string; session?: string; last: boolean; json: boolean }) => {
+        const { readSessionFile } = await import("../infra/event-store/index.ts");
+        const { streamOf, verifyChain } = await import("../engine/index.ts");
+        let entries: readonly RecordedEntry[];
+        let recordedHead: string | null = null;
+        let name: string;
+        if (file !== undefined) {
+          if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
+          const parsed = await readSessionFile(file);
+          entries = parsed.entries;
+          recordedHead = parsed.header.chain_head ?? null;
+          name = file;
+        } else {
+          if (opts.session === undefined && !opts.last)
+            throw new InvalidArgumentError("give a session FILE, --session ID or --last");
+          const store = await openStore(opts.data);
+          const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
+          entries = await store.read(streamOf(session)).finally(() => store.close());
+          if (entries.length === 0) {
+            process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
+            process.exitCode = 2;
+            return;
+          }
+          name = session;
+        }
+        const verdict = verifyChain(entries);
+        // A file cut short keeps a valid chain: its header says where the chain ended when it was written.
+        const last = entries.at(-1);
+        const cut =
+          verdict.ok && recordedHead !== null && recordedHead !== verdict.head
+            ? `the file ends at revision ${last?.revision ?? -1}, but its header records a chain head that no entry here has: entries were removed from its end (or it was changed and its header not)`
+            : null;
+        const ok = verdict.ok && cut === null;
+        if (opts.json) {
+          process.stdout.write(
+            `${JSON.stringify(ok ? { ok, entries: entries.length, head: verdict.ok ? verdict.head : null } : verdict.ok ? { ok, kind: "truncated", revision: (last?.revision ?? -1) + 1, message: cut } : verdict)}\n`,
+          );
+        } else if (ok && verdict.ok) {
+          process.stdout.write(
+            `verified ${name}: ${entries.length} entries, each the one written (chain head ${verdict.head})\n`,
+          );
+        } else if (!verdict.ok) {
+          process.stdout.write(`${name}: BROKEN at revision ${verdict.revision}: ${verdict.message}\n`);
+        } else {
+          process.stdout.write(`${name}: BROKEN at revision ${(last?.revision ?? -1) + 1}: ${cut}\n`);
+        }
+        process.exitCode = ok ? 0 : 1;
       },
     );
 

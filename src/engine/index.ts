@@ -1,4 +1,6 @@
 /** The session host: engine, per-session mailbox, effects, log layout, replay; and the ports it depends on. */
+export * from "./chain.ts";
+export * from "./diff.ts";
 export * from "./effects.ts";
 export * from "./engine.ts";
 export * from "./inspect.ts";

@@ -12,6 +12,7 @@ import {
   type Turn,
   turnLedger,
 } from "../projections/index.ts";
+import { chainHeadOf, verifyChain } from "./chain.ts";
 import { stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
@@ -42,6 +43,16 @@ export interface SessionReport {
   readonly turns: readonly Turn[];
   /** p50/p95/worst of each span of the turn ledger, ms. */
   readonly spans: readonly SpanSummary[];
+  /**
+   * The log's hash chain (src/engine/chain.ts): its head (the last entry's digest; compare it with one kept
+   * elsewhere to see a truncation), and whether every entry follows from the ones before it (null: a log written
+   * without a chain), with where it first does not.
+   */
+  readonly chain: {
+    readonly head: string | null;
+    readonly verified: boolean | null;
+    readonly broken_at: number | null;
+  };
 }
 
 /** The domain event envelopes of a session's entries, in log order, with each one's revision. */
@@ -73,6 +84,14 @@ const lastOf = <T>(
     value = v;
   });
   return value;
+};
+
+const chainReport = (entries: readonly RecordedEntry[]): SessionReport["chain"] => {
+  if (typeof entries[0]?.metadata.chain !== "string") return { head: null, verified: null, broken_at: null };
+  const verdict = verifyChain(entries);
+  return verdict.ok
+    ? { head: verdict.head, verified: true, broken_at: null }
+    : { head: chainHeadOf(entries), verified: false, broken_at: verdict.revision };
 };
 
 /** How a session ended, in words, from its log; `open` or `detached` while it has not. */
@@ -143,5 +162,6 @@ export const reportOf = (entries: readonly RecordedEntry[], attached = false): S
     history: lastOf<readonly HistoryItem[]>(envelopes, history(), []),
     turns,
     spans: summariseTurns(turns),
+    chain: chainReport(entries),
   };
 };

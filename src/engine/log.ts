@@ -17,6 +17,7 @@ import {
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
+import { chainHeadOf } from "./chain.ts";
 import { effectsOf } from "./effects.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 
@@ -127,6 +128,8 @@ export interface RecoveredLog {
   readonly state: SessionState;
   readonly wire: WireState;
   readonly revision: number;
+  /** The chain value of the last entry (src/engine/chain.ts), which the next append continues. */
+  readonly chainHead: string;
   readonly refAudio: RefAudioInput | null;
   readonly unansweredAppends?: readonly Extract<RunnerUnit, { kind: "append" }>[];
 }
@@ -162,7 +165,7 @@ export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & 
       replay.push(...wire.emitted);
     }
   }
-  return { state, wire, revision: entries.at(-1)?.revision ?? -1, replay, refAudio };
+  return { state, wire, revision: entries.at(-1)?.revision ?? -1, chainHead: chainHeadOf(entries), replay, refAudio };
 };
 
 /**

@@ -1,5 +1,6 @@
 import { decide, evolve, initialState, type SessionState } from "../domain/index.ts";
 import { type EventEnvelope, initialWireState, reduceWire, type WireState } from "../projections/index.ts";
+import { verifyChain } from "./chain.ts";
 import { digestOf, type RecordedStep, stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
@@ -8,7 +9,8 @@ export interface Divergence {
   /** Revision of the input whose decisions differ. */
   readonly revision: number;
   readonly inputType: string;
-  readonly kind: "domain" | "wire";
+  /** `chain`: the recording itself was changed after it was written (its hash chain breaks at `revision`). */
+  readonly kind: "domain" | "wire" | "chain";
   /** Index of the differing decision (domain) or server event (wire) within that input's output. */
   readonly index: number;
   readonly expected: string;
@@ -42,7 +44,31 @@ const envelopeText = (e: EventEnvelope): string =>
  * events whose digests equal the recorded ones, byte for byte. Stops at the first divergence.
  * @throws Error when the entries are not a session stream (see `stepsOf`).
  */
-export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult => replaySteps(stepsOf(entries));
+export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult => {
+  // A log written with a hash chain is checked against it first: a recording changed after it was written (one
+  // byte of an append, a zeroed chunk) would otherwise replay "identical", its changed inputs taken as given.
+  if (typeof entries[0]?.metadata.chain === "string") {
+    const verdict = verifyChain(entries);
+    if (!verdict.ok) {
+      const entry = entries.find((e) => e.revision === verdict.revision);
+      return {
+        ...replaySteps([]),
+        inputs: stepsOf(entries).length,
+        sessionId: (entries[0]?.data as { sessionId?: string } | undefined)?.sessionId ?? null,
+        ok: false,
+        divergence: {
+          revision: verdict.revision,
+          inputType: entry?.type ?? "(missing)",
+          kind: "chain",
+          index: 0,
+          expected: `the entry written at revision ${verdict.revision}, whose chain digest the log records`,
+          actual: verdict.message,
+        },
+      };
+    }
+  }
+  return replaySteps(stepsOf(entries));
+};
 
 export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
   let state = initialState;

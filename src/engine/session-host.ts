@@ -28,6 +28,7 @@ import {
   type WireState,
 } from "../projections/index.ts";
 import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
+import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
@@ -156,6 +157,8 @@ export class SessionHost {
   private state: SessionState;
   private wire: WireState;
   private revision: ExpectedRevision;
+  /** The chain value of the last entry appended (src/engine/chain.ts). */
+  private chainHead: string;
   private readonly queue: Pending[] = [];
   private draining: Promise<void> | null = null;
   private runner: RunnerSession | null = null;
@@ -209,6 +212,7 @@ export class SessionHost {
     this.state = recovered?.state ?? initialState;
     this.wire = recovered?.wire ?? initialWireState;
     this.revision = recovered?.revision ?? "no_stream";
+    this.chainHead = recovered?.chainHead ?? CHAIN_GENESIS;
     this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
     this.refAudio = recovered?.refAudio ?? null;
@@ -629,14 +633,16 @@ export class SessionHost {
         }
         effects.push(...effectsOf(input, events, before, state));
       }
+      const chain = chained(this.chainHead, entries);
       try {
         const started = performance.now();
-        this.revision = await this.deps.store.append(streamOf(this.sessionId), entries, this.revision);
+        this.revision = await this.deps.store.append(streamOf(this.sessionId), chain.entries, this.revision);
         this.deps.onAppended?.(entries.length, performance.now() - started);
       } catch (error) {
         this.fail(error, APPEND_FAILED);
         return;
       }
+      this.chainHead = chain.head;
       this.state = state;
       this.wire = wire;
       // Only now is the state's configuration the one after these inputs: later appends may be prepared on arrival.
@@ -705,6 +711,7 @@ export class SessionHost {
       this.state = log.state;
       this.wire = log.wire;
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
+      this.chainHead = log.chainHead;
       this.refAudio = log.refAudio;
       this.unansweredAppends = log.unansweredAppends ?? [];
       if (this.journal !== null) this.journal = measure(log.replay);

@@ -12,6 +12,11 @@ export interface SessionFileHeader {
   readonly version: number;
   readonly stream: string;
   readonly entries: number;
+  /**
+   * The chain value of the last entry when the file was written (src/engine/chain.ts), so a file cut short still
+   * fails `duplex verify`; absent for a log written without a chain.
+   */
+  readonly chain_head?: string;
 }
 
 /**
@@ -19,11 +24,13 @@ export interface SessionFileHeader {
  * audio as base64 next to the entry's data (the data's `{"$bin": [offset, length]}` references point into it).
  */
 export const renderSessionFile = (stream: string, entries: readonly RecordedEntry[]): string => {
+  const head = entries.at(-1)?.metadata.chain;
   const header: SessionFileHeader = {
     format: SESSION_FILE_FORMAT,
     version: SESSION_FILE_VERSION,
     stream,
     entries: entries.length,
+    ...(typeof head === "string" ? { chain_head: head } : {}),
   };
   return `${[JSON.stringify(header), ...entries.map(renderEntryLine)].join("\n")}\n`;
 };
