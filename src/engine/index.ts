@@ -11,3 +11,4 @@ export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./retention.ts";
 export * from "./session-host.ts";
+export * from "./upcast.ts";

@@ -20,6 +20,7 @@ import {
 import { chainHeadOf } from "./chain.ts";
 import { effectsOf } from "./effects.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
+import { LOG_SCHEMA_VERSION, upcast } from "./upcast.ts";
 
 /**
  * How a session's inputs and decisions are laid out in its stream `session-<id>` (DESIGN.md, "The session
@@ -45,7 +46,9 @@ export const digestOf = (event: WireEvent): WireDigest => ({
 
 export const inputEntry = (input: Input, state: SessionState): NewEntry => {
   const { type, at, data } = input;
-  return { type, data, metadata: { at, epoch: state.epoch, turnId: state.turnId } };
+  // The log's first entry names its schema version (src/engine/upcast.ts).
+  const schema = type === "SessionOpened" ? { schema: LOG_SCHEMA_VERSION } : {};
+  return { type, data, metadata: { at, epoch: state.epoch, turnId: state.turnId, ...schema } };
 };
 
 /**
@@ -90,12 +93,13 @@ export interface RecordedStep {
 const isInputType = (type: string): type is InputType => (INPUT_TYPES as readonly string[]).includes(type);
 
 /**
- * Groups a session's entries into steps. Throws when the stream does not start with an input or holds an entry
- * type that is neither an input nor a decision.
+ * Groups a session's entries into steps, read in today's shape (`upcast`: a log of an older schema version goes
+ * through its upcasters first). Throws when the stream does not start with an input or holds an entry type that is
+ * neither an input nor a decision, or (LogSchemaError) when the log is newer than this server.
  */
 export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
   const steps: { input: Input; revision: number; decisions: RecordedStep["decisions"][number][] }[] = [];
-  for (const entry of entries) {
+  for (const entry of upcast(entries)) {
     if (isInputType(entry.type)) {
       steps.push({
         input: { type: entry.type, data: entry.data, at: entry.metadata.at } as Input,

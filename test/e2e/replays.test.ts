@@ -2,13 +2,29 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { evolve, initialState } from "../../src/domain/index.ts";
-import { replayEntries, stepsOf } from "../../src/engine/index.ts";
+import {
+  LOG_SCHEMA_VERSION,
+  LogSchemaError,
+  replayEntries,
+  schemaOf,
+  stepsOf,
+  verifyChain,
+} from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { toHistory } from "../../src/projections/index.ts";
 
-/** Every recorded session under replays/ replays offline to the same domain and wire events (BEHAVIOUR.md, 15). */
+/**
+ * Every recorded session under replays/ replays offline to the same domain and wire events (BEHAVIOUR.md, 15), and
+ * so does the frozen one of replays/frozen/ (issue 20, part 5): recorded once in the log's schema version 2 and
+ * never re-recorded, so a change that stops old logs from replaying fails here.
+ */
 const dir = join(process.cwd(), "replays");
-const files = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
+const files = [
+  ...readdirSync(dir).filter((f) => f.endsWith(".jsonl")),
+  ...readdirSync(join(dir, "frozen"))
+    .filter((f) => f.endsWith(".jsonl"))
+    .map((f) => join("frozen", f)),
+];
 
 describe("recorded sessions", () => {
   it("there is at least one recorded session to replay", () => {
@@ -39,5 +55,38 @@ describe("recorded sessions", () => {
     const cancelled = ended.filter((d) => (d.envelope.event.data as { status: string }).status === "cancelled");
     // A completed answer whose playback was acknowledged is complete in history; a cancelled one is not.
     expect(assistant.filter((h) => h.status === "completed").length).toBe(ended.length - cancelled.length);
+  });
+});
+
+describe("the log's schema versions", () => {
+  const frozen = join(dir, "frozen", "question-echo-schema-2.jsonl");
+
+  it("the frozen session is of schema 2, every entry is the one written, and its export header says so", async () => {
+    const { entries, header } = await readSessionFile(frozen);
+    expect(schemaOf(entries)).toBe(2);
+    expect(header).toMatchObject({ schema: 2, chain_head: entries.at(-1)?.metadata.chain });
+    expect(verifyChain(entries)).toMatchObject({ ok: true, entries: entries.length });
+  });
+
+  it("a log of schema 1 (no schema, no chain) is read through the upcasters and replays", async () => {
+    const { entries } = await readSessionFile(frozen);
+    const v1 = entries.map((e) => {
+      const { chain: _chain, schema: _schema, ...metadata } = e.metadata;
+      return { ...e, metadata: metadata as typeof e.metadata };
+    });
+    expect(schemaOf(v1)).toBe(1);
+    expect(replayEntries(v1)).toMatchObject({ ok: true, divergence: null });
+    expect(verifyChain(v1)).toMatchObject({ ok: false, kind: "missing_chain", revision: 0 });
+  });
+
+  it("a log of a schema newer than this server's is refused, naming both versions", async () => {
+    const { entries } = await readSessionFile(frozen);
+    const newer = entries.map((e, i) =>
+      i === 0 ? { ...e, metadata: { ...e.metadata, schema: LOG_SCHEMA_VERSION + 1 } } : e,
+    );
+    expect(() => stepsOf(newer)).toThrow(LogSchemaError);
+    expect(() => stepsOf(newer)).toThrow(
+      `the log is of schema version ${LOG_SCHEMA_VERSION + 1}, newer than this server's ${LOG_SCHEMA_VERSION}`,
+    );
   });
 });

@@ -17,6 +17,8 @@ export interface SessionFileHeader {
    * fails `duplex verify`; absent for a log written without a chain.
    */
   readonly chain_head?: string;
+  /** The log's schema version (src/engine/upcast.ts): that of its first entry, 1 when it names none. */
+  readonly schema?: number;
 }
 
 /**
@@ -31,6 +33,7 @@ export const renderSessionFile = (stream: string, entries: readonly RecordedEntr
     stream,
     entries: entries.length,
     ...(typeof head === "string" ? { chain_head: head } : {}),
+    schema: typeof entries[0]?.metadata.schema === "number" ? entries[0].metadata.schema : 1,
   };
   return `${[JSON.stringify(header), ...entries.map(renderEntryLine)].join("\n")}\n`;
 };

@@ -1,0 +1,57 @@
+import type { RecordedEntry } from "./ports/index.ts";
+
+/**
+ * Versions of the session log's schema (issue 20, part 5; docs/log-format.md, "Versions"). A log's version is the
+ * `metadata.schema` of its first entry (`SessionOpened`); a log without one is version 1. Entries are read in
+ * today's shape: each step from a version to the next is one pure function over the entries (an upcaster, as in
+ * emmett and Marten), applied in order on read, never written back.
+ *
+ * - 1: the log before the hash chain.
+ * - 2: every entry carries `metadata.chain` (src/engine/chain.ts), the first one `metadata.schema: 2`. Nothing else
+ *   changed: a version 1 entry is read as it is (it has no digest to verify, and none is made up for it).
+ */
+export const LOG_SCHEMA_VERSION = 2;
+
+/** One step of the log's schema: entries of version `from` in the shape of version `from + 1`. */
+export interface Upcaster {
+  readonly from: number;
+  readonly upcast: (entries: readonly RecordedEntry[]) => RecordedEntry[];
+}
+
+/** The upcasters, one per version step, in order. */
+export const UPCASTERS: readonly Upcaster[] = [{ from: 1, upcast: (entries) => [...entries] }];
+
+/** Thrown for a log of a version this server does not know (written by a newer one). */
+export class LogSchemaError extends Error {
+  readonly code = "log_schema_unsupported";
+  constructor(message: string) {
+    super(message);
+    this.name = "LogSchemaError";
+  }
+}
+
+/** The schema version of a session's entries (1 when its first entry names none). */
+export const schemaOf = (entries: readonly RecordedEntry[]): number => {
+  const schema = entries[0]?.metadata.schema;
+  return typeof schema === "number" ? schema : 1;
+};
+
+/**
+ * A session's entries in today's shape: each upcaster from the log's version up to `LOG_SCHEMA_VERSION` applied in
+ * turn. @throws LogSchemaError when the log is of a version newer than this server's, or one no upcaster leaves.
+ */
+export const upcast = (entries: readonly RecordedEntry[]): readonly RecordedEntry[] => {
+  let version = schemaOf(entries);
+  if (version > LOG_SCHEMA_VERSION)
+    throw new LogSchemaError(
+      `the log is of schema version ${version}, newer than this server's ${LOG_SCHEMA_VERSION}: read it with the version that wrote it`,
+    );
+  let out = entries;
+  while (version < LOG_SCHEMA_VERSION) {
+    const step = UPCASTERS.find((u) => u.from === version);
+    if (step === undefined) throw new LogSchemaError(`no upcaster from log schema version ${version}`);
+    out = step.upcast(out);
+    version += 1;
+  }
+  return out;
+};
