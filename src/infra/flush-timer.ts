@@ -27,11 +27,17 @@ export function createFlushTimer(flush: () => void, minIntervalMs: number): Flus
     last = performance.now();
     flush();
   };
+  // A timeout may fire a few ms early by performance.now() (libuv rounds the delay down to whole ms and times it from
+  // the loop's cached clock, stale on a busy loop): it waits again for the rest, so flushes are never closer than
+  // `minIntervalMs`.
+  const arm = (): void => {
+    const wait = last + minIntervalMs - performance.now();
+    armed = wait <= 0 ? { immediate: setImmediate(run) } : { timeout: setTimeout(arm, Math.ceil(wait)) };
+  };
   return {
     schedule() {
       if (armed !== null) return;
-      const wait = last + minIntervalMs - performance.now();
-      armed = wait <= 0 ? { immediate: setImmediate(run) } : { timeout: setTimeout(run, wait) };
+      arm();
     },
     now() {
       if (armed !== null) {
