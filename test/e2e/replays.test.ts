@@ -27,8 +27,20 @@ const files = [
 ];
 
 describe("recorded sessions", () => {
-  it("there is at least one recorded session to replay", () => {
-    expect(files.length).toBeGreaterThanOrEqual(1);
+  it("the corpus holds every kind of session (npm run replays:record records them; the frozen one is apart)", () => {
+    expect(files).toEqual([
+      "barge-in-resume.jsonl", // server VAD, a barge-in, a dropped socket and a resume, a cancel
+      "errors.jsonl", // refused frames, each with its code, and the session goes on
+      "g711-input.jsonl", // G.711 mu-law input at 8 kHz
+      "question-echo.jsonl", // the demo: the model-native lane, playback acknowledged
+      "restart-resume.jsonl", // a restart of the server mid-session, rebuilt from the log and resumed
+      "server-vad-speech-60s.jsonl", // server VAD on a minute of speech with pauses
+      "tool-call.jsonl", // a tool call and its output, answered
+      "turn-lane-text.jsonl", // the turn lane, a text response
+      "turn-lane-two-responses.jsonl", // a commit deferred behind the active response
+      "upstream-chain-tool-call.jsonl", // the same tool call through an upstream chain
+      "frozen/question-echo-schema-2.jsonl",
+    ]);
   });
 
   it.each(files)("%s replays byte for byte", async (file) => {
@@ -41,21 +53,29 @@ describe("recorded sessions", () => {
     expect(result.state.phase).toBe("closed");
   });
 
-  it.each(files)("%s: the projections fold to the state the replay reached", async (file) => {
+  it.each(files)("%s: the projections fold to the state the replay reached, and the chain holds", async (file) => {
     const { entries } = await readSessionFile(join(dir, file));
-    const steps = stepsOf(entries);
-    const folded = steps
+    const folded = stepsOf(entries)
       .flatMap((s) => s.decisions)
       .reduce((state, d) => evolve(state, d.envelope.event), initialState);
-    const replayed = replayEntries(entries).state;
-    expect(folded).toEqual(replayed);
-    const assistant = toHistory(replayed).filter((h) => h.role === "assistant");
-    expect(assistant.length).toBeGreaterThanOrEqual(1);
-    const ended = steps.flatMap((s) => s.decisions).filter((d) => d.envelope.event.type === "ResponseEnded");
-    const cancelled = ended.filter((d) => (d.envelope.event.data as { status: string }).status === "cancelled");
-    // A completed answer whose playback was acknowledged is complete in history; a cancelled one is not.
-    expect(assistant.filter((h) => h.status === "completed").length).toBe(ended.length - cancelled.length);
+    expect(folded).toEqual(replayEntries(entries).state);
+    expect(verifyChain(entries)).toMatchObject({ ok: true, entries: entries.length });
   });
+
+  // The demo acknowledges playback as played: each completed answer is heard in full.
+  it.each(["question-echo.jsonl", "frozen/question-echo-schema-2.jsonl"])(
+    "%s: every answer acknowledged in full is complete in history, a cancelled one is not",
+    async (file) => {
+      const { entries } = await readSessionFile(join(dir, file));
+      const steps = stepsOf(entries);
+      const replayed = replayEntries(entries).state;
+      const assistant = toHistory(replayed).filter((h) => h.role === "assistant");
+      expect(assistant.length).toBeGreaterThanOrEqual(1);
+      const ended = steps.flatMap((s) => s.decisions).filter((d) => d.envelope.event.type === "ResponseEnded");
+      const cancelled = ended.filter((d) => (d.envelope.event.data as { status: string }).status === "cancelled");
+      expect(assistant.filter((h) => h.status === "completed").length).toBe(ended.length - cancelled.length);
+    },
+  );
 });
 
 describe("the log's schema versions", () => {
