@@ -10,20 +10,16 @@ import {
   type HistoryItem,
   type Input,
   initialState,
-  type RefAudioInput,
   type RunnerOperation,
-  type RunnerUnit,
   type SessionConfig,
   type SessionId,
   type SessionState,
   type StageOutput,
-  stageOutputProblem,
 } from "../domain/index.ts";
 import {
   type EventEnvelope,
   initialWireState,
   reduceWire,
-  toHistory,
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
@@ -41,6 +37,7 @@ import type {
   RunnerSession,
   VadStream,
 } from "./ports/index.ts";
+import { RunnerBinding } from "./runner-binding.ts";
 
 /** What a session host needs from the engine. `now` is the engine clock in ms since the Unix epoch. */
 export interface SessionHostDeps {
@@ -161,7 +158,7 @@ export class SessionHost {
   private chainHead: string;
   private readonly queue: Pending[] = [];
   private draining: Promise<void> | null = null;
-  private runner: RunnerSession | null = null;
+  private readonly binding: RunnerBinding;
   private resampler: { rate: number; resampler: Resampler } | null = null;
   /**
    * Set when an append failed: the in-memory state may be ahead of the log, so the next drain rebuilds the session
@@ -189,12 +186,6 @@ export class SessionHost {
   private configuring = 0;
   /** Set while the drain waits for a client frame being prepared: a new input resumes it. */
   private wake: (() => void) | null = null;
-  /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
-  private refAudio: RefAudioInput | null;
-  /** The appends of the utterance a rebuilt session's model had not answered, for its new runner (`resubmit`). */
-  private unansweredAppends: readonly Extract<RunnerUnit, { kind: "append" }>[];
-  /** Set once the runner broke its contract: nothing more is handed to it, and what it emits is dropped. */
-  private runnerFaulted = false;
   /** When the last socket let go of the session (ms, engine clock); null while one holds it. */
   private detached: number | null = null;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
@@ -215,10 +206,22 @@ export class SessionHost {
     this.chainHead = recovered?.chainHead ?? CHAIN_GENESIS;
     this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
     this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
-    this.refAudio = recovered?.refAudio ?? null;
-    this.unansweredAppends = recovered?.unansweredAppends ?? [];
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
+    this.binding = new RunnerBinding(
+      {
+        sessionId,
+        openRunner: (config, history, emit) => deps.openRunner(sessionId, config, history, emit),
+        state: () => this.state,
+        onFault: (operation, error) => deps.onRunnerFault?.(this, operation, error),
+        enqueue: (input) => void this.enqueue(input),
+        output: (make, arrived) => void this.push(make, false, arrived),
+        now: deps.now,
+        outputAudio: this.outputAudio,
+      },
+      recovered?.refAudio ?? null,
+      recovered?.unansweredAppends ?? [],
+    );
   }
 
   /** When the last socket let go of the session (ms since the Unix epoch, engine clock); null while one holds it. */
@@ -461,13 +464,7 @@ export class SessionHost {
   async stop(): Promise<void> {
     await this.settled();
     this.outputAudio.close();
-    const runner = this.runner;
-    this.runner = null;
-    try {
-      await runner?.close();
-    } catch (error) {
-      this.deps.onRunnerFault?.(this, "close", error);
-    }
+    await this.binding.stop();
   }
 
   private push(
@@ -656,7 +653,7 @@ export class SessionHost {
       }
       this.pendingAttach = null;
       for (const envelope of envelopes) this.events$.next(envelope);
-      this.run(effects);
+      this.binding.run(effects);
       if (state.phase === "closed") {
         const closed = envelopes.findLast((e) => e.event.type === "SessionClosed")?.event;
         this.sink?.ended(
@@ -694,9 +691,7 @@ export class SessionHost {
     this.detached = this.deps.now();
     this.pendingAttach = null;
     for (const sink of sinks) sink?.failed(failure.code, message);
-    const runner = this.runner;
-    this.runner = null;
-    this.guard("close", () => runner?.close());
+    this.binding.drop();
     this.deps.onAppendFailed(this, error);
   }
 
@@ -712,14 +707,12 @@ export class SessionHost {
       this.wire = log.wire;
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
       this.chainHead = log.chainHead;
-      this.refAudio = log.refAudio;
-      this.unansweredAppends = log.unansweredAppends ?? [];
+      this.binding.reset(log.refAudio, log.unansweredAppends ?? []);
       if (this.journal !== null) this.journal = measure(log.replay);
       // Appends dropped with the queue may have reached the resampler and the VAD: both start afresh, as after a
       // restart.
       this.resampler = null;
       this.deps.vad?.reset();
-      this.runnerFaulted = false;
       this.faulted = false;
       return true;
     } catch (error) {
@@ -745,107 +738,5 @@ export class SessionHost {
       return;
     }
     this.sink?.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);
-  }
-
-  /**
-   * Calls the runner, confining a broken contract to this session: a throw, or a returned promise that rejects,
-   * becomes a `RunnerFaulted` input (recorded, then decided: the session ends with a coded error).
-   */
-  private guard(operation: RunnerOperation, call: () => unknown): void {
-    try {
-      const result = call();
-      if (result instanceof Promise) result.catch((error: unknown) => this.fault(operation, error));
-    } catch (error) {
-      this.fault(operation, error);
-    }
-  }
-
-  private fault(operation: RunnerOperation, error: unknown): void {
-    if (this.runnerFaulted) return;
-    this.runnerFaulted = true;
-    this.deps.onRunnerFault?.(this, operation, error);
-    const message = errorMessage(error);
-    void this.enqueue({ type: "RunnerFaulted", at: this.deps.now(), data: { operation, message } });
-  }
-
-  /**
-   * What the runner emits: checked, stamped with the engine clock, and enqueued as an input. Audio is converted to
-   * the session's output format when it is decided (a `session.update` ahead of it in the mailbox applies).
-   */
-  private received(output: StageOutput): void {
-    if (this.runnerFaulted || this.isClosed) return;
-    const problem = stageOutputProblem(output);
-    if (problem !== null) {
-      this.fault("emit", new Error(`malformed stage output: ${problem}`));
-      return;
-    }
-    const at = this.deps.now();
-    void this.push(
-      async (state) => {
-        const delivered = this.outputAudio.convert(state, output);
-        return { type: "StageOutputReceived", at, data: delivered === null ? { output } : { output, delivered } };
-      },
-      false,
-      performance.now(),
-    );
-  }
-
-  private openRunner(): RunnerSession | null {
-    try {
-      this.runner = this.deps.openRunner(this.sessionId, this.state.config, toHistory(this.state), (output) =>
-        this.received(output),
-      );
-      return this.runner;
-    } catch (error) {
-      this.fault("open", error);
-      return null;
-    }
-  }
-
-  private run(effects: readonly Effect[]): void {
-    for (const effect of effects) {
-      if (effect.kind === "configure" && effect.refAudio !== undefined) this.refAudio = effect.refAudio;
-      if (this.runnerFaulted) {
-        if (effect.kind === "close") this.runner = null;
-        continue;
-      }
-      if (this.runner === null && effect.kind !== "close") {
-        const opened = this.openRunner();
-        if (opened === null) continue;
-        this.guard("configure", () => opened.configure(this.state.config, this.refAudio));
-      }
-      const runner = this.runner;
-      switch (effect.kind) {
-        case "submit":
-          this.guard("submit", () => runner?.submit(effect.unit));
-          break;
-        case "abort":
-          this.guard("abort", () => runner?.abort(effect.epoch));
-          break;
-        case "configure":
-          this.guard("configure", () => runner?.configure(effect.config, this.refAudio));
-          break;
-        case "resubmit": {
-          // The runner is a new one, in the epoch the recovery moved to: it hears the utterance as it was logged.
-          const epoch = this.state.epoch;
-          const units = this.unansweredAppends.filter(
-            (u) =>
-              u.startMs < effect.toMs &&
-              u.startMs + (u.audio.byteLength / 2 / this.state.capabilities.inputSampleRateHz) * 1000 > effect.fromMs,
-          );
-          this.unansweredAppends = [];
-          for (const unit of units) this.guard("submit", () => runner?.submit({ ...unit, epoch }));
-          break;
-        }
-        case "close":
-          this.runner = null;
-          this.guard("close", () => runner?.close());
-          break;
-        default: {
-          const unhandled: never = effect;
-          throw new Error(`unhandled effect ${JSON.stringify(unhandled)}`);
-        }
-      }
-    }
   }
 }
