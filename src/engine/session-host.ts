@@ -2,7 +2,6 @@ import { createHash } from "node:crypto";
 import { Subject } from "rxjs";
 import {
   type AudioAppend,
-  type CloseReason,
   type Command,
   type DomainEvent,
   decide,
@@ -23,7 +22,8 @@ import {
   type WireEvent,
   type WireState,
 } from "../projections/index.ts";
-import { type DecodedFrame, REDACTED_RESUME_TOKEN } from "../protocol/index.ts";
+import type { DecodedFrame } from "../protocol/index.ts";
+import { Attachment, type SessionSink } from "./attachment.ts";
 import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
@@ -38,6 +38,8 @@ import type {
   VadStream,
 } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
+
+export type { SessionSink } from "./attachment.ts";
 
 /** What a session host needs from the engine. `now` is the engine clock in ms since the Unix epoch. */
 export interface SessionHostDeps {
@@ -77,25 +79,6 @@ export interface SessionHostDeps {
   readonly measureJournal?: boolean;
 }
 
-/**
- * Where a session's server events go: the socket that holds it. `send` takes the exact JSON text; `replaced` is
- * called on a socket that a resume superseded (it sends `session.replaced` and closes); `ended` after the last
- * event of a session that ended, with why it closed.
- */
-export interface SessionSink {
-  /** `replayed`: a missed event re-sent after `session.resumed` (a socket's output limit counts live events only). */
-  send(json: string, replayed?: boolean): void;
-  replaced(attachmentGeneration: number): void;
-  /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
-  ended(lastType: string, reason: CloseReason | null): void;
-  /**
-   * The session's log could not be appended to (disk full, store closed, I/O error: `runtime_append_failed`) or read
-   * (a resume's replay: `internal_error`): nothing after the last durable event was sent; the socket is let go of
-   * (the coded error, then it closes). The session waits for a resume, which rebuilds it from its log.
-   */
-  failed(code: "runtime_append_failed" | "internal_error", message: string): void;
-}
-
 interface Pending {
   /** Makes the input, given the state that every input before it in the mailbox led to. */
   readonly input: (state: SessionState) => Promise<Input>;
@@ -112,8 +95,6 @@ interface Pending {
   /** May change the configuration a client frame is decoded with: in `SessionHost.configuring` until decided. */
   readonly configures?: true;
 }
-
-const REDACTED_JSON = JSON.stringify(REDACTED_RESUME_TOKEN);
 
 const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
@@ -165,16 +146,8 @@ export class SessionHost {
    * from its log first (and records `SessionRecovered{append_failed}`) before it decides anything.
    */
   private faulted = false;
-  private sink: SessionSink | null = null;
-  /** The plain resume token of the current attachment, in memory only; the log keeps its SHA-256. */
-  private token: string | null;
-  /**
-   * Generation and token hash as claimed so far: updated at once by `claim`, so that two resumes cannot both win.
-   * The hash is null until the first claim of a new session, whose token hash is then the logged one.
-   */
-  private claimedGeneration: number;
-  private claimedTokenSha256: string | null;
-  private pendingAttach: { sink: SessionSink; replay: WireEvent[] } | null = null;
+  /** The socket that holds the session, its resume token and the claims of resumes (engine/attachment.ts). */
+  private readonly attachment: Attachment;
   /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
   private pendingBytes = 0;
   private pendingTurns = 0;
@@ -186,8 +159,6 @@ export class SessionHost {
   private configuring = 0;
   /** Set while the drain waits for a client frame being prepared: a new input resumes it. */
   private wake: (() => void) | null = null;
-  /** When the last socket let go of the session (ms, engine clock); null while one holds it. */
-  private detached: number | null = null;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
@@ -199,13 +170,15 @@ export class SessionHost {
     private readonly deps: SessionHostDeps,
     recovered: (RecoveredLog & { readonly replay?: readonly WireEvent[] }) | null = null,
   ) {
-    this.token = resumeToken;
     this.state = recovered?.state ?? initialState;
     this.wire = recovered?.wire ?? initialWireState;
     this.revision = recovered?.revision ?? "no_stream";
     this.chainHead = recovered?.chainHead ?? CHAIN_GENESIS;
-    this.claimedGeneration = recovered?.state.attachmentGeneration ?? 1;
-    this.claimedTokenSha256 = recovered?.state.resumeTokenSha256 ?? null;
+    this.attachment = new Attachment(
+      resumeToken,
+      recovered?.state.attachmentGeneration ?? 1,
+      recovered?.state.resumeTokenSha256 ?? null,
+    );
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
     this.binding = new RunnerBinding(
@@ -226,12 +199,12 @@ export class SessionHost {
 
   /** When the last socket let go of the session (ms since the Unix epoch, engine clock); null while one holds it. */
   get detachedAt(): number | null {
-    return this.detached;
+    return this.attachment.detachedAt;
   }
 
   /** A session rebuilt after a restart counts as detached since its last logged input (ms, engine clock). */
   markDetached(at: number): void {
-    this.detached = at;
+    this.attachment.markDetached(at);
   }
 
   /** Bytes of JSON text of the server events after `seq` up to the head (0 when not measured). */
@@ -257,26 +230,22 @@ export class SessionHost {
 
   /** The generation of the socket that holds (or is about to hold) the session. */
   get generation(): number {
-    return this.claimedGeneration;
+    return this.attachment.generation;
   }
 
   /** Binds the socket that opened the session. */
   attach(sink: SessionSink): void {
-    this.sink = sink;
+    this.attachment.attach(sink);
   }
 
   /** Unbinds `sink` if it is still the current one (a superseded socket's drop changes nothing). */
   release(sink: SessionSink): boolean {
-    if (this.sink !== sink) return false;
-    this.sink = null;
-    this.detached = this.deps.now();
-    return true;
+    return this.attachment.release(sink, this.deps.now());
   }
 
   /** Whether `tokenSha256` (hex) is the current token's digest, without claiming anything; `equal` is constant-time. */
   holdsToken(tokenSha256: string, equal: (a: string, b: string) => boolean): boolean {
-    const current = this.claimedTokenSha256 ?? this.state.resumeTokenSha256;
-    return !this.isClosed && current !== null && equal(tokenSha256, current);
+    return !this.isClosed && this.attachment.holds(tokenSha256, this.state.resumeTokenSha256, equal);
   }
 
   /**
@@ -291,11 +260,7 @@ export class SessionHost {
     equal: (a: string, b: string) => boolean,
   ): number | null {
     if (!this.holdsToken(tokenSha256, equal)) return null;
-    this.claimedGeneration += 1;
-    this.claimedTokenSha256 = newTokenSha256;
-    this.token = newToken;
-    this.detached = null;
-    return this.claimedGeneration;
+    return this.attachment.claim(newToken, newTokenSha256);
   }
 
   /**
@@ -308,16 +273,21 @@ export class SessionHost {
     return this.push(
       async () => {
         // Known before the read: a read that fails lets this socket go too.
-        this.pendingAttach = { sink, replay: [] };
+        this.attachment.switchTo(sink, []);
         const { replay } = foldLog(await this.deps.store.read(streamOf(this.sessionId)));
-        this.pendingAttach = {
+        this.attachment.switchTo(
           sink,
-          replay: replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
-        };
+          replay.filter((e) => e.seq !== null && e.seq > lastReceivedSeq && e.seq <= this.wire.seq),
+        );
         return {
           type: "AttachmentChanged",
           at,
-          data: { change: "resumed", generation, resumeTokenSha256: this.claimedTokenSha256, lastReceivedSeq },
+          data: {
+            change: "resumed",
+            generation,
+            resumeTokenSha256: this.attachment.tokenSha256Claimed,
+            lastReceivedSeq,
+          },
         };
       },
       true,
@@ -644,23 +614,22 @@ export class SessionHost {
       this.wire = wire;
       // Only now is the state's configuration the one after these inputs: later appends may be prepared on arrival.
       for (const pending of batch) if (pending.configures) this.configuring -= 1;
-      const sent = this.sink !== null && outgoing.length > 0;
+      const sent = this.attachment.held && outgoing.length > 0;
       for (const event of outgoing) this.publish(event);
       if (sent && this.deps.onDelivered !== undefined) {
         const written = performance.now();
         for (const pending of batch)
           if (pending.arrived !== undefined) this.deps.onDelivered(written - pending.arrived);
       }
-      this.pendingAttach = null;
+      this.attachment.switched();
       for (const envelope of envelopes) this.events$.next(envelope);
       this.binding.run(effects);
       if (state.phase === "closed") {
         const closed = envelopes.findLast((e) => e.event.type === "SessionClosed")?.event;
-        this.sink?.ended(
+        this.attachment.ended(
           outgoing.at(-1)?.type ?? "session.closed",
           closed?.type === "SessionClosed" ? closed.data.reason : null,
         );
-        this.sink = null;
         this.outputAudio.close();
         this.wire$.complete();
         this.events$.complete();
@@ -683,14 +652,8 @@ export class SessionHost {
     this.pendingBytes = 0;
     this.pendingTurns = 0;
     this.configuring = 0;
-    this.claimedGeneration = this.state.attachmentGeneration;
-    this.claimedTokenSha256 = null;
     const message = `the session log could not be ${failure.what}: ${errorMessage(error)}`;
-    const sinks = new Set([this.sink, this.pendingAttach?.sink]);
-    this.sink = null;
-    this.detached = this.deps.now();
-    this.pendingAttach = null;
-    for (const sink of sinks) sink?.failed(failure.code, message);
+    this.attachment.fail(failure.code, message, this.state.attachmentGeneration, this.deps.now());
     this.binding.drop();
     this.deps.onAppendFailed(this, error);
   }
@@ -727,16 +690,6 @@ export class SessionHost {
   private publish(event: WireEvent): void {
     this.wire$.next(event);
     if (this.journal !== null) addToJournal(this.journal, event);
-    const token = this.token === null ? "null" : JSON.stringify(this.token);
-    if (event.type === "session.resumed" && this.pendingAttach !== null) {
-      const { sink, replay } = this.pendingAttach;
-      this.sink?.replaced(this.state.attachmentGeneration - 1);
-      this.sink = sink;
-      sink.send(event.json.replace(REDACTED_JSON, token));
-      // Tokens inside replayed events were rotated away since: they go out as null.
-      for (const missed of replay) sink.send(missed.json.replace(REDACTED_JSON, "null"), true);
-      return;
-    }
-    this.sink?.send(event.type === "session.created" ? event.json.replace(REDACTED_JSON, token) : event.json);
+    this.attachment.publish(event, this.state.attachmentGeneration);
   }
 }
