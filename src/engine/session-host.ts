@@ -27,6 +27,7 @@ import { Attachment, type SessionSink } from "./attachment.ts";
 import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
+import { Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
 import type {
   EventStore,
@@ -79,23 +80,6 @@ export interface SessionHostDeps {
   readonly measureJournal?: boolean;
 }
 
-interface Pending {
-  /** Makes the input, given the state that every input before it in the mailbox led to. */
-  readonly input: (state: SessionState) => Promise<Input>;
-  /** A barrier is decided in a drain of its own, after everything before it was published (resume). */
-  readonly barrier: boolean;
-  /** `performance.now()` when a runner output arrived (the engine-added latency starts there). */
-  readonly arrived?: number;
-  /**
-   * A client frame. Client frames are decided in arrival order; `ready` is false while its command is still being
-   * prepared (an append's resampling and VAD, started on arrival), and then it and the client frames after it wait
-   * while the runner's outputs and timers behind them go ahead (issue 11: VAD off the mailbox's critical path).
-   */
-  readonly client?: { ready: boolean; readonly prepared: Promise<unknown> | null };
-  /** May change the configuration a client frame is decoded with: in `SessionHost.configuring` until decided. */
-  readonly configures?: true;
-}
-
 const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
@@ -137,7 +121,7 @@ export class SessionHost {
   private revision: ExpectedRevision;
   /** The chain value of the last entry appended (src/engine/chain.ts). */
   private chainHead: string;
-  private readonly queue: Pending[] = [];
+  private readonly mailbox: Mailbox;
   private draining: Promise<void> | null = null;
   private readonly binding: RunnerBinding;
   private resampler: { rate: number; resampler: Resampler } | null = null;
@@ -148,17 +132,6 @@ export class SessionHost {
   private faulted = false;
   /** The socket that holds the session, its resume token and the claims of resumes (engine/attachment.ts). */
   private readonly attachment: Attachment;
-  /** Input waiting in the mailbox: frame bytes and commits (BEHAVIOUR.md, "Defaults and limits": backpressure). */
-  private pendingBytes = 0;
-  private pendingTurns = 0;
-  /**
-   * Inputs in the mailbox that may change the configuration a client frame is decoded with: client frames decoded
-   * when decided (not prepared on arrival), the session's opening, attachments. While any waits, appends are not
-   * prepared on arrival.
-   */
-  private configuring = 0;
-  /** Set while the drain waits for a client frame being prepared: a new input resumes it. */
-  private wake: (() => void) | null = null;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
@@ -170,6 +143,7 @@ export class SessionHost {
     private readonly deps: SessionHostDeps,
     recovered: (RecoveredLog & { readonly replay?: readonly WireEvent[] }) | null = null,
   ) {
+    this.mailbox = new Mailbox(deps.inputLimits);
     this.state = recovered?.state ?? initialState;
     this.wire = recovered?.wire ?? initialWireState;
     this.revision = recovered?.revision ?? "no_stream";
@@ -322,18 +296,18 @@ export class SessionHost {
   ): Promise<void> {
     const at = this.deps.now();
     const limits = this.deps.inputLimits;
-    const overBytes = limits !== undefined && this.pendingBytes + cost.bytes > limits.maxPendingBytes;
-    const overTurns = limits !== undefined && cost.turn && this.pendingTurns + 1 > limits.maxPendingTurns;
-    if (overBytes || overTurns) {
+    const over = this.mailbox.refusal(cost);
+    if (over !== null) {
       // Refused before it is accepted: nothing of it is buffered, and the refusal is recorded in order.
       const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
       const command: Command = {
         type: "invalid",
         eventId: decoded.eventId,
         code: "input_backpressure",
-        message: overBytes
-          ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
-          : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
+        message:
+          over === "bytes"
+            ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
+            : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
         param: null,
         eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
       };
@@ -342,23 +316,18 @@ export class SessionHost {
         prepared: null,
       });
     }
-    this.pendingBytes += cost.bytes;
-    if (cost.turn) this.pendingTurns += 1;
-    const taken = (): void => {
-      this.pendingBytes -= cost.bytes;
-      if (cost.turn) this.pendingTurns -= 1;
-    };
+    const taken = this.mailbox.take(cost);
     // When every client frame waiting is an append being prepared (none changes the configuration), the state's
     // configuration is the one this frame will be decided under: an append starts its resampling and VAD now.
     let lazy = frame;
-    if (this.configuring === 0 && !this.faulted) {
+    if (!this.mailbox.configuring && !this.faulted) {
       const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
       if (decoded.type === "input_audio_buffer.append") {
         const command = this.commandOf(decoded, this.state);
         const client = { ready: false, prepared: command };
         const settled = (): void => {
           client.ready = true;
-          if (this.draining === null && this.queue.length > 0 && !this.faulted) void this.startDrain();
+          if (this.draining === null && this.mailbox.length > 0 && !this.faulted) void this.startDrain();
         };
         command.then(settled, settled);
         return this.push(
@@ -444,15 +413,13 @@ export class SessionHost {
     client?: Pending["client"],
     configures = false,
   ): Promise<void> {
-    this.queue.push({
+    this.mailbox.push({
       input,
       barrier,
       ...(arrived === undefined ? {} : { arrived }),
       ...(client === undefined ? {} : { client }),
       ...(configures ? { configures: true } : {}),
     });
-    if (configures) this.configuring += 1;
-    this.wake?.();
     return this.draining ?? this.startDrain();
   }
 
@@ -463,7 +430,7 @@ export class SessionHost {
   private startDrain(): Promise<void> {
     const draining = this.drain().finally(() => {
       this.draining = null;
-      if (this.queue.length > 0 && !this.faulted) void this.startDrain();
+      if (this.mailbox.length > 0 && !this.faulted) void this.startDrain();
     });
     this.draining = draining;
     return draining;
@@ -514,58 +481,22 @@ export class SessionHost {
     };
   }
 
-  /**
-   * The next batch: everything up to the first barrier, or the barrier alone; a client frame still being prepared
-   * stays, with everything after it but the runner's outputs and timers, which go ahead. Empty when the first input
-   * is a client frame still being prepared and nothing may pass it.
-   */
-  private nextBatch(): Pending[] {
-    const first = this.queue[0];
-    if (first?.barrier) return this.queue.splice(0, 1);
-    const batch: Pending[] = [];
-    const waiting: Pending[] = [];
-    let clientWaits = false;
-    for (const [i, pending] of this.queue.entries()) {
-      if (pending.barrier) {
-        waiting.push(...this.queue.slice(i));
-        break;
-      }
-      // Only the runner's outputs and timers pass a client frame that waits: the session's opening, attachments and
-      // faults keep their place behind what the client sent before them.
-      const passes = pending.client === undefined && !pending.configures;
-      if ((pending.client !== undefined && !pending.client.ready) || (clientWaits && !passes)) {
-        clientWaits = true;
-        waiting.push(pending);
-      } else {
-        batch.push(pending);
-      }
-    }
-    this.queue.splice(0, this.queue.length, ...waiting);
-    return batch;
-  }
-
   private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
+    while (this.mailbox.length > 0) {
       if (this.faulted) {
         if (!(await this.rebuild())) return;
         // Decided in a batch of its own: what it ends goes out before anything queued after the fault.
         const at = this.deps.now();
-        this.queue.unshift({
+        this.mailbox.pushFirst({
           input: async () => ({ type: "SessionRecovered", at, data: { reason: "append_failed" } }),
           barrier: true,
         });
       }
-      const batch = this.nextBatch();
+      const batch = this.mailbox.nextBatch();
       if (batch.length === 0) {
         // Only client frames wait, the first still being prepared: its settling continues this drain, and so does
         // a new input, which may be a runner output that goes ahead of it.
-        await Promise.race([
-          this.queue[0]?.client?.prepared?.catch(() => undefined),
-          new Promise<void>((resolve) => {
-            this.wake = resolve;
-          }),
-        ]);
-        this.wake = null;
+        await this.mailbox.nextReady();
         continue;
       }
       const entries: NewEntry[] = [];
@@ -613,7 +544,7 @@ export class SessionHost {
       this.state = state;
       this.wire = wire;
       // Only now is the state's configuration the one after these inputs: later appends may be prepared on arrival.
-      for (const pending of batch) if (pending.configures) this.configuring -= 1;
+      this.mailbox.decided(batch);
       const sent = this.attachment.held && outgoing.length > 0;
       for (const event of outgoing) this.publish(event);
       if (sent && this.deps.onDelivered !== undefined) {
@@ -648,10 +579,7 @@ export class SessionHost {
    */
   private fail(error: unknown, failure: Failure): void {
     this.faulted = true;
-    this.queue.length = 0;
-    this.pendingBytes = 0;
-    this.pendingTurns = 0;
-    this.configuring = 0;
+    this.mailbox.clear();
     const message = `the session log could not be ${failure.what}: ${errorMessage(error)}`;
     this.attachment.fail(failure.code, message, this.state.attachmentGeneration, this.deps.now());
     this.binding.drop();
@@ -679,8 +607,7 @@ export class SessionHost {
       this.faulted = false;
       return true;
     } catch (error) {
-      this.queue.length = 0;
-      this.configuring = 0;
+      this.mailbox.clear();
       this.deps.onAppendFailed(this, error);
       return false;
     }
