@@ -11,6 +11,7 @@ import {
 } from "../domain/index.ts";
 import { toHistory } from "../projections/index.ts";
 import type { Effect } from "./effects.ts";
+import { errorMessage } from "./error-message.ts";
 import type { OutputAudio } from "./output-audio.ts";
 import type { RunnerSession } from "./ports/index.ts";
 
@@ -34,8 +35,6 @@ export interface RunnerBindingDeps {
   readonly now: () => number;
   readonly outputAudio: OutputAudio;
 }
-
-const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * The session's binding to its model runner (DESIGN.md, "Ports": ModelRunner): opens the runner when an effect

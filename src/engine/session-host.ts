@@ -1,7 +1,5 @@
-import { createHash } from "node:crypto";
 import { Subject } from "rxjs";
 import {
-  type AudioAppend,
   type Command,
   type DomainEvent,
   decide,
@@ -25,7 +23,9 @@ import {
 import type { DecodedFrame } from "../protocol/index.ts";
 import { Attachment, type SessionSink } from "./attachment.ts";
 import { CHAIN_GENESIS, chained } from "./chain.ts";
+import { CommandPreparation } from "./command-preparation.ts";
 import { type Effect, effectsOf } from "./effects.ts";
+import { errorMessage } from "./error-message.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
 import { Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
@@ -33,7 +33,6 @@ import type {
   EventStore,
   ExpectedRevision,
   NewEntry,
-  Resampler,
   ResamplerFactory,
   RunnerSession,
   VadStream,
@@ -80,8 +79,6 @@ export interface SessionHostDeps {
   readonly measureJournal?: boolean;
 }
 
-const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error));
-
 /** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
 type Failure =
   | { readonly code: "runtime_append_failed"; readonly what: "appended to" }
@@ -124,7 +121,7 @@ export class SessionHost {
   private readonly mailbox: Mailbox;
   private draining: Promise<void> | null = null;
   private readonly binding: RunnerBinding;
-  private resampler: { rate: number; resampler: Resampler } | null = null;
+  private readonly preparation: CommandPreparation;
   /**
    * Set when an append failed: the in-memory state may be ahead of the log, so the next drain rebuilds the session
    * from its log first (and records `SessionRecovered{append_failed}`) before it decides anything.
@@ -144,6 +141,7 @@ export class SessionHost {
     recovered: (RecoveredLog & { readonly replay?: readonly WireEvent[] }) | null = null,
   ) {
     this.mailbox = new Mailbox(deps.inputLimits);
+    this.preparation = new CommandPreparation(deps.createResampler, deps.vad);
     this.state = recovered?.state ?? initialState;
     this.wire = recovered?.wire ?? initialWireState;
     this.revision = recovered?.revision ?? "no_stream";
@@ -323,7 +321,7 @@ export class SessionHost {
     if (!this.mailbox.configuring && !this.faulted) {
       const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
       if (decoded.type === "input_audio_buffer.append") {
-        const command = this.commandOf(decoded, this.state);
+        const command = this.preparation.commandOf(decoded, this.state, this.wire.seq);
         const client = { ready: false, prepared: command };
         const settled = (): void => {
           client.ready = true;
@@ -346,52 +344,17 @@ export class SessionHost {
       async (state) => {
         taken();
         const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
-        return { type: "CommandReceived", at, data: { command: await this.commandOf(decoded, state) } };
+        return {
+          type: "CommandReceived",
+          at,
+          data: { command: await this.preparation.commandOf(decoded, state, this.wire.seq) },
+        };
       },
       false,
       undefined,
       { ready: true, prepared: null },
       true,
     );
-  }
-
-  private async commandOf(frame: DecodedFrame, state: SessionState): Promise<Command> {
-    switch (frame.type) {
-      case "session.resume":
-        // A resume on a socket that already holds a session: refused, the session goes on.
-        return {
-          type: "invalid",
-          eventId: frame.eventId,
-          code: "invalid_session_resume",
-          message: "session.resume must be the first message on a new socket",
-          param: null,
-          eventType: "session.resume",
-        };
-      case "session.event_ack":
-        // The head is stamped in mailbox order, so the log records what the ack was checked against.
-        return { ...frame, headSeq: this.wire.seq };
-      case "input_audio_buffer.append":
-        if (frame.videoFramesError !== null && state.capabilities.supportsVideo) {
-          return {
-            type: "invalid",
-            eventId: frame.eventId,
-            code: "invalid_video_frames",
-            message: frame.videoFramesError.message,
-            param: frame.videoFramesError.param,
-            eventType: "input_audio_buffer.append",
-          };
-        }
-        return this.prepareAppend(frame, state);
-      case "session.update": {
-        const clip = frame.patch.refAudio;
-        // The clip's digest is stamped before the command is recorded: the decider compares clips by it.
-        if (clip === undefined || clip === null) return frame;
-        const sha256 = createHash("sha256").update(clip.audio).digest("hex");
-        return { ...frame, patch: { ...frame.patch, refAudio: { ...clip, sha256 } } };
-      }
-      default:
-        return frame;
-    }
   }
 
   /** Resolves once every input enqueued so far is decided, appended and published. */
@@ -434,51 +397,6 @@ export class SessionHost {
     });
     this.draining = draining;
     return draining;
-  }
-
-  private async prepareAppend(
-    frame: Extract<DecodedFrame, { type: "input_audio_buffer.append" }>,
-    state: SessionState,
-  ): Promise<AudioAppend | Extract<Command, { type: "invalid" }>> {
-    const target = state.capabilities.inputSampleRateHz;
-    if (this.resampler === null || this.resampler.rate !== frame.sampleRateHz) {
-      this.resampler = { rate: frame.sampleRateHz, resampler: this.deps.createResampler(frame.sampleRateHz, target) };
-    }
-    const { pcm16 } = frame;
-    // The decoder's bytes are an array of their own; a view is copied to the 2-byte alignment Int16Array needs.
-    const source =
-      pcm16.byteOffset % 2 === 0 && pcm16.byteLength % 2 === 0
-        ? new Int16Array(pcm16.buffer, pcm16.byteOffset, pcm16.byteLength / 2)
-        : new Int16Array(pcm16.slice(0, pcm16.byteLength & ~1).buffer);
-    const samples = this.resampler.resampler.push(source);
-    let vad: number[] = [];
-    try {
-      if (this.deps.vad !== null) vad = await this.deps.vad.process(samples);
-    } catch (error) {
-      // Refused like any command that cannot be carried out: nothing of it is buffered, and the session goes on.
-      return {
-        type: "invalid",
-        eventId: frame.eventId,
-        code: "server_vad_unavailable",
-        message: `server VAD could not process this audio: ${errorMessage(error)}`,
-        param: null,
-        eventType: "input_audio_buffer.append",
-      };
-    }
-    let sum = 0;
-    for (let i = 0; i < samples.length; i++) sum += ((samples[i] as number) / 32768) ** 2;
-    const rms = samples.length === 0 ? 0 : Math.sqrt(sum / samples.length);
-    // Camera frames are kept (and logged) only where the model consumes video; elsewhere they are ignored.
-    const frames = state.capabilities.supportsVideo ? frame.videoFrames : [];
-    return {
-      type: "input_audio_buffer.append",
-      eventId: frame.eventId,
-      audio: new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength),
-      isSpeech: frame.isSpeech,
-      vad,
-      rms: Math.round(rms * 1e6) / 1e6,
-      ...(frames.length === 0 ? {} : { videoFrames: frames }),
-    };
   }
 
   private async drain(): Promise<void> {
@@ -602,8 +520,7 @@ export class SessionHost {
       if (this.journal !== null) this.journal = measure(log.replay);
       // Appends dropped with the queue may have reached the resampler and the VAD: both start afresh, as after a
       // restart.
-      this.resampler = null;
-      this.deps.vad?.reset();
+      this.preparation.reset();
       this.faulted = false;
       return true;
     } catch (error) {
