@@ -70,6 +70,7 @@ export const ERROR_CODES = {
   duplex_session_busy: { type: "rate_limit_error", message: "Session capacity reached.", closeCode: 1013 },
   unauthorized: { type: "invalid_request_error", message: "Missing or invalid API key.", closeCode: 1008 },
   model_not_found: invalid("No model has that id on this server."),
+  response_not_found: invalid("The session has no response with that id."),
   too_many_auth_failures: {
     type: "rate_limit_error",
     message: "Too many failed API key checks from this address; retry later.",

@@ -165,3 +165,45 @@ export const reportOf = (entries: readonly RecordedEntry[], attached = false): S
     chain: chainReport(entries),
   };
 };
+
+/**
+ * A session's audio from its log (issue 20, part 2): what the model heard (every append's audio as the runner got
+ * it: PCM16 mono at the model's input rate, `capabilities.inputSampleRateHz`), and each response's audio as it was
+ * sent (its `AudioDelivered` deltas in order, in the session's output format and rate at the time). Bytes, not
+ * samples. An out-of-band response is included like any other.
+ */
+export interface SessionAudio {
+  readonly input: { readonly rateHz: number; readonly pcm16: Uint8Array };
+  readonly responses: ReadonlyMap<
+    string,
+    { readonly rateHz: number; readonly format: string; readonly bytes: Uint8Array }
+  >;
+}
+
+export const audioOf = (entries: readonly RecordedEntry[]): SessionAudio => {
+  let rateHz = 16000;
+  const input: Uint8Array[] = [];
+  const responses = new Map<string, { rateHz: number; format: string; chunks: Uint8Array[] }>();
+  for (const step of stepsOf(entries)) {
+    const command = step.input.type === "CommandReceived" ? step.input.data.command : null;
+    if (command?.type === "input_audio_buffer.append") input.push(command.audio);
+    for (const { envelope } of step.decisions) {
+      const event = envelope.event;
+      if (event.type === "SessionCreated") rateHz = event.data.capabilities.inputSampleRateHz;
+      if (event.type !== "AudioDelivered") continue;
+      const response = responses.get(event.data.responseId) ?? {
+        rateHz: event.data.sampleRateHz,
+        format: event.data.format ?? "pcm16",
+        chunks: [],
+      };
+      response.chunks.push(event.data.audio);
+      responses.set(event.data.responseId, response);
+    }
+  }
+  return {
+    input: { rateHz, pcm16: Buffer.concat(input) },
+    responses: new Map(
+      [...responses].map(([id, r]) => [id, { rateHz: r.rateHz, format: r.format, bytes: Buffer.concat(r.chunks) }]),
+    ),
+  };
+};

@@ -126,6 +126,8 @@ export const buildApp = (options: AppOptions) => {
     app.get("/v1/sessions/:id", api.show);
     app.get("/v1/sessions/:id/export", api.exported);
     app.get("/v1/sessions/:id/events", api.events);
+    app.get("/v1/sessions/:id/input.wav", api.inputWav);
+    app.get("/v1/sessions/:id/responses/:file", api.responseWav);
   }
 
   // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.

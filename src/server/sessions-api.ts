@@ -1,7 +1,9 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Subscription } from "rxjs";
 import { z } from "zod";
+import type { AudioEncoding } from "../domain/index.ts";
 import {
+  audioOf,
   type Engine,
   type EventStore,
   foldLog,
@@ -11,8 +13,9 @@ import {
   STREAM_PREFIX,
   streamOf,
 } from "../engine/index.ts";
+import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
-import { handshakeErrorBody } from "../protocol/index.ts";
+import { decodeAudio, handshakeErrorBody } from "../protocol/index.ts";
 
 /**
  * The session API (issue 20, part 2): the log as something people and scripts query, over HTTP, behind the `/v1`
@@ -25,6 +28,8 @@ import { handshakeErrorBody } from "../protocol/index.ts";
  * - `GET /v1/sessions/:id`: the session's report (`reportOf`: view, playback ledger, history as heard, turn ledger
  *   and spans, errors) and whether it is live here.
  * - `GET /v1/sessions/:id/export`: its duplex-session file (what `duplex export` writes; `duplex replay` reads it).
+ * - `GET /v1/sessions/:id/input.wav`: what the model heard, at its input rate; `GET
+ *   /v1/sessions/:id/responses/:response_id.wav`: one response's audio as it was sent (404 `response_not_found`).
  * - `GET /v1/sessions/:id/events`: server-sent events, one per log entry (`event: entry`, `id:` its revision,
  *   `data:` the entry as a session-file line). A finished session streams its log and ends; a live one streams
  *   its log, then `event: caught_up`, then each entry as it is appended (a `: heartbeat` comment every
@@ -225,5 +230,42 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     return reply;
   };
 
-  return { list, show, exported, events };
+  /** `input.wav` and `responses/:response_id.wav`: a session's audio from its log, as WAV (PCM16 mono). */
+  const wav = (reply: FastifyReply, name: string, samples: Int16Array, rateHz: number) =>
+    reply
+      .header("content-type", "audio/wav")
+      .header("content-disposition", `inline; filename="${name}"`)
+      .send(Buffer.from(encodeWav(samples, rateHz)));
+
+  const inputWav = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const { id } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    const { input } = audioOf(entries);
+    return wav(reply, `${id}-input.wav`, pcm16FromBytes(input.pcm16), input.rateHz);
+  };
+
+  const responseWav = async (
+    request: FastifyRequest<{ Params: { id: string; file: string } }>,
+    reply: FastifyReply,
+  ) => {
+    const { id, file } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    const responseId = file.replace(/\.wav$/, "");
+    const response = audioOf(entries).responses.get(responseId);
+    if (response === undefined || !file.endsWith(".wav"))
+      return reply
+        .code(404)
+        .send(handshakeErrorBody("response_not_found", `no audio of a response ${responseId} in session ${id}`));
+    const samples =
+      response.format === "pcm16"
+        ? pcm16FromBytes(response.bytes)
+        : decodeAudio({ encoding: response.format as AudioEncoding, rate: response.rateHz }, response.bytes);
+    if (!(samples instanceof Int16Array))
+      return badRequest(reply, `the response's audio does not decode: ${samples.message}`);
+    return wav(reply, `${responseId}.wav`, samples, response.rateHz);
+  };
+
+  return { list, show, exported, events, inputWav, responseWav };
 };

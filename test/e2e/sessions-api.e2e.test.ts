@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
 import { replayEntries, reportOf, streamOf } from "../../src/engine/index.ts";
+import { readWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile, renderEntryLine } from "../../src/infra/event-store/index.ts";
-import { startTestServer } from "../support/server.ts";
+import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
  * The session API (issue 20, part 2) over real sessions of a real server: the list with its cursor and filters,
@@ -114,6 +115,37 @@ describe("the session API", () => {
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ error: { code: "unknown_session", type: "invalid_request_error" } });
     expect((await fetch(`${base}/sess_nope/events`)).status).toBe(404);
+  });
+
+  it("serves what the model heard (input.wav) and each response's audio (responses/ID.wav) from the log", async () => {
+    const question = await readWavFile(sharedAudio("question_16k.wav"));
+    const client = await RealtimeClient.connect(server.url);
+    const id = await idOf(client);
+    client.send({ type: "session.update", session: { input_audio_format: "pcm16", input_sample_rate_hz: 16000 } });
+    await client.waitFor("session.updated", { since: 0 });
+    client.appendSamples(question.samples, { sampleRateHz: 16000, tailMs: 1000 });
+    const done = await client.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
+    const responseId = String((done.response as { id: string }).id);
+    const sent = client.received
+      .filter((r) => r.event.type === "response.output_audio.delta")
+      .reduce((n, r) => n + Buffer.from(String(r.event.delta), "base64").length, 0);
+    client.send({ type: "session.close" });
+    await client.closed;
+    const input = await fetch(`${base}/${id}/input.wav`);
+    expect(input.headers.get("content-type")).toBe("audio/wav");
+    const heard = readWav(new Uint8Array(await input.arrayBuffer()));
+    // The echo's model hears 16 kHz: the question and its second of silence, resampled 16 -> 16 kHz as sent.
+    expect(heard.sampleRate).toBe(16000);
+    expect(heard.samples.length).toBe(question.samples.length + 16000);
+    expect(heard.samples.subarray(0, 1000)).toEqual(question.samples.subarray(0, 1000));
+    const answer = readWav(
+      new Uint8Array(await (await fetch(`${base}/${id}/responses/${responseId}.wav`)).arrayBuffer()),
+    );
+    expect(answer.sampleRate).toBe(24000);
+    expect(answer.samples.length * 2).toBe(sent);
+    const missing = await fetch(`${base}/${id}/responses/resp_nope.wav`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ error: { code: "response_not_found" } });
   });
 
   it("streams a finished session's log as one event per entry, id = revision, and ends", async () => {
