@@ -113,6 +113,11 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
     .option("--json", "print the summary as JSON (with the divergence explained, when there is one)", false)
     .option("--diff", "on a divergence: the input that produced it, the inputs before it, and a structural diff", false)
+    .option(
+      "--recompute-vad",
+      "run Silero VAD again on the recorded audio and report how far its probabilities are from the recorded ones, and where",
+      false,
+    )
     .action(
       async (
         file: string | undefined,
@@ -124,6 +129,7 @@ export const registerStoreCommands = (program: Command): void => {
           speed: string;
           json: boolean;
           diff: boolean;
+          recomputeVad: boolean;
         },
       ) => {
         const { readSessionFile } = await import("../infra/event-store/index.ts");
@@ -149,6 +155,7 @@ export const registerStoreCommands = (program: Command): void => {
           return;
         }
         const result = replayEntries(entries);
+        const vad = opts.recomputeVad ? await recomputeVadOf(entries) : null;
         const d = result.divergence;
         const explanation = d === null || d.kind === "chain" ? null : explainDivergence(entries, d);
         const summary = {
@@ -159,6 +166,7 @@ export const registerStoreCommands = (program: Command): void => {
           wire_events: result.wireEvents,
           divergence: result.divergence,
           ...(explanation === null ? {} : { explanation }),
+          ...(vad === null ? {} : { vad }),
         };
         if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
         else if (result.ok) {
@@ -191,9 +199,27 @@ export const registerStoreCommands = (program: Command): void => {
             `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n  (--diff shows where they differ)\n`,
           );
         }
+        if (vad !== null && !opts.json) {
+          const f = vad.first_over;
+          process.stdout.write(
+            `VAD recomputed on ${vad.appends} appends (${vad.frames} frames): max |difference| ${vad.max_abs_diff.toFixed(6)}, mean ${vad.mean_abs_diff.toFixed(6)}; ${vad.frames_over_tolerance} frames differ by more than ${vad.tolerance}${f === null ? "" : `, the first at revision ${f.revision} frame ${f.frame} (recorded ${f.recorded.toFixed(6)}, now ${f.recomputed.toFixed(6)})`}\n`,
+          );
+        }
         process.exitCode = result.ok ? 0 : 1;
       },
     );
+
+  /** `replay --recompute-vad`: Silero run again over the recording's appends. */
+  const recomputeVadOf = async (entries: readonly RecordedEntry[]) => {
+    const { recomputeVad } = await import("../engine/index.ts");
+    const { createSileroVad } = await import("../infra/vad/index.ts");
+    const model = await createSileroVad();
+    try {
+      return await recomputeVad(entries, model);
+    } finally {
+      await model.close();
+    }
+  };
 
   /**
    * `duplex replay FILE --runner CONFIG`: re-drives the session's client inputs against the configured runner, in a

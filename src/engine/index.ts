@@ -7,6 +7,7 @@ export * from "./inspect.ts";
 export * from "./lifecycle-log.ts";
 export * from "./log.ts";
 export * from "./ports/index.ts";
+export * from "./recompute-vad.ts";
 export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./retention.ts";

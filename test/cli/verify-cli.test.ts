@@ -108,6 +108,31 @@ describe("duplex verify", () => {
     expect(verify.stdout).toContain(`BROKEN at revision ${target.revision}:`);
   });
 
+  it("replay --recompute-vad runs Silero again on the recorded audio: none differs in the export, and a zeroed chunk of speech is found", async () => {
+    const clean = JSON.parse((await duplex("replay", file, "--recompute-vad", "--json")).stdout) as {
+      vad: { appends: number; frames: number; max_abs_diff: number; first_over: unknown };
+    };
+    expect(clean.vad.appends).toBe(appends().length);
+    expect(clean.vad.frames).toBeGreaterThan(clean.vad.appends * 2);
+    expect(clean.vad).toMatchObject({ max_abs_diff: 0, first_over: null });
+    // 1 s into the question, in its speech: zeroed, its probabilities fall from the recorded ones.
+    const target = appends()[10] as Line;
+    const bytes = Buffer.from(target.bin ?? "", "base64");
+    const [offset, length] = target.data.command?.audio?.$bin ?? [0, 0];
+    bytes.fill(0, offset, offset + length);
+    const path = join(dataDir, "zeroed-vad.jsonl");
+    await writeFile(
+      path,
+      `${[header, ...lines.map((l) => (l === target ? { ...l, bin: bytes.toString("base64") } : l))].map((l) => JSON.stringify(l)).join("\n")}\n`,
+    );
+    const zeroed = await duplex("replay", path, "--recompute-vad");
+    expect(zeroed.stdout).toMatch(
+      new RegExp(
+        `frames differ by more than 0\\.001, the first at revision ${target.revision} frame \\d+ \\(recorded 0\\.\\d+, now 0\\.\\d+\\)`,
+      ),
+    );
+  });
+
   it("names where an entry was removed, and a file cut short by its header's chain head", async () => {
     const removed = lines[7] as Line;
     const gap = await tampered(
