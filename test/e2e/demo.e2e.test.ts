@@ -99,9 +99,22 @@ describe("demo flow on real speech", () => {
         ? { ...e, data: { ...(e.data as object), audioEndMs: (e.data as { audioEndMs: number }).audioEndMs + 32 } }
         : e,
     );
+    // The log's hash chain catches the change at the altered entry itself.
     const result = replayEntries(altered);
     expect(result.ok).toBe(false);
-    expect(result.divergence).toMatchObject({ kind: "domain", inputType: "CommandReceived" });
-    expect(result.divergence?.expected).toContain('"SpeechStopped"');
+    expect(result.divergence).toMatchObject({
+      kind: "chain",
+      revision: entries[index]?.revision,
+      inputType: "SpeechStopped",
+    });
+    // Without the chain (a log written before it), the decider's replay finds it: the recorded decision differs.
+    const unchained = altered.map((e) => {
+      const { chain: _chain, ...metadata } = e.metadata;
+      return { ...e, metadata: metadata as typeof e.metadata };
+    });
+    const replayed = replayEntries(unchained);
+    expect(replayed.ok).toBe(false);
+    expect(replayed.divergence).toMatchObject({ kind: "domain", inputType: "CommandReceived" });
+    expect(replayed.divergence?.expected).toContain('"SpeechStopped"');
   });
 });
