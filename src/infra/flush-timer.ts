@@ -27,12 +27,17 @@ export function createFlushTimer(flush: () => void, minIntervalMs: number): Flus
     last = performance.now();
     flush();
   };
-  // A timeout may fire a few ms early by performance.now() (libuv rounds the delay down to whole ms and times it from
-  // the loop's cached clock, stale on a busy loop): it waits again for the rest, so flushes are never closer than
-  // `minIntervalMs`.
+  // A timeout may fire several ms early by performance.now() (libuv times it from the loop's cached clock, stale on
+  // a busy loop): it waits again when more than 1 ms of the interval is left, so flushes are never closer than
+  // `minIntervalMs` less 1 ms (libuv's own granularity, which the interval was always subject to).
+  const due = (): void => {
+    const left = last + minIntervalMs - performance.now();
+    if (left > 1) armed = { timeout: setTimeout(due, left) };
+    else run();
+  };
   const arm = (): void => {
     const wait = last + minIntervalMs - performance.now();
-    armed = wait <= 0 ? { immediate: setImmediate(run) } : { timeout: setTimeout(arm, Math.ceil(wait)) };
+    armed = wait <= 0 ? { immediate: setImmediate(run) } : { timeout: setTimeout(due, wait) };
   };
   return {
     schedule() {
