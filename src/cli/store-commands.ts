@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
@@ -473,6 +473,41 @@ export const registerStoreCommands = (program: Command): void => {
         process.exitCode = ok ? 0 : 1;
       },
     );
+
+  program
+    .command("trace [file]")
+    .description(
+      "write a session as a Chrome trace (Perfetto, chrome://tracing): user and assistant speech, responses, turn spans, commits, barge-ins, cancels and errors, and the VAD as a counter",
+    )
+    .option("--data <dir>", "folder of the embedded event store", "./data")
+    .option("--session <id>", "session id in the store")
+    .option("--last", "the session opened last in the store", false)
+    .requiredOption("--out <file>", "file to write (trace.json)")
+    .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
+      const { readSessionFile } = await import("../infra/event-store/index.ts");
+      const { streamOf, traceOf } = await import("../engine/index.ts");
+      let entries: readonly RecordedEntry[];
+      if (file !== undefined) {
+        if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
+        entries = (await readSessionFile(file)).entries;
+      } else {
+        if (opts.session === undefined && !opts.last)
+          throw new InvalidArgumentError("give a session FILE, --session ID or --last");
+        const store = await openStore(opts.data);
+        const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
+        entries = await store.read(streamOf(session)).finally(() => store.close());
+        if (entries.length === 0) {
+          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
+          process.exitCode = 2;
+          return;
+        }
+      }
+      const trace = traceOf(entries);
+      await writeFile(opts.out, JSON.stringify(trace));
+      process.stdout.write(
+        `wrote ${trace.traceEvents.length} trace events to ${opts.out} (open it in https://ui.perfetto.dev or chrome://tracing)\n`,
+      );
+    });
 
   /** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
   const duration = (value: string): number => {

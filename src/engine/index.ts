@@ -12,4 +12,5 @@ export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./retention.ts";
 export * from "./session-host.ts";
+export * from "./trace.ts";
 export * from "./upcast.ts";
