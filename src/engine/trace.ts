@@ -63,15 +63,14 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
     if (entry.type !== "CommandReceived") continue;
     const command = (entry.data as { command?: { type?: string; vad?: readonly number[] } }).command;
     if (command?.type !== "input_audio_buffer.append" || command.vad === undefined) continue;
-    command.vad.forEach((p, i) =>
+    for (const [i, p] of command.vad.entries())
       events.push({
         name: "vad",
         ph: "C",
         pid: PID,
         ts: us(entry.metadata.at) + i * VAD_FRAME_MS * 1000,
         args: { probability: Math.round(p * 1e4) / 1e4 },
-      }),
-    );
+      });
   }
 
   const speech = new Map<string, number>();
