@@ -100,7 +100,7 @@ export const endingOf = (entries: readonly RecordedEntry[], attached: boolean): 
   if (closed === undefined) return attached ? "open" : "detached";
   const words: Record<string, string> = {
     session_close: "closed",
-    client_closed: "closed (socket)",
+    client_closed: "closed (socket 1000)",
     idle_ttl_expired: "expired (idle)",
     disconnect_grace_expired: "expired (no resume)",
     disconnect: "disconnected",

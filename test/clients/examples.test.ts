@@ -45,7 +45,7 @@ describe("the README's SDK examples", () => {
     try {
       const { stdout, stderr } = await run(process.execPath, [file], { timeout: 20_000 });
       expect(stderr).toBe("");
-      expect(stdout).toBe("You wrote: Hello");
+      expect(stdout).toBe("You wrote: Hello\n");
     } finally {
       await rm(file, { force: true });
     }
