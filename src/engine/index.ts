@@ -12,5 +12,6 @@ export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./retention.ts";
 export * from "./session-host.ts";
+export * from "./timeline.ts";
 export * from "./trace.ts";
 export * from "./upcast.ts";

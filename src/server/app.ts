@@ -127,6 +127,7 @@ export const buildApp = (options: AppOptions) => {
     app.get("/v1/sessions/:id/export", api.exported);
     app.get("/v1/sessions/:id/events", api.events);
     app.get("/v1/sessions/:id/input.wav", api.inputWav);
+    app.get("/v1/sessions/:id/timeline.json", api.timeline);
     app.get("/v1/sessions/:id/responses/:file", api.responseWav);
   }
 

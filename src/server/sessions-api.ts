@@ -12,6 +12,7 @@ import {
   type SessionReport,
   STREAM_PREFIX,
   streamOf,
+  timelineOf,
 } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
@@ -28,6 +29,8 @@ import { decodeAudio, handshakeErrorBody } from "../protocol/index.ts";
  * - `GET /v1/sessions/:id`: the session's report (`reportOf`: view, playback ledger, history as heard, turn ledger
  *   and spans, errors) and whether it is live here.
  * - `GET /v1/sessions/:id/export`: its duplex-session file (what `duplex export` writes; `duplex replay` reads it).
+ * - `GET /v1/sessions/:id/timeline.json`: what its timeline draws (`timelineOf`: waveform peaks of the input and of
+ *   each response, the VAD curve, speech, responses, turns, marks with their revisions), computed here.
  * - `GET /v1/sessions/:id/input.wav`: what the model heard, at its input rate; `GET
  *   /v1/sessions/:id/responses/:response_id.wav`: one response's audio as it was sent (404 `response_not_found`).
  * - `GET /v1/sessions/:id/events`: server-sent events, one per log entry (`event: entry`, `id:` its revision,
@@ -267,5 +270,12 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     return wav(reply, `${responseId}.wav`, samples, response.rateHz);
   };
 
-  return { list, show, exported, events, inputWav, responseWav };
+  const timeline = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const { id } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    return timelineOf(entries, foldLog(entries).state.attached);
+  };
+
+  return { list, show, exported, events, inputWav, responseWav, timeline };
 };

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, reportOf, streamOf } from "../../src/engine/index.ts";
+import { replayEntries, reportOf, streamOf, timelineOf } from "../../src/engine/index.ts";
 import { readWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile, renderEntryLine } from "../../src/infra/event-store/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
@@ -143,6 +143,14 @@ describe("the session API", () => {
     );
     expect(answer.sampleRate).toBe(24000);
     expect(answer.samples.length * 2).toBe(sent);
+    // The timeline's data, computed by the server from the log: the response's peaks among it.
+    const timeline = (await (await fetch(`${base}/${id}/timeline.json`)).json()) as {
+      responses: { id: string; peaks: number[] }[];
+    };
+    expect(timeline).toEqual(JSON.parse(JSON.stringify(timelineOf(await server.store.read(streamOf(id))))));
+    expect(timeline.responses.find((r) => r.id === responseId)?.peaks.length).toBe(
+      2 * Math.ceil(answer.samples.length / 480),
+    );
     const missing = await fetch(`${base}/${id}/responses/resp_nope.wav`);
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ error: { code: "response_not_found" } });
