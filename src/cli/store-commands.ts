@@ -509,6 +509,42 @@ export const registerStoreCommands = (program: Command): void => {
       );
     });
 
+  program
+    .command("timeline [file]")
+    .description(
+      "write a session's timeline as one HTML page that opens from disk (no server): input waveform and VAD, speech, responses, turn spans, marks with their log entries",
+    )
+    .option("--data <dir>", "folder of the embedded event store", "./data")
+    .option("--session <id>", "session id in the store")
+    .option("--last", "the session opened last in the store", false)
+    .requiredOption("--out <file>", "file to write (page.html)")
+    .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
+      const { readSessionFile } = await import("../infra/event-store/index.ts");
+      const { streamOf, timelineOf } = await import("../engine/index.ts");
+      const { renderTimelinePage } = await import("../server/timeline-page.ts");
+      let entries: readonly RecordedEntry[];
+      if (file !== undefined) {
+        if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
+        entries = (await readSessionFile(file)).entries;
+      } else {
+        if (opts.session === undefined && !opts.last)
+          throw new InvalidArgumentError("give a session FILE, --session ID or --last");
+        const store = await openStore(opts.data);
+        const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
+        entries = await store.read(streamOf(session)).finally(() => store.close());
+        if (entries.length === 0) {
+          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
+          process.exitCode = 2;
+          return;
+        }
+      }
+      const html = renderTimelinePage({ timeline: timelineOf(entries), entries });
+      await writeFile(opts.out, html);
+      process.stdout.write(
+        `wrote the timeline of ${entries.length} log entries to ${opts.out} (${Math.round(html.length / 1024)} KiB)\n`,
+      );
+    });
+
   /** A duration such as `7d`, `12h`, `30m`, `45s` or `0`, in ms. */
   const duration = (value: string): number => {
     const ms = parseDurationMs(value);

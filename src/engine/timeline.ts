@@ -1,6 +1,7 @@
 import { from, last } from "rxjs";
 import { type Turn, turnLedger } from "../projections/index.ts";
 import { audioOf, envelopesOf, reportOf } from "./inspect.ts";
+import { stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -21,7 +22,7 @@ export interface Timeline {
   };
   /** What the model heard: peaks of the input at its rate, and where the input clock starts on the timeline. */
   readonly input: { readonly rate_hz: number; readonly duration_ms: number; readonly peaks: readonly number[] };
-  /** Each VAD frame's probability at the time its append was decided, and the server VAD's threshold. */
+  /** Each VAD frame's probability at its place on the input clock (ms of input), and the server VAD's threshold. */
   readonly vad: { readonly threshold: number; readonly points: readonly (readonly [number, number])[] };
   /** Each utterance the server heard, by the times its start and stop were decided. */
   readonly speech: readonly { readonly item_id: string; readonly start_ms: number; readonly stop_ms: number | null }[];
@@ -80,13 +81,17 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
   const audio = audioOf(entries);
   const envelopes = envelopesOf(entries);
 
+  // VAD frames on the input clock (ms of input, as the waveform): each append's frames end where its
+  // AudioBuffered says the input clock stood after it.
   const vad: [number, number][] = [];
   let threshold = 0.5;
-  for (const entry of entries) {
-    if (entry.type !== "CommandReceived") continue;
-    const command = (entry.data as { command?: { type?: string; vad?: readonly number[] } }).command;
-    if (command?.type !== "input_audio_buffer.append" || command.vad === undefined) continue;
-    for (const [i, p] of command.vad.entries()) vad.push([rel(entry.metadata.at) + i * VAD_FRAME_MS, p]);
+  for (const step of stepsOf(entries)) {
+    if (step.input.type !== "CommandReceived") continue;
+    const command = step.input.data.command;
+    if (command.type !== "input_audio_buffer.append") continue;
+    const buffered = step.decisions.find((d) => d.envelope.event.type === "AudioBuffered")?.envelope.event;
+    const start = buffered?.type === "AudioBuffered" ? buffered.data.clockMs - buffered.data.durationMs : 0;
+    for (const [i, p] of command.vad.entries()) vad.push([Math.round(start + i * VAD_FRAME_MS), p]);
   }
   const speech = new Map<string, { item_id: string; start_ms: number; stop_ms: number | null }>();
   const responses = new Map<string, Timeline["responses"][number] & { first_audio_ms: number | null }>();

@@ -82,7 +82,9 @@ export const buildApp = (options: AppOptions) => {
   // Every /v1 route needs a key when keys are configured (the upgrade is checked on its own, below).
   app.addHook("onRequest", async (request, reply) => {
     const path = request.url.split("?")[0] ?? "";
-    if (!path.startsWith("/v1/") && !(path === "/metrics" && metricsAccess === "api_keys")) return;
+    // The session pages show what the session API serves: behind the same keys.
+    const gated = path.startsWith("/v1/") || path === "/sessions" || path.startsWith("/sessions/");
+    if (!gated && !(path === "/metrics" && metricsAccess === "api_keys")) return;
     const refusal = await gate.check(request.raw);
     if (refusal !== null) {
       return reply
@@ -128,6 +130,8 @@ export const buildApp = (options: AppOptions) => {
     app.get("/v1/sessions/:id/events", api.events);
     app.get("/v1/sessions/:id/input.wav", api.inputWav);
     app.get("/v1/sessions/:id/timeline.json", api.timeline);
+    app.get("/sessions", api.pages);
+    app.get("/sessions/:id", api.page);
     app.get("/v1/sessions/:id/responses/:file", api.responseWav);
   }
 

@@ -17,6 +17,7 @@ import {
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
 import { decodeAudio, handshakeErrorBody } from "../protocol/index.ts";
+import { renderTimelinePage } from "./timeline-page.ts";
 
 /**
  * The session API (issue 20, part 2): the log as something people and scripts query, over HTTP, behind the `/v1`
@@ -277,5 +278,30 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     return timelineOf(entries, foldLog(entries).state.attached);
   };
 
-  return { list, show, exported, events, inputWav, responseWav, timeline };
+  /** `/sessions/:id`: the session's timeline page (src/server/timeline-page.ts). */
+  const page = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const { id } = request.params;
+    const entries = await store.read(streamOf(id));
+    if (entries.length === 0) return notFound(reply, id);
+    const html = renderTimelinePage({ timeline: timelineOf(entries, foldLog(entries).state.attached), entries });
+    return reply.header("content-type", "text/html; charset=utf-8").send(html);
+  };
+
+  /** `/sessions`: a page listing the sessions, newest first, each a link to its timeline. */
+  const pages = async (_request: FastifyRequest, reply: FastifyReply) => {
+    const streams = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => b.firstAt - a.firstAt);
+    const rows = streams
+      .map((s) => {
+        const id = s.stream.slice(STREAM_PREFIX.length);
+        return `<li><a href="/sessions/${encodeURIComponent(id)}">${id}</a> ${new Date(s.firstAt).toISOString()} (${s.count} entries)${isLive(id) ? " live" : ""}</li>`;
+      })
+      .join("\n");
+    return reply
+      .header("content-type", "text/html; charset=utf-8")
+      .send(
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex sessions</title></head><body><h1>sessions</h1><ol>${rows}</ol></body></html>`,
+      );
+  };
+
+  return { list, show, exported, events, inputWav, responseWav, timeline, page, pages };
 };
