@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { startTestServer } from "../support/server.ts";
 
 /**
  * The timeline page (issue 21, parts 1 and 4) in a real browser: Debian's Chromium driven by playwright-core (never a
- * browser download; .ci/run installs the `chromium` package). The standalone page of recorded sessions, opened from
+ * browser download; .ci/run installs the `chromium` package). The standalone page of every recorded session, opened from
  * disk, and the page the server serves: no console error, the right counts, a click on a mark shows its log entry.
  * Without /usr/bin/chromium (a machine where it was not installed) the suite says so and is skipped.
  */
@@ -49,7 +49,7 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
   };
   const count = (page: Page, name: string) => page.textContent(`[data-count="${name}"]`).then(Number);
 
-  it.each(["barge-in-resume.jsonl", "restart-resume.jsonl", "errors.jsonl", "tool-call.jsonl"])(
+  it.each(readdirSync(join(process.cwd(), "replays")).filter((f) => f.endsWith(".jsonl")))(
     "%s: the standalone page opens from disk with no error, shows the log's counts, and a mark shows its entry",
     async (file) => {
       const { entries } = await readSessionFile(join(process.cwd(), "replays", file));
