@@ -39,6 +39,44 @@ const openStore = async (dataDir: string): Promise<EventStore> => {
   return createSqliteEventStore({ path });
 };
 
+/** A recorded session as a command reads it: its entries, the chain head a file's header records, and its name. */
+interface ReadSession {
+  readonly entries: readonly RecordedEntry[];
+  readonly recordedHead: string | null;
+  /** The file's path, or the session id in the store. */
+  readonly name: string;
+}
+
+/**
+ * The session a command names: a session FILE, or from the store of `--data` the session `--session ID` or the one
+ * opened last (`--last`). Returns null after saying there is no such session (exit 2).
+ * @throws InvalidArgumentError for a missing file or when neither is given; Error when the file is not a session
+ *   file or `--data` holds no store.
+ */
+const readSession = async (
+  file: string | undefined,
+  opts: { readonly data: string; readonly session?: string; readonly last: boolean },
+): Promise<ReadSession | null> => {
+  if (file !== undefined) {
+    if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
+    const { readSessionFile } = await import("../infra/event-store/index.ts");
+    const { entries, header } = await readSessionFile(file);
+    return { entries, recordedHead: header.chain_head ?? null, name: file };
+  }
+  if (opts.session === undefined && !opts.last)
+    throw new InvalidArgumentError("give a session FILE, --session ID or --last");
+  const { streamOf } = await import("../engine/index.ts");
+  const store = await openStore(opts.data);
+  const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
+  const entries = await store.read(streamOf(session)).finally(() => store.close());
+  if (entries.length === 0) {
+    process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
+    process.exitCode = 2;
+    return null;
+  }
+  return { entries, recordedHead: null, name: session };
+};
+
 /**
  * A session's `tracing` labels as `duplex sessions` prints them: `auto`, or `workflow=... group=... key=value` (the
  * metadata's values as JSON); empty without labels.
@@ -132,24 +170,10 @@ export const registerStoreCommands = (program: Command): void => {
           recomputeVad: boolean;
         },
       ) => {
-        const { readSessionFile } = await import("../infra/event-store/index.ts");
-        const { explainDivergence, replayEntries, streamOf } = await import("../engine/index.ts");
-        let entries: readonly RecordedEntry[];
-        if (file !== undefined) {
-          if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
-          entries = (await readSessionFile(file)).entries;
-        } else {
-          if (opts.session === undefined && !opts.last)
-            throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-          const store = await openStore(opts.data);
-          const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
-          entries = await store.read(streamOf(session)).finally(() => store.close());
-          if (entries.length === 0) {
-            process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-            process.exitCode = 2;
-            return;
-          }
-        }
+        const { explainDivergence, replayEntries } = await import("../engine/index.ts");
+        const read = await readSession(file, opts);
+        if (read === null) return;
+        const { entries } = read;
         if (opts.runner !== undefined) {
           process.exitCode = await redriveCommand(entries, opts.runner, opts.speed, opts.json);
           return;
@@ -425,30 +449,10 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--json", "print the verdict as JSON", false)
     .action(
       async (file: string | undefined, opts: { data: string; session?: string; last: boolean; json: boolean }) => {
-        const { readSessionFile } = await import("../infra/event-store/index.ts");
-        const { streamOf, verifyChain } = await import("../engine/index.ts");
-        let entries: readonly RecordedEntry[];
-        let recordedHead: string | null = null;
-        let name: string;
-        if (file !== undefined) {
-          if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
-          const parsed = await readSessionFile(file);
-          entries = parsed.entries;
-          recordedHead = parsed.header.chain_head ?? null;
-          name = file;
-        } else {
-          if (opts.session === undefined && !opts.last)
-            throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-          const store = await openStore(opts.data);
-          const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
-          entries = await store.read(streamOf(session)).finally(() => store.close());
-          if (entries.length === 0) {
-            process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-            process.exitCode = 2;
-            return;
-          }
-          name = session;
-        }
+        const { verifyChain } = await import("../engine/index.ts");
+        const read = await readSession(file, opts);
+        if (read === null) return;
+        const { entries, recordedHead, name } = read;
         const verdict = verifyChain(entries);
         // A file cut short keeps a valid chain: its header says where the chain ended when it was written.
         const last = entries.at(-1);
@@ -484,24 +488,10 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--last", "the session opened last in the store", false)
     .requiredOption("--out <file>", "file to write (trace.json)")
     .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
-      const { readSessionFile } = await import("../infra/event-store/index.ts");
-      const { streamOf, traceOf } = await import("../engine/index.ts");
-      let entries: readonly RecordedEntry[];
-      if (file !== undefined) {
-        if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
-        entries = (await readSessionFile(file)).entries;
-      } else {
-        if (opts.session === undefined && !opts.last)
-          throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-        const store = await openStore(opts.data);
-        const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
-        entries = await store.read(streamOf(session)).finally(() => store.close());
-        if (entries.length === 0) {
-          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-          process.exitCode = 2;
-          return;
-        }
-      }
+      const { traceOf } = await import("../engine/index.ts");
+      const read = await readSession(file, opts);
+      if (read === null) return;
+      const { entries } = read;
       const trace = traceOf(entries);
       await writeFile(opts.out, JSON.stringify(trace));
       process.stdout.write(
@@ -519,25 +509,11 @@ export const registerStoreCommands = (program: Command): void => {
     .option("--last", "the session opened last in the store", false)
     .requiredOption("--out <file>", "file to write (page.html)")
     .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
-      const { readSessionFile } = await import("../infra/event-store/index.ts");
-      const { streamOf, timelineOf } = await import("../engine/index.ts");
+      const { timelineOf } = await import("../engine/index.ts");
       const { renderTimelinePage } = await import("../server/timeline-page.ts");
-      let entries: readonly RecordedEntry[];
-      if (file !== undefined) {
-        if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
-        entries = (await readSessionFile(file)).entries;
-      } else {
-        if (opts.session === undefined && !opts.last)
-          throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-        const store = await openStore(opts.data);
-        const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
-        entries = await store.read(streamOf(session)).finally(() => store.close());
-        if (entries.length === 0) {
-          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-          process.exitCode = 2;
-          return;
-        }
-      }
+      const read = await readSession(file, opts);
+      if (read === null) return;
+      const { entries } = read;
       const html = renderTimelinePage({ timeline: timelineOf(entries), entries });
       await writeFile(opts.out, html);
       process.stdout.write(
