@@ -1,4 +1,4 @@
-import { INPUT_TYPES } from "../domain/index.ts";
+import { isInputType } from "./log.ts";
 
 /**
  * A structural diff of two JSON values (issue 20, part 6: a divergence you can read): the paths at which they
@@ -52,8 +52,6 @@ export interface DivergenceExplanation {
   readonly differences: readonly JsonDifference[];
 }
 
-const INPUT_ENTRY_TYPES: ReadonlySet<string> = new Set(INPUT_TYPES);
-
 const describeInput = (e: { revision: number; type: string; data: unknown; metadata: { at: number } }) => {
   const data = e.data as { command?: { type?: string }; output?: { kind?: string } };
   return {
@@ -85,7 +83,7 @@ export const explainDivergence = (
   const input = entries[at];
   const before = entries
     .slice(0, Math.max(0, at))
-    .filter((e) => INPUT_ENTRY_TYPES.has(e.type))
+    .filter((e) => isInputType(e.type))
     .slice(-3);
   return {
     input:

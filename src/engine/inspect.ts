@@ -1,5 +1,5 @@
 import { from, last, type Observable, type OperatorFunction } from "rxjs";
-import { type HistoryItem, INPUT_TYPES } from "../domain/index.ts";
+import type { HistoryItem } from "../domain/index.ts";
 import {
   type EventEnvelope,
   history,
@@ -13,7 +13,7 @@ import {
   turnLedger,
 } from "../projections/index.ts";
 import { chainHeadOf, verifyChain } from "./chain.ts";
-import { stepsOf } from "./log.ts";
+import { isInputType, stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -69,11 +69,10 @@ export const envelopesOf = (entries: readonly RecordedEntry[]): { revision: numb
   return out;
 };
 
-const INPUTS: ReadonlySet<string> = new Set(INPUT_TYPES);
-const isInput = (entry: RecordedEntry): boolean => INPUTS.has(entry.type);
+const isInput = (entry: RecordedEntry): boolean => isInputType(entry.type);
 
 /** The last value `operator` gives over `envelopes` (synchronous: the log is read already), or `fallback`. */
-const lastOf = <T>(
+export const lastOf = <T>(
   envelopes: readonly EventEnvelope[],
   operator: OperatorFunction<EventEnvelope, T>,
   fallback: T,

@@ -90,7 +90,8 @@ export interface RecordedStep {
   readonly decisions: readonly { readonly envelope: EventEnvelope; readonly wire: readonly WireDigest[] }[];
 }
 
-const isInputType = (type: string): type is InputType => (INPUT_TYPES as readonly string[]).includes(type);
+/** Whether a log entry of `type` is an input (the decisions follow it). */
+export const isInputType = (type: string): type is InputType => (INPUT_TYPES as readonly string[]).includes(type);
 
 /**
  * Groups a session's entries into steps, read in today's shape (`upcast`: a log of an older schema version goes

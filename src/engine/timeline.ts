@@ -1,5 +1,4 @@
-import { from, last } from "rxjs";
-import { type Turn, turnLedger } from "../projections/index.ts";
+import type { Turn } from "../projections/index.ts";
 import { audioOf, envelopesOf, reportOf } from "./inspect.ts";
 import { stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -200,12 +199,6 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
       });
   marks.sort((a, b) => a.at_ms - b.at_ms || a.revision - b.revision);
 
-  let turns: readonly Turn[] = [];
-  from(envelopes.map((e) => e.envelope))
-    .pipe(turnLedger(), last(undefined, [] as readonly Turn[]))
-    .subscribe((t) => {
-      turns = t;
-    });
   return {
     session_id: report.session_id,
     state: report.state,
@@ -226,7 +219,7 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
       const peaks = sent === undefined || sent.format !== "pcm16" ? [] : peaksOf(sent.bytes, sent.rateHz);
       return { ...r, peaks };
     }),
-    turns,
+    turns: report.turns,
     marks,
   };
 };

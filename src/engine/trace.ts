@@ -1,6 +1,5 @@
-import { from, last } from "rxjs";
 import { spanOf, TURN_SPANS, type Turn, turnLedger } from "../projections/index.ts";
-import { envelopesOf } from "./inspect.ts";
+import { envelopesOf, lastOf } from "./inspect.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -155,12 +154,11 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
   }
 
   // The turn ledger's spans, a track per span.
-  let turns: readonly Turn[] = [];
-  from(envelopes.map((e) => e.envelope))
-    .pipe(turnLedger(), last(undefined, [] as readonly Turn[]))
-    .subscribe((t) => {
-      turns = t;
-    });
+  const turns = lastOf<readonly Turn[]>(
+    envelopes.map((e) => e.envelope),
+    turnLedger(),
+    [],
+  );
   for (const turn of turns) {
     for (const [name, fromKey] of TURN_SPANS) {
       const ms = spanOf(turn, name);
