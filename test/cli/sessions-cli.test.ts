@@ -11,6 +11,10 @@ import { startTestServer } from "../support/server.ts";
  * each session ended, and the one opened last without copying its id.
  */
 const run = promisify(execFile);
+/** The id of the session `client` opened. */
+const idOf = async (client: RealtimeClient): Promise<string> =>
+  String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id);
+
 const duplex = (...args: string[]) => run(process.execPath, ["bin/duplex.js", ...args], { timeout: 30_000 });
 
 describe("duplex sessions", () => {
@@ -19,8 +23,6 @@ describe("duplex sessions", () => {
   beforeAll(async () => {
     const server = await startTestServer();
     dataDir = server.dataDir;
-    const idOf = async (c: RealtimeClient) =>
-      String(((await c.waitFor("session.created", { since: 0 })).session as { id: string }).id);
     const closed = await RealtimeClient.connect(server.url);
     ids.closed = await idOf(closed);
     closed.send({ type: "session.close" });
@@ -119,8 +121,6 @@ describe("duplex show, sessions --errors and --slowest", () => {
   beforeAll(async () => {
     const server = await startTestServer();
     dataDir = server.dataDir;
-    const idOf = async (c: RealtimeClient) =>
-      String(((await c.waitFor("session.created", { since: 0 })).session as { id: string }).id);
     const answered = await RealtimeClient.connect(server.url);
     ids.answered = await idOf(answered);
     answered.send({ type: "response.create" });
