@@ -1,5 +1,5 @@
 import { from, last, type Observable, type OperatorFunction } from "rxjs";
-import type { HistoryItem } from "../domain/index.ts";
+import type { AudioEncoding, HistoryItem } from "../domain/index.ts";
 import {
   type EventEnvelope,
   history,
@@ -12,6 +12,7 @@ import {
   type Turn,
   turnLedger,
 } from "../projections/index.ts";
+import { type BadAudio, decodeAudio } from "../protocol/index.ts";
 import { chainHeadOf, verifyChain } from "./chain.ts";
 import { isInputType, stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -205,4 +206,21 @@ export const audioOf = (entries: readonly RecordedEntry[]): SessionAudio => {
       [...responses].map(([id, r]) => [id, { rateHz: r.rateHz, format: r.format, bytes: Buffer.concat(r.chunks) }]),
     ),
   };
+};
+
+/**
+ * A response's audio of `audioOf` as PCM16 samples at its `rateHz`: G.711 decoded (`decodeAudio`, ITU-T G.711).
+ * @returns the samples, or the `BadAudio` that says why its bytes do not decode.
+ */
+export const responseSamples = (response: {
+  readonly format: string;
+  readonly rateHz: number;
+  readonly bytes: Uint8Array;
+}): Int16Array | BadAudio => {
+  if (response.format === "pcm16") {
+    const copy = new Uint8Array(response.bytes.byteLength - (response.bytes.byteLength % 2));
+    copy.set(response.bytes.subarray(0, copy.byteLength));
+    return new Int16Array(copy.buffer);
+  }
+  return decodeAudio({ encoding: response.format as AudioEncoding, rate: response.rateHz }, response.bytes);
 };

@@ -1,5 +1,5 @@
-import type { Turn } from "../projections/index.ts";
-import { audioOf, envelopesOf, reportOf } from "./inspect.ts";
+import { type SpanSummary, summariseTurns, type Turn } from "../projections/index.ts";
+import { audioOf, envelopesOf, reportOf, responseSamples } from "./inspect.ts";
 import { stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
@@ -13,33 +13,46 @@ export interface Timeline {
   readonly state: string;
   readonly model: string | null;
   readonly opened_at: string;
+  /** Engine clock (ms since the Unix epoch) of the first entry: time 0 of every other time here. */
+  readonly starts_at: number;
   readonly duration_ms: number;
   readonly chain: {
     readonly head: string | null;
     readonly verified: boolean | null;
     readonly broken_at: number | null;
   };
-  /** What the model heard: peaks of the input at its rate, and where the input clock starts on the timeline. */
-  readonly input: { readonly rate_hz: number; readonly duration_ms: number; readonly peaks: readonly number[] };
+  /**
+   * What the model heard: peaks of the input at its rate, and `clock`, the input clock's anchors on the timeline:
+   * [ms of input, ms of the session] where each append's audio began (audio ms before it was buffered) and ended
+   * (when it was buffered). Between anchors the page interpolates; a file sent faster than real time shows as a
+   * steep stretch, as it arrived.
+   */
+  readonly input: {
+    readonly rate_hz: number;
+    readonly duration_ms: number;
+    readonly peaks: readonly number[];
+    readonly clock: readonly (readonly [number, number])[];
+  };
   /** Each VAD frame's probability at its place on the input clock (ms of input), and the server VAD's threshold. */
   readonly vad: { readonly threshold: number; readonly points: readonly (readonly [number, number])[] };
   /** Each utterance the server heard, by the times its start and stop were decided. */
   readonly speech: readonly { readonly item_id: string; readonly start_ms: number; readonly stop_ms: number | null }[];
-  /** Each response: when created, first audio, ended; what was generated and heard; its audio's peaks. */
-  readonly responses: readonly {
-    readonly id: string;
-    readonly created_ms: number;
-    readonly first_audio_ms: number | null;
-    readonly ended_ms: number | null;
-    readonly status: string | null;
-    readonly reason: string | null;
-    readonly audio_ms: number;
-    readonly heard_ms: number | null;
-    readonly transcript: string;
-    readonly peaks: readonly number[];
-  }[];
+  /**
+   * Each response: when created, first audio (where its audio starts on the timeline: the server's playback
+   * estimate), ended; and on its own audio clock (ms from its first sample): `audio_ms` generated, `played_ms`
+   * played (the clients' acks, or the estimate), `heard_ms` heard (the truncation point history keeps); each ack as
+   * [ms of the session, ms played]; its audio's peaks; the revisions of its start and end.
+   */
+  readonly responses: readonly TimelineResponse[];
+  /** The turn ledger's turns, their times (`...At`) as ms of the session like every other time here. */
   readonly turns: readonly Turn[];
-  /** Every other mark: commits, overlap decisions, errors, attachments, recoveries; each with its log revision. */
+  /** p50/p95/worst of each turn span (ms). */
+  readonly spans: readonly SpanSummary[];
+  /**
+   * Every other mark, each with its log revision: commits and transcripts (input), overlap decisions and the model's
+   * listen/speak (decisions), tool calls and truncations (outputs), cancels, errors with their codes, detaches,
+   * resumes and restarts (connection).
+   */
   readonly marks: readonly {
     readonly at_ms: number;
     readonly kind: string;
@@ -47,6 +60,32 @@ export interface Timeline {
     readonly revision: number;
   }[];
 }
+
+export interface TimelineResponse {
+  readonly id: string;
+  readonly created_ms: number;
+  readonly first_audio_ms: number | null;
+  readonly ended_ms: number | null;
+  readonly status: string | null;
+  readonly reason: string | null;
+  readonly audio_ms: number;
+  readonly played_ms: number;
+  readonly heard_ms: number | null;
+  readonly acks: readonly (readonly [number, number])[];
+  readonly transcript: string;
+  readonly peaks: readonly number[];
+  readonly started_revision: number;
+  readonly ended_revision: number | null;
+}
+
+/** The kinds of `Timeline.marks`, by the lane the page draws them in. */
+export const MARK_LANES = {
+  input: ["commit", "transcript"],
+  decisions: ["barge-in", "overlap", "listen", "speak"],
+  outputs: ["tool-call", "truncate", "cancel"],
+  errors: ["error"],
+  connection: ["detach", "resume", "restart"],
+} as const;
 
 export const PEAKS_PER_SECOND = 50;
 
@@ -72,6 +111,23 @@ export const peaksOf = (bytes: Uint8Array, rateHz: number): number[] => {
 /** Silero's frame, ms (512 samples at 16 kHz). */
 const VAD_FRAME_MS = 32;
 
+/** Where a turn's times are (engine clock, ms since the Unix epoch): made ms of the session. */
+const TURN_TIMES = [
+  "speechStartedAt",
+  "speechStoppedAt",
+  "committedAt",
+  "responseCreatedAt",
+  "firstAudioAt",
+  "firstAckAt",
+  "responseEndedAt",
+  "bargeInAt",
+] as const;
+
+type Mark = Timeline["marks"][number];
+type OpenResponse = { -readonly [K in keyof TimelineResponse]: TimelineResponse[K] } & {
+  acks: [number, number][];
+};
+
 /** The timeline of a session's log. @throws Error when the entries are not a session stream. */
 export const timelineOf = (entries: readonly RecordedEntry[], attached = false): Timeline => {
   const t0 = entries[0]?.metadata.at ?? 0;
@@ -81,20 +137,29 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
   const envelopes = envelopesOf(entries);
 
   // VAD frames on the input clock (ms of input, as the waveform): each append's frames end where its
-  // AudioBuffered says the input clock stood after it.
+  // AudioBuffered says the input clock stood after it. The same AudioBuffered anchors the input clock on the
+  // session's: its audio ended when it was buffered and began its duration before (never before the last end).
   const vad: [number, number][] = [];
+  const clock: [number, number][] = [];
   let threshold = 0.5;
   for (const step of stepsOf(entries)) {
     if (step.input.type !== "CommandReceived") continue;
     const command = step.input.data.command;
     if (command.type !== "input_audio_buffer.append") continue;
-    const buffered = step.decisions.find((d) => d.envelope.event.type === "AudioBuffered")?.envelope.event;
-    const start = buffered?.type === "AudioBuffered" ? buffered.data.clockMs - buffered.data.durationMs : 0;
+    const buffered = step.decisions.find((d) => d.envelope.event.type === "AudioBuffered")?.envelope;
+    if (buffered?.event.type !== "AudioBuffered") continue;
+    const { clockMs, durationMs } = buffered.event.data;
+    const start = clockMs - durationMs;
     for (const [i, p] of command.vad.entries()) vad.push([Math.round(start + i * VAD_FRAME_MS), p]);
+    const at = rel(buffered.metadata.at);
+    const last = clock.at(-1);
+    clock.push([Math.round(start), Math.max(last?.[1] ?? 0, at - Math.round(durationMs))], [Math.round(clockMs), at]);
   }
   const speech = new Map<string, { item_id: string; start_ms: number; stop_ms: number | null }>();
-  const responses = new Map<string, Timeline["responses"][number] & { first_audio_ms: number | null }>();
-  const marks: { at_ms: number; kind: string; label: string; revision: number }[] = [];
+  const responses = new Map<string, OpenResponse>();
+  const marks: Mark[] = [];
+  const mark = (at_ms: number, kind: string, label: string, revision: number) =>
+    marks.push({ at_ms, kind, label, revision });
   for (const { revision, envelope } of envelopes) {
     const { event, metadata } = envelope;
     const at = rel(metadata.at);
@@ -114,35 +179,45 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
         break;
       }
       case "InputCommitted":
-        marks.push({ at_ms: at, kind: "commit", label: `commit ${event.data.itemId}`, revision });
+        mark(at, "commit", `commit ${event.data.itemId} (${Math.round(event.data.audioMs)} ms)`, revision);
+        break;
+      case "InputTranscribed":
+        mark(at, "transcript", `${event.data.itemId}: ${event.data.transcript}`, revision);
         break;
       case "OverlapDecided":
-        marks.push({
-          at_ms: at,
-          kind: event.data.action === "barge_in" ? "barge-in" : "overlap",
-          label: `${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
+        mark(
+          at,
+          event.data.action === "barge_in" ? "barge-in" : "overlap",
+          `${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
           revision,
-        });
+        );
+        break;
+      case "ModelListened":
+        mark(at, "listen", `the model listens (${event.data.reason})`, revision);
+        break;
+      case "ResponseSpoke":
+        mark(at, "speak", `the model speaks (${event.data.responseId})`, revision);
+        break;
+      case "FunctionCallDelivered":
+        mark(at, "tool-call", `${event.data.call.name}(${event.data.call.arguments})`, revision);
+        break;
+      case "ItemTruncated":
+        mark(at, "truncate", `truncate ${event.data.itemId} at ${event.data.audioEndMs} ms`, revision);
         break;
       case "RequestRejected":
       case "RunnerFailed":
-        marks.push({ at_ms: at, kind: "error", label: `${event.data.code}: ${event.data.message}`, revision });
+      case "InputTranscriptionFailed":
+      case "DeferredResponseRefused":
+        mark(at, "error", `${event.data.code}: ${event.data.message}`, revision);
+        break;
+      case "MalformedFunctionCall":
+        mark(at, "error", `malformed_function_call: ${event.data.name ?? "?"}(${event.data.arguments})`, revision);
         break;
       case "SessionResumed":
-        marks.push({
-          at_ms: at,
-          kind: "resume",
-          label: `resumed (generation ${event.data.attachmentGeneration})`,
-          revision,
-        });
+        mark(at, "resume", `resumed (generation ${event.data.attachmentGeneration})`, revision);
         break;
       case "SessionDetached":
-        marks.push({
-          at_ms: at,
-          kind: "detach",
-          label: `detached (generation ${event.data.attachmentGeneration})`,
-          revision,
-        });
+        mark(at, "detach", `detached (generation ${event.data.attachmentGeneration})`, revision);
         break;
       case "ResponseStarted":
         responses.set(event.data.responseId, {
@@ -153,36 +228,48 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
           status: null,
           reason: null,
           audio_ms: 0,
+          played_ms: 0,
           heard_ms: null,
+          acks: [],
           transcript: "",
           peaks: [],
+          started_revision: revision,
+          ended_revision: null,
         });
         break;
       case "AudioDelivered": {
         const r = responses.get(event.data.responseId);
         if (r === undefined) break;
-        r.first_audio_ms ??= at;
-        responses.set(r.id, { ...r, audio_ms: r.audio_ms + event.data.durationMs });
+        r.first_audio_ms ??= rel(event.data.firstDeltaAt);
+        r.audio_ms += event.data.durationMs;
+        r.played_ms = event.data.playback.playedMs;
+        break;
+      }
+      case "PlaybackAcknowledged": {
+        const r = responses.get(event.data.responseId);
+        if (r === undefined) break;
+        r.acks.push([at, event.data.playedMs]);
+        r.played_ms = event.data.playback.playedMs;
+        // An ack after the response ended (its audio still playing) moves what was heard on.
+        if (r.ended_ms !== null) r.heard_ms = event.data.playback.committedMs;
         break;
       }
       case "ResponseEnded": {
         const r = responses.get(event.data.responseId);
         if (r === undefined) break;
-        responses.set(r.id, {
-          ...r,
+        Object.assign(r, {
           ended_ms: at,
           status: event.data.status,
           reason: event.data.reason,
+          played_ms: event.data.playback.playedMs,
           heard_ms: event.data.playback.committedMs,
           transcript: event.data.transcript,
+          ended_revision: revision,
         });
+        if (event.data.status === "cancelled")
+          mark(at, "cancel", `${r.id} cancelled (${event.data.reason ?? "?"})`, revision);
         if (event.data.error !== null)
-          marks.push({
-            at_ms: at,
-            kind: "error",
-            label: `${event.data.error.code}: ${event.data.error.message}`,
-            revision,
-          });
+          mark(at, "error", `${event.data.error.code}: ${event.data.error.message}`, revision);
         break;
       }
       default:
@@ -191,35 +278,44 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
   // Recoveries are inputs, not decisions: marked from the entries.
   for (const entry of entries)
     if (entry.type === "SessionRecovered")
-      marks.push({
-        at_ms: rel(entry.metadata.at),
-        kind: "restart",
-        label: "rebuilt from the log",
-        revision: entry.revision,
-      });
+      mark(rel(entry.metadata.at), "restart", "rebuilt from the log", entry.revision);
   marks.sort((a, b) => a.at_ms - b.at_ms || a.revision - b.revision);
 
+  const turns = report.turns.map((turn) => {
+    const out: Record<string, unknown> = { ...turn };
+    for (const key of TURN_TIMES) {
+      const value = turn[key];
+      out[key] = value === null ? null : rel(value);
+    }
+    return out as unknown as Turn;
+  });
   return {
     session_id: report.session_id,
     state: report.state,
     model: report.model,
     opened_at: report.opened_at,
+    starts_at: t0,
     duration_ms: rel(entries.at(-1)?.metadata.at ?? t0),
     chain: report.chain,
     input: {
       rate_hz: audio.input.rateHz,
       duration_ms: Math.round((audio.input.pcm16.byteLength / 2 / audio.input.rateHz) * 1000),
       peaks: peaksOf(audio.input.pcm16, audio.input.rateHz),
+      clock,
     },
     vad: { threshold, points: vad },
     speech: [...speech.values()],
     responses: [...responses.values()].map((r) => {
       const sent = audio.responses.get(r.id);
-      // Peaks of PCM16 only; another output format's bytes are not samples.
-      const peaks = sent === undefined || sent.format !== "pcm16" ? [] : peaksOf(sent.bytes, sent.rateHz);
-      return { ...r, peaks };
+      const samples = sent === undefined ? null : responseSamples(sent);
+      const peaks =
+        sent === undefined || !(samples instanceof Int16Array)
+          ? []
+          : peaksOf(new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength), sent.rateHz);
+      return { ...r, audio_ms: Math.round(r.audio_ms), peaks };
     }),
-    turns: report.turns,
+    turns,
+    spans: summariseTurns(report.turns),
     marks,
   };
 };
