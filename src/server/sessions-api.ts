@@ -1,7 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Subscription } from "rxjs";
 import { z } from "zod";
-import type { AudioEncoding } from "../domain/index.ts";
 import {
   audioOf,
   type Engine,
@@ -9,6 +8,7 @@ import {
   foldLog,
   type RecordedEntry,
   reportOf,
+  responseSamples,
   type SessionReport,
   STREAM_PREFIX,
   streamOf,
@@ -16,15 +16,15 @@ import {
 } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
-import { decodeAudio, handshakeErrorBody } from "../protocol/index.ts";
+import { handshakeErrorBody } from "../protocol/index.ts";
 import { renderTimelinePage } from "./timeline-page.ts";
 
 /**
  * The session API (issue 20, part 2): the log as something people and scripts query, over HTTP, behind the `/v1`
  * auth gate of app.ts. Routes:
  *
- * - `GET /v1/sessions`: live and recorded sessions, oldest first, `limit` (1..200, default 50) a page, `after` the
- *   cursor of the page before (`next_cursor`); filtered by `state` (`open`, `detached`, `closed`, `expired`,
+ * - `GET /v1/sessions`: live and recorded sessions, oldest first (`order=desc`: newest first), `limit` (1..200,
+ *   default 50) a page, `after` the cursor of the page before (`next_cursor`); filtered by `state` (`open`, `detached`, `closed`, `expired`,
  *   `failed`, `unused`: the first word of the state), `since` and `until` (ISO 8601, when the session opened),
  *   `model`, and `error` (an error code its log holds).
  * - `GET /v1/sessions/:id`: the session's report (`reportOf`: view, playback ledger, history as heard, turn ledger
@@ -65,6 +65,14 @@ export interface SessionSummary {
   readonly error_codes: readonly string[];
 }
 
+/** A page of `GET /v1/sessions`. */
+export interface SessionPage {
+  readonly object: "list";
+  readonly data: readonly SessionSummary[];
+  readonly has_more: boolean;
+  readonly next_cursor: string | null;
+}
+
 const listQuery = z.object({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   after: z.string().optional(),
@@ -73,6 +81,7 @@ const listQuery = z.object({
   until: z.iso.datetime({ offset: true }).optional(),
   model: z.string().optional(),
   error: z.string().optional(),
+  order: z.enum(["asc", "desc"]).default("asc"),
 });
 
 /** The cursor of a page: where the session after which the next page starts opened, and its stream. */
@@ -103,6 +112,9 @@ const summaryOf = (report: SessionReport, live: boolean): SessionSummary => ({
   error_codes: [...new Set(report.errors.map((e) => e.code))],
 });
 
+const escapeHtml = (text: string): string =>
+  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
+
 const notFound = (reply: FastifyReply, id: string) =>
   reply.code(404).send(handshakeErrorBody("unknown_session", `no session ${id} on this server`));
 
@@ -121,21 +133,25 @@ export const sessionsApi = (options: SessionsApiOptions) => {
   const reportFor = (entries: readonly RecordedEntry[]): SessionReport =>
     reportOf(entries, foldLog(entries).state.attached);
 
-  const list = async (request: FastifyRequest, reply: FastifyReply) => {
-    const parsed = listQuery.safeParse(request.query);
+  /** A page of `GET /v1/sessions` for `query`, or the message of a 400. */
+  const listSessions = async (query: unknown): Promise<SessionPage | { readonly error: string }> => {
+    const parsed = listQuery.safeParse(query);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      return badRequest(reply, `${issue?.path.join(".")}: ${issue?.message}`);
+      return { error: `${issue?.path.join(".")}: ${issue?.message}` };
     }
     const q = parsed.data;
     const after = q.after === undefined ? null : readCursor(q.after);
-    if (q.after !== undefined && after === null) return badRequest(reply, "after: not a cursor this server gave");
+    if (q.after !== undefined && after === null) return { error: "after: not a cursor this server gave" };
     const since = q.since === undefined ? Number.NEGATIVE_INFINITY : Date.parse(q.since);
     const until = q.until === undefined ? Number.POSITIVE_INFINITY : Date.parse(q.until);
+    const sign = q.order === "asc" ? 1 : -1;
+    const compare = (a: { firstAt: number; stream: string }, b: { firstAt: number; stream: string }) =>
+      sign * (a.firstAt - b.firstAt || (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
     const streams = (await store.listStreams(STREAM_PREFIX))
       .filter((s) => s.firstAt >= since && s.firstAt <= until)
-      .sort((a, b) => a.firstAt - b.firstAt || (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0))
-      .filter((s) => after === null || s.firstAt > after[0] || (s.firstAt === after[0] && s.stream > after[1]));
+      .sort(compare)
+      .filter((s) => after === null || compare(s, { firstAt: after[0], stream: after[1] }) > 0);
     const data: SessionSummary[] = [];
     let last: (typeof streams)[number] | null = null;
     let more = false;
@@ -158,6 +174,11 @@ export const sessionsApi = (options: SessionsApiOptions) => {
       has_more: more,
       next_cursor: more && last !== null ? cursorOf(last.firstAt, last.stream) : null,
     };
+  };
+
+  const list = async (request: FastifyRequest, reply: FastifyReply) => {
+    const page = await listSessions(request.query);
+    return "error" in page ? badRequest(reply, page.error) : page;
   };
 
   const show = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
@@ -262,10 +283,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
       return reply
         .code(404)
         .send(handshakeErrorBody("response_not_found", `no audio of a response ${responseId} in session ${id}`));
-    const samples =
-      response.format === "pcm16"
-        ? pcm16FromBytes(response.bytes)
-        : decodeAudio({ encoding: response.format as AudioEncoding, rate: response.rateHz }, response.bytes);
+    const samples = responseSamples(response);
     if (!(samples instanceof Int16Array))
       return badRequest(reply, `the response's audio does not decode: ${samples.message}`);
     return wav(reply, `${responseId}.wav`, samples, response.rateHz);
@@ -283,23 +301,46 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const { id } = request.params;
     const entries = await store.read(streamOf(id));
     if (entries.length === 0) return notFound(reply, id);
-    const html = renderTimelinePage({ timeline: timelineOf(entries, foldLog(entries).state.attached), entries });
+    const base = `/v1/sessions/${encodeURIComponent(id)}`;
+    const closed = entries.some((e) => e.type === "SessionClosed");
+    const html = renderTimelinePage({
+      timeline: timelineOf(entries, foldLog(entries).state.attached),
+      entries,
+      audio: { base },
+      ...(isLive(id) && !closed ? { live: { base } } : {}),
+    });
     return reply.header("content-type", "text/html; charset=utf-8").send(html);
   };
 
-  /** `/sessions`: a page listing the sessions, newest first, each a link to its timeline. */
-  const pages = async (_request: FastifyRequest, reply: FastifyReply) => {
-    const streams = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => b.firstAt - a.firstAt);
-    const rows = streams
+  /**
+   * `/sessions`: a page of `GET /v1/sessions` (the same query: `state`, `since`, `until`, `model`, `error`, `limit`,
+   * `after`; newest first unless `order=asc`), each row a link to its timeline, and a link to the next page.
+   */
+  const pages = async (request: FastifyRequest<{ Querystring: Record<string, string> }>, reply: FastifyReply) => {
+    const query = { order: "desc", ...request.query };
+    const page = await listSessions(query);
+    if ("error" in page) return badRequest(reply, page.error);
+    const rows = page.data
       .map((s) => {
-        const id = s.stream.slice(STREAM_PREFIX.length);
-        return `<li><a href="/sessions/${encodeURIComponent(id)}">${id}</a> ${new Date(s.firstAt).toISOString()} (${s.count} entries)${isLive(id) ? " live" : ""}</li>`;
+        const cells = [
+          `<a href="/sessions/${encodeURIComponent(s.id)}">${escapeHtml(s.id)}</a>`,
+          escapeHtml(s.opened_at),
+          `${s.duration_s.toFixed(1)} s`,
+          escapeHtml(s.state) + (s.live ? " (live)" : ""),
+          String(s.responses),
+          escapeHtml(s.error_codes.join(", ")),
+        ];
+        return `<tr>${cells.map((c) => `<td>${c}</td>`).join("")}</tr>`;
       })
       .join("\n");
+    const next =
+      page.next_cursor === null
+        ? ""
+        : `<p><a id="next" href="/sessions?${escapeHtml(new URLSearchParams({ ...query, after: page.next_cursor }).toString())}">next page</a></p>`;
     return reply
       .header("content-type", "text/html; charset=utf-8")
       .send(
-        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex sessions</title></head><body><h1>sessions</h1><ol>${rows}</ol></body></html>`,
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex sessions</title><link rel="icon" href="data:,"><style>body{font:14px system-ui,sans-serif;margin:16px 20px}td,th{padding:2px 10px;text-align:left}</style></head><body><h1>sessions</h1><table id="sessions"><tr><th>session</th><th>opened</th><th>duration</th><th>state</th><th>responses</th><th>errors</th></tr>${rows}</table>${next}</body></html>`,
       );
   };
 

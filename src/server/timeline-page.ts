@@ -1,27 +1,55 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import type { RecordedEntry, Timeline } from "../engine/index.ts";
+import {
+  audioOf,
+  MARK_LANES,
+  PEAKS_PER_SECOND,
+  type RecordedEntry,
+  responseSamples,
+  type Timeline,
+} from "../engine/index.ts";
+import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { renderEntryLine } from "../infra/event-store/index.ts";
-import { summariseTurns } from "../projections/index.ts";
+
+/** Widths of the plots' y axes, px: every lane is inset by them so that one time axis lines up. */
+const LEFT = 72;
+const RIGHT = 44;
 
 /**
  * A session's timeline as one HTML page (issue 21, parts 1-2): served at `/sessions/:id` and written by `duplex
  * timeline` as a file that opens from disk. Everything is inside the page: the data (`timelineOf`, computed on the
  * server or by the CLI), the log entries its marks point at, and the two drawing libraries, read from node_modules
- * and inlined (never a CDN): wavesurfer.js draws the input's waveform from its precomputed peaks (it renders peaks
- * without decoding audio), uPlot the VAD curve against its threshold (a small canvas plotter made for dense time
- * series; both together are about 100 KB minified, 30 KB gzipped).
+ * and inlined (never a CDN). uPlot (a small canvas plotter made for dense time series) draws the lanes of audio on
+ * the session's time axis: the input's waveform from its precomputed peaks with the VAD curve and its threshold, and
+ * each response's waveform placed where it played; wavesurfer.js is the player: it plays the input or a response
+ * with its waveform drawn from the same peaks (it draws peaks without decoding audio) while a playhead moves on the
+ * lanes. Together they are about 100 KB minified, 30 KB gzipped.
  *
- * The page shows the counts (responses, barge-ins, errors, turns), the chain's verdict, the input lane, the
- * responses on one time axis with their status, the turn spans' p50/p95/worst, and every mark; a click on a mark
- * shows its log entry's JSON and revision, `#rev=N` selects one, and a filter box (a leading `-` excludes) says
- * "N of M shown".
+ * On one time axis, zoomed and panned together (drag over a plot to zoom in, the wheel to zoom about the pointer,
+ * shift-wheel, a drag on a lane or the arrow keys to pan, the buttons, double-click to see everything): the input
+ * and its VAD, speech, the responses (bars from created to ended, and on each one's audio the generated, played and
+ * heard marks and the cut), the turns' spans as a waterfall, and lanes of marks (input, decisions, outputs, errors,
+ * connection). A click on any mark shows its log entry's JSON and revision; `#rev=N` selects one; a filter box (a
+ * leading `-` excludes) says "N of M shown". A live session's page (`live`) follows its `/events` tail from the last
+ * revision it holds, with `Last-Event-ID` on every reconnect, so no entry is lost or taken twice, and redraws from
+ * `timeline.json` as entries arrive.
  */
 export interface TimelinePageInput {
   readonly timeline: Timeline;
-  /** The session's log: the entries the marks point at are put in the page. */
+  /** The session's log: the entries the marks and responses point at are put in the page. */
   readonly entries: readonly RecordedEntry[];
+  /**
+   * Where the players get their audio: `embed` (default) puts each WAV in the page as a data URL (the standalone
+   * file); `{ base }` names the session API of a server (`${base}/input.wav`, `${base}/responses/ID.wav`).
+   */
+  readonly audio?: "embed" | { readonly base: string };
+  /**
+   * A live session on the server at `base` (the session API's `/v1/sessions/:id`): the page follows
+   * `${base}/events` after the last entry of `entries` and refetches `${base}/timeline.json`. Absent: a finished
+   * page.
+   */
+  readonly live?: { readonly base: string };
 }
 
 const require = createRequire(import.meta.url);
@@ -52,104 +80,395 @@ const jsonSafe = (json: string): string => json.replaceAll("<", "\\u003c");
 const escapeHtml = (text: string): string =>
   text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
 
-/** The page's own script: draws the lanes from the embedded data (runs in the browser). */
-const PAGE_SCRIPT = `
+/**
+ * The page's own script (runs in the browser): draws the lanes from the embedded data on one zoomable time axis,
+ * plays audio, and follows a live session's tail. Written as plain browser JavaScript (no template literals).
+ */
+const PAGE_SCRIPT = String.raw`
+"use strict";
 const data = JSON.parse(document.getElementById("timeline-data").textContent);
-const t = data.timeline;
-const total = Math.max(1, t.duration_ms);
-const pct = (ms) => (100 * ms) / total + "%";
+let t = data.timeline;
+const LEFT = data.layout.left;
+const RIGHT = data.layout.right;
+const lanesEl = document.getElementById("lanes");
 const detail = document.getElementById("detail");
+const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
+let total = Math.max(1, t.duration_ms);
+let view = { from: 0, to: total };
+
+// Selecting a log entry: its JSON and revision, the mark highlighted.
 const show = (rev) => {
   const entry = data.entries[String(rev)];
-  detail.textContent = entry === undefined ? "revision " + rev + ": not in this page" : "revision " + rev + "\\n" + JSON.stringify(JSON.parse(entry), null, 2);
-  for (const li of document.querySelectorAll("#marks li")) li.classList.toggle("selected", li.dataset.rev === String(rev));
+  detail.textContent = entry === undefined ? "revision " + rev + ": not in this page" : "revision " + rev + "\n" + JSON.stringify(JSON.parse(entry), null, 2);
+  for (const e of document.querySelectorAll("[data-rev]")) e.classList.toggle("selected", e.dataset.rev === String(rev));
 };
-// The input: waveform from the precomputed peaks (max of each bucket), no audio decoded.
-const maxima = t.input.peaks.filter((_, i) => i % 2 === 1);
-if (maxima.length > 0) WaveSurfer.create({ container: "#input-wave", peaks: [maxima], duration: Math.max(0.001, t.input.duration_ms / 1000), height: 60, interact: false, waveColor: "#5a7", cursorWidth: 0 });
-// The VAD curve and its threshold, on the input clock (s of input, as the waveform above it).
-const xs = t.vad.points.map((p) => p[0] / 1000);
-if (xs.length > 0) new uPlot({ width: Math.max(600, document.body.clientWidth - 40), height: 140, scales: { x: { time: false }, y: { range: [0, 1] } }, series: [{ label: "input s" }, { label: "VAD", stroke: "#37a" }, { label: "threshold", stroke: "#c33", dash: [4, 4] }] }, [xs, t.vad.points.map((p) => p[1]), xs.map(() => t.vad.threshold)], document.getElementById("vad"));
-// Speech and responses as bars on one axis.
-const lane = (id, items) => { const el = document.getElementById(id); for (const it of items) { const bar = document.createElement("div"); bar.className = "bar " + it.cls; bar.style.left = pct(it.from); bar.style.width = pct(Math.max(it.to - it.from, total / 500)); bar.title = it.title; bar.textContent = it.text; if (it.rev !== undefined) bar.onclick = () => show(it.rev); el.appendChild(bar); } };
-lane("speech", t.speech.map((s) => ({ from: s.start_ms, to: s.stop_ms ?? total, cls: "speech", title: s.item_id, text: "" })));
-lane("responses", t.responses.map((r) => ({ from: r.created_ms, to: r.ended_ms ?? total, cls: r.status ?? "open", title: r.id + " " + (r.status ?? "running") + (r.reason ? " (" + r.reason + ")" : "") + ": " + r.transcript, text: r.id.replace(/^resp_[0-9a-f]+_/, "#"), rev: r.ended_revision })));
-// Marks: a list with a filter, each clickable to its log entry; #rev=N selects one.
-const list = document.getElementById("marks");
-for (const m of t.marks) { const li = document.createElement("li"); li.dataset.rev = String(m.revision); li.dataset.kind = m.kind; li.textContent = (m.at_ms / 1000).toFixed(2) + " s  " + m.kind + "  " + m.label + "  (rev " + m.revision + ")"; li.onclick = () => { location.hash = "rev=" + m.revision; show(m.revision); }; list.appendChild(li); }
+const select = (rev) => { history.replaceState(null, "", "#rev=" + rev); show(rev); };
+
+// The input clock on the session's: piecewise linear between the anchors of timeline.input.clock.
+const inputToSession = (ms) => {
+  const c = t.input.clock;
+  if (c.length === 0) return ms;
+  if (ms <= c[0][0]) return c[0][1] - (c[0][0] - ms);
+  for (let i = 1; i < c.length; i++) {
+    if (ms <= c[i][0]) { const x0 = c[i - 1][0], y0 = c[i - 1][1], x1 = c[i][0], y1 = c[i][1]; return x1 === x0 ? y1 : y0 + ((ms - x0) * (y1 - y0)) / (x1 - x0); }
+  }
+  const last = c[c.length - 1];
+  return last[1] + (ms - last[0]);
+};
+const BUCKET_MS = 1000 / data.layout.peaks_per_second;
+/** [xs (s), mins, maxs] of peaks whose bucket i starts at toSession(i * BUCKET_MS); xs strictly increasing. */
+const peakTable = (peaks, toSession) => {
+  const xs = [], mins = [], maxs = [];
+  let prev = -Infinity;
+  for (let i = 0; 2 * i + 1 < peaks.length; i++) { const x = Math.max(toSession(i * BUCKET_MS) / 1000, prev + 1e-6); xs.push(x); prev = x; mins.push(peaks[2 * i]); maxs.push(peaks[2 * i + 1]); }
+  return [xs, mins, maxs];
+};
+
+// The plots: uPlot, x in s of the session, every one on the view.
+let charts = [];
+const plotWidth = () => Math.max(300, lanesEl.clientWidth);
+const yAxes = (left, right) => [{ stroke: "#555" }, Object.assign({ size: LEFT, stroke: "#555" }, left), Object.assign({ side: 1, size: RIGHT, grid: { show: false }, stroke: "#555" }, right)];
+const chartOptions = (height, series, scales, axes) => ({
+  width: plotWidth(), height, legend: { show: false }, series, axes,
+  scales: Object.assign({ x: { time: false, auto: false, range: () => [view.from / 1000, view.to / 1000] } }, scales),
+  cursor: { drag: { x: true, y: false, setScale: false }, y: false },
+  hooks: { setSelect: [(u) => { if (u.select.width < 3) return; const a = u.posToVal(u.select.left, "x"), b = u.posToVal(u.select.left + u.select.width, "x"); u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false); setView(a * 1000, b * 1000); }] },
+});
+const wave = (color) => [0, 1].map(() => ({ scale: "y", stroke: color, fill: color + "66", fillTo: 0, width: 1, points: { show: false } }));
+const drawPlots = () => {
+  for (const u of charts) u.destroy();
+  charts = [];
+  const input = document.getElementById("input-plot");
+  input.textContent = "";
+  const w = peakTable(t.input.peaks, inputToSession);
+  const vx = [], vy = [];
+  let prev = -Infinity;
+  for (const p of t.vad.points) { const x = Math.max(inputToSession(p[0]) / 1000, prev + 1e-6); prev = x; vx.push(x); vy.push(p[1]); }
+  if (w[0].length + vx.length > 0) {
+    const joined = uPlot.join([w, [vx, vy, vy.map(() => t.vad.threshold)]]);
+    charts.push(new uPlot(chartOptions(120, [{}].concat(wave("#55aa77"), [{ scale: "vad", stroke: "#3377aa", width: 1.5, spanGaps: true, points: { show: false } }, { scale: "vad", stroke: "#cc3333", dash: [4, 4], width: 1, spanGaps: true, points: { show: false } }]), { y: { range: [-1, 1] }, vad: { range: [0, 1] } }, yAxes({ scale: "y" }, { scale: "vad" })), joined, input));
+  } else input.textContent = "no input audio";
+  const out = document.getElementById("responses-plot");
+  out.textContent = "";
+  const tables = [], series = [{}];
+  for (const r of t.responses) {
+    if (r.peaks.length === 0 || r.first_audio_ms === null) continue;
+    tables.push(peakTable(r.peaks, (ms) => r.first_audio_ms + ms));
+    series.push.apply(series, wave(r.status === "cancelled" ? "#cc7733" : r.status === null ? "#888888" : "#3377aa"));
+  }
+  if (tables.length > 0) charts.push(new uPlot(chartOptions(90, series, { y: { range: [-1, 1] } }, yAxes({ scale: "y" }, { scale: "y", values: (u, splits) => splits.map(() => "") })), uPlot.join(tables), out));
+  else out.textContent = "no response audio";
+};
+
+// The lanes of bars and marks, positioned on the view.
+const pos = (ms) => (100 * (ms - view.from)) / Math.max(1, view.to - view.from) + "%";
+const bar = (lane, from, to, cls, title, text, rev) => {
+  const b = el("div", "bar " + cls, text);
+  b.style.left = pos(from);
+  b.style.width = (100 * Math.max(to - from, (view.to - view.from) / 400)) / Math.max(1, view.to - view.from) + "%";
+  b.title = title;
+  if (rev !== undefined && rev !== null) { b.dataset.rev = String(rev); b.onclick = () => select(rev); }
+  lane.appendChild(b);
+  return b;
+};
+const tick = (lane, at, cls, title, rev) => {
+  const k = el("div", "tick " + cls);
+  k.style.left = pos(at);
+  k.title = title;
+  if (rev !== undefined && rev !== null) { k.dataset.rev = String(rev); k.onclick = (e) => { e.stopPropagation(); select(rev); }; }
+  lane.appendChild(k);
+  return k;
+};
+const TURN_STEPS = [["speechStoppedAt", "commit"], ["committedAt", "created"], ["responseCreatedAt", "first-audio"], ["firstAudioAt", "first-ack"], ["firstAckAt", null]];
+const drawLanes = () => {
+  const speech = document.getElementById("speech");
+  speech.textContent = "";
+  for (const s of t.speech) bar(speech, s.start_ms, s.stop_ms === null ? total : s.stop_ms, "speech", s.item_id, "");
+  const responses = document.getElementById("responses");
+  responses.textContent = "";
+  for (const r of t.responses) {
+    const status = r.status === null ? "open" : r.status;
+    bar(responses, r.created_ms, r.ended_ms === null ? total : r.ended_ms, status, r.id + " " + status + (r.reason ? " (" + r.reason + ")" : "") + ": " + r.transcript, r.id.replace(/^resp_[0-9a-f]+_/, "#"), r.ended_revision === null ? r.started_revision : r.ended_revision);
+    if (r.first_audio_ms === null) continue;
+    const a = r.first_audio_ms;
+    tick(responses, a + r.audio_ms, "generated", r.id + ": generated " + r.audio_ms + " ms");
+    tick(responses, a + r.played_ms, "played", r.id + ": played " + Math.round(r.played_ms) + " ms" + (r.acks.length > 0 ? " (" + r.acks.length + " acks)" : " (the server's estimate)"));
+    if (r.heard_ms !== null) tick(responses, a + r.heard_ms, "heard", r.id + ": heard " + Math.round(r.heard_ms) + " ms");
+    if (r.status === "cancelled" && r.ended_ms !== null) tick(responses, r.ended_ms, "cut", r.id + ": cut (" + r.reason + ")", r.ended_revision);
+  }
+  const turns = document.getElementById("turns");
+  turns.textContent = "";
+  turns.style.height = Math.max(1, t.turns.length) * 12 + 4 + "px";
+  for (const [i, turn] of t.turns.entries()) {
+    for (let s = 0; s < TURN_STEPS.length - 1; s++) {
+      const from = turn[TURN_STEPS[s][0]];
+      if (from === null) continue;
+      let to = null, j = s + 1;
+      for (; j < TURN_STEPS.length && to === null; j++) to = turn[TURN_STEPS[j][0]];
+      if (to === null) continue;
+      const b = bar(turns, from, to, "span " + TURN_STEPS[s][1], "turn " + turn.index + ": " + TURN_STEPS[s][0] + " to " + TURN_STEPS[j - 1][0] + ", " + Math.round(to - from) + " ms", "");
+      b.style.top = i * 12 + 2 + "px";
+      s = j - 2;
+    }
+  }
+  for (const [name, kinds] of Object.entries(data.lanes)) {
+    const lane = document.getElementById("lane-" + name);
+    lane.textContent = "";
+    for (const m of t.marks) if (kinds.includes(m.kind)) tick(lane, m.at_ms, "mark " + m.kind, (m.at_ms / 1000).toFixed(2) + " s " + m.kind + ": " + m.label, m.revision);
+  }
+  document.getElementById("view").textContent = (view.from / 1000).toFixed(2) + " to " + (view.to / 1000).toFixed(2) + " s of " + (total / 1000).toFixed(2);
+  drawPlayhead();
+};
+
+// Zoom and pan: one view for every lane and plot.
+const setView = (from, to) => {
+  const width = Math.min(total, Math.max(20, to - from));
+  let a = Math.max(0, Math.min(from, total - width));
+  view = { from: a, to: a + width };
+  for (const u of charts) u.setScale("x", { min: view.from / 1000, max: view.to / 1000 });
+  drawLanes();
+};
+const zoom = (factor, at) => { const c = at === undefined ? (view.from + view.to) / 2 : at; setView(c - (c - view.from) * factor, c + (view.to - c) * factor); };
+const pan = (fraction) => { const d = (view.to - view.from) * fraction; setView(view.from + d, view.to + d); };
+const msAt = (clientX) => { const r = lanesEl.getBoundingClientRect(); const f = (clientX - r.left - LEFT) / Math.max(1, r.width - LEFT - RIGHT); return view.from + f * (view.to - view.from); };
+document.getElementById("zoom-in").onclick = () => zoom(0.5);
+document.getElementById("zoom-out").onclick = () => zoom(2);
+document.getElementById("pan-left").onclick = () => pan(-0.25);
+document.getElementById("pan-right").onclick = () => pan(0.25);
+document.getElementById("zoom-reset").onclick = () => setView(0, total);
+lanesEl.addEventListener("wheel", (e) => { e.preventDefault(); if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) pan((e.shiftKey ? e.deltaY : e.deltaX) / 1000); else zoom(e.deltaY > 0 ? 1.25 : 0.8, msAt(e.clientX)); }, { passive: false });
+lanesEl.addEventListener("dblclick", () => setView(0, total));
+let dragFrom = null;
+for (const lane of document.querySelectorAll(".lane")) lane.addEventListener("mousedown", (e) => { dragFrom = { x: e.clientX, view: view }; });
+window.addEventListener("mouseup", () => { dragFrom = null; });
+window.addEventListener("mousemove", (e) => { if (dragFrom === null) return; const perPx = (dragFrom.view.to - dragFrom.view.from) / Math.max(1, lanesEl.clientWidth - LEFT - RIGHT); const d = (dragFrom.x - e.clientX) * perPx; setView(dragFrom.view.from + d, dragFrom.view.to + d); });
+document.addEventListener("keydown", (e) => { if (e.target instanceof HTMLInputElement) return; if (e.key === "ArrowLeft") pan(-0.25); else if (e.key === "ArrowRight") pan(0.25); else if (e.key === "+" || e.key === "=") zoom(0.5); else if (e.key === "-") zoom(2); else if (e.key === "0") setView(0, total); });
+
+// The player: wavesurfer.js plays the input or a response, its waveform from the same peaks; a playhead follows on the lanes.
+const playhead = document.getElementById("playhead");
+let playheadMs = null;
+const drawPlayhead = () => {
+  const inView = playheadMs !== null && playheadMs >= view.from && playheadMs <= view.to;
+  playhead.hidden = !inView;
+  if (inView) playhead.style.left = LEFT + ((playheadMs - view.from) / Math.max(1, view.to - view.from)) * (lanesEl.clientWidth - LEFT - RIGHT) + "px";
+};
+let player = null;
+const nowPlaying = document.getElementById("now-playing");
+const play = (url, peaks, durationMs, toSession, label) => {
+  if (player !== null) player.destroy();
+  const maxima = peaks.filter((_, i) => i % 2 === 1);
+  player = WaveSurfer.create({ container: "#player", url: url, peaks: [maxima.length > 0 ? maxima : [0]], duration: Math.max(0.001, durationMs / 1000), height: 48, waveColor: "#55aa77", progressColor: "#226644", cursorColor: "#cc3333" });
+  window.duplexPlayer = player;
+  nowPlaying.textContent = label;
+  player.on("timeupdate", (s) => { playheadMs = toSession(s * 1000); drawPlayhead(); });
+  player.on("ready", () => { const p = player.play(); if (p && p.catch) p.catch((e) => { nowPlaying.textContent = label + ": " + e.message; }); });
+};
+const audioUrl = (kind, id) => (data.audio.kind === "embed" ? (kind === "input" ? data.audio.input : data.audio.responses[id]) : data.audio.base + (kind === "input" ? "/input.wav" : "/responses/" + encodeURIComponent(id) + ".wav"));
+document.getElementById("play-input").onclick = () => play(audioUrl("input"), t.input.peaks, t.input.duration_ms, inputToSession, "input (" + (t.input.duration_ms / 1000).toFixed(1) + " s)");
+
+// The tables: the turn spans, the responses with their players, the marks with the filter.
+const drawTables = () => {
+  const bargeIns = t.marks.filter((m) => m.kind === "barge-in").length, errors = t.marks.filter((m) => m.kind === "error").length;
+  const counts = { responses: t.responses.length, "barge-ins": bargeIns, errors: errors, turns: t.turns.length };
+  for (const [name, n] of Object.entries(counts)) document.querySelector('[data-count="' + name + '"]').textContent = String(n);
+  document.getElementById("state").textContent = t.state;
+  document.getElementById("duration").textContent = (t.duration_ms / 1000).toFixed(1) + " s";
+  const spans = document.getElementById("spans");
+  for (const row of [...spans.querySelectorAll("tr.row")]) row.remove();
+  for (const s of t.spans) { const tr = el("tr", "row"); for (const v of [s.span, s.samples, s.p50, s.p95, s.worst]) tr.appendChild(el("td", null, v === null ? "-" : String(v))); spans.appendChild(tr); }
+  const table = document.getElementById("response-table");
+  for (const row of [...table.querySelectorAll("tr.row")]) row.remove();
+  for (const r of t.responses) {
+    const tr = el("tr", "row");
+    tr.dataset.response = r.id;
+    for (const v of [r.id, (r.status === null ? "running" : r.status) + (r.reason ? " (" + r.reason + ")" : ""), r.audio_ms, Math.round(r.played_ms), r.heard_ms === null ? "-" : Math.round(r.heard_ms), r.transcript]) tr.appendChild(el("td", null, String(v)));
+    const cell = el("td");
+    if (r.audio_ms > 0) { const button = el("button", "play", "play"); button.onclick = () => play(audioUrl("response", r.id), r.peaks, r.audio_ms, (ms) => r.first_audio_ms + ms, r.id); cell.appendChild(button); }
+    tr.appendChild(cell);
+    table.appendChild(tr);
+  }
+  const list = document.getElementById("marks");
+  list.textContent = "";
+  for (const m of t.marks) { const li = el("li", null, (m.at_ms / 1000).toFixed(2) + " s  " + m.kind + "  " + m.label + "  (rev " + m.revision + ")"); li.dataset.rev = String(m.revision); li.dataset.kind = m.kind; li.onclick = () => select(m.revision); list.appendChild(li); }
+  applyFilter();
+};
 const filter = document.getElementById("filter");
 const shown = document.getElementById("shown");
-const apply = () => { const terms = filter.value.toLowerCase().split(/\\s+/).filter(Boolean); let n = 0; for (const li of list.children) { const text = li.textContent.toLowerCase(); const ok = terms.every((w) => (w.startsWith("-") ? !text.includes(w.slice(1)) : text.includes(w))); li.hidden = !ok; if (ok) n += 1; } shown.textContent = n + " of " + list.children.length + " shown"; };
-filter.oninput = apply;
-apply();
-const fromHash = /^#rev=(\\d+)$/.exec(location.hash);
+const applyFilter = () => {
+  const list = document.getElementById("marks");
+  const terms = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+  let n = 0;
+  for (const li of list.children) { const text = li.textContent.toLowerCase(); const ok = terms.every((w) => (w.startsWith("-") ? !text.includes(w.slice(1)) : text.includes(w))); li.hidden = !ok; if (ok) n += 1; }
+  shown.textContent = n + " of " + list.children.length + " shown";
+};
+filter.oninput = applyFilter;
+
+const drawAll = () => { drawTables(); drawPlots(); drawLanes(); };
+drawAll();
+window.addEventListener("resize", () => { drawPlots(); drawLanes(); });
+const fromHash = /^#rev=(\d+)$/.exec(location.hash);
 if (fromHash) show(Number(fromHash[1]));
+
+// A live session: follow its /events tail after the last revision this page holds; Last-Event-ID on every reconnect.
+const tailEl = document.getElementById("tail");
+const tail = { last: data.live === null ? null : data.live.after, received: 0, gaps: 0, duplicates: 0, reconnects: 0, done: data.live === null, controller: null };
+window.duplexTail = { state: tail, drop: () => { if (tail.controller !== null) tail.controller.abort(); } };
+const tailStatus = (text) => { tailEl.textContent = text; for (const k of ["last", "received", "gaps", "duplicates", "reconnects"]) tailEl.dataset[k] = String(tail[k]); };
+let refreshing = null;
+const refresh = () => {
+  if (refreshing !== null) return;
+  refreshing = setTimeout(async () => {
+    try {
+      const res = await fetch(data.live.base + "/timeline.json");
+      if (res.ok) { const following = view.to >= total; t = await res.json(); total = Math.max(1, t.duration_ms); if (following) view = { from: view.from, to: total }; drawAll(); }
+    } finally { refreshing = null; }
+  }, 300);
+};
+const onBlock = (block) => {
+  let event = "message", id = null, line = "";
+  for (const l of block.split("\n")) { if (l.startsWith("event: ")) event = l.slice(7); else if (l.startsWith("id: ")) id = Number(l.slice(4)); else if (l.startsWith("data: ")) line += l.slice(6); }
+  if (event !== "entry" || id === null) return event;
+  if (id <= tail.last) { tail.duplicates += 1; return event; }
+  if (id > tail.last + 1) tail.gaps += 1;
+  tail.last = id;
+  tail.received += 1;
+  data.entries[String(id)] = line;
+  if (JSON.parse(line).type === "SessionClosed") tail.done = true;
+  refresh();
+  return event;
+};
+const follow = async () => {
+  let failures = 0;
+  while (!tail.done) {
+    tail.controller = new AbortController();
+    let caughtUp = false;
+    try {
+      const res = await fetch(data.live.base + "/events", { headers: { "Last-Event-ID": String(tail.last) }, signal: tail.controller.signal });
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      tailStatus("live: following from revision " + tail.last);
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const chunk = await reader.read();
+        if (chunk.done) break;
+        buffer += chunk.value;
+        let i;
+        while ((i = buffer.indexOf("\n\n")) >= 0) { const event = onBlock(buffer.slice(0, i)); buffer = buffer.slice(i + 2); failures = 0; if (event === "caught_up") caughtUp = true; }
+        tailStatus("live: " + tail.received + " entries since the page loaded, last revision " + tail.last);
+      }
+      // Ended by the server: the session closed, or it is no longer live here.
+      if (!caughtUp) tail.done = true;
+    } catch (e) { tailStatus("live: disconnected (" + e.message + "), reconnecting"); }
+    if (tail.done) break;
+    tail.reconnects += 1;
+    failures += 1;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 200 * 2 ** Math.min(failures, 5))));
+  }
+  refresh();
+  tailStatus("ended: " + tail.received + " entries since the page loaded, last revision " + tail.last);
+};
+if (data.live !== null) follow(); else tailStatus("recorded");
 `;
 
 const PAGE_CSS = `
 body { font: 14px system-ui, sans-serif; margin: 16px 20px; color: #222; }
-h1 { font-size: 18px; margin: 0 0 4px; } h2 { font-size: 14px; margin: 16px 0 4px; color: #555; }
-.lane { position: relative; height: 26px; background: #f4f4f4; border-radius: 3px; }
-.bar { position: absolute; top: 3px; height: 20px; border-radius: 3px; font-size: 11px; color: #fff; overflow: hidden; white-space: nowrap; cursor: pointer; }
+h1 { font-size: 18px; margin: 0 0 4px; } h2 { font-size: 13px; margin: 10px 0 2px; color: #555; font-weight: 600; }
+#toolbar { display: flex; gap: 6px; align-items: center; margin: 8px 0; } #toolbar button { font-size: 12px; }
+#lanes { position: relative; user-select: none; }
+.lane { position: relative; height: 26px; background: #f4f4f4; border-radius: 3px; margin: 0 ${RIGHT}px 0 ${LEFT}px; overflow: hidden; cursor: grab; }
+.row { position: relative; } .row > .label { position: absolute; left: 0; width: ${LEFT - 4}px; top: 6px; font-size: 11px; color: #666; text-align: right; }
+.bar { position: absolute; top: 3px; height: 20px; border-radius: 3px; box-sizing: border-box; border-right: 1px solid #fff; font-size: 11px; color: #fff; overflow: hidden; white-space: nowrap; cursor: pointer; }
 .bar.speech { background: #5a7; } .bar.completed { background: #37a; } .bar.cancelled { background: #c73; }
 .bar.failed, .bar.incomplete { background: #c33; } .bar.open { background: #999; }
-#marks { font: 12px ui-monospace, monospace; max-height: 260px; overflow: auto; padding-left: 24px; }
-#marks li { cursor: pointer; } #marks li.selected { background: #ffe9a8; }
+.bar.span { height: 10px; top: 2px; border-radius: 2px; } .span.commit { background: #9b7; } .span.created { background: #79b; } .span.first-audio { background: #37a; } .span.first-ack { background: #a7c; }
+.tick { position: absolute; top: 0; width: 3px; margin-left: -1px; height: 26px; cursor: pointer; background: #333; }
+.tick.generated { background: #999; } .tick.played { background: #37a; } .tick.heard { background: #2a2; } .tick.cut { background: #c33; width: 4px; }
+.tick.commit, .tick.transcript { background: #5a7; } .tick.barge-in, .tick.cancel { background: #c73; } .tick.error { background: #c33; }
+.tick.overlap, .tick.listen, .tick.speak { background: #37a; } .tick.detach, .tick.resume, .tick.restart { background: #a7c; } .tick.tool-call, .tick.truncate { background: #b93; }
+.selected { outline: 2px solid #fc0; background-color: #ffe9a8; }
+#playhead { position: absolute; top: 0; bottom: 0; width: 2px; background: #c33; pointer-events: none; }
+#player { min-height: 48px; }
+#marks { font: 12px ui-monospace, monospace; max-height: 260px; overflow: auto; padding-left: 44px; } #marks li { cursor: pointer; }
 #detail { font: 12px ui-monospace, monospace; background: #f7f7f7; padding: 8px; white-space: pre-wrap; min-height: 2em; }
-table { border-collapse: collapse; font-size: 12px; } td, th { padding: 2px 10px; text-align: right; } td:first-child, th:first-child { text-align: left; }
+table { border-collapse: collapse; font-size: 12px; } td, th { padding: 2px 10px; text-align: right; } td:first-child, th:first-child, td:nth-child(6) { text-align: left; }
 `;
 
+const base64Wav = (samples: Int16Array, rateHz: number): string =>
+  `data:audio/wav;base64,${Buffer.from(encodeWav(samples, rateHz)).toString("base64")}`;
+
 /** The page of `input.timeline`. Pure but for reading the libraries from node_modules once. */
-export const renderTimelinePage = ({ timeline, entries }: TimelinePageInput): string => {
+export const renderTimelinePage = ({ timeline, entries, audio = "embed", live }: TimelinePageInput): string => {
   const { uplotJs, uplotCss, wavesurferJs } = libs();
   const marked = new Set(timeline.marks.map((m) => m.revision));
-  const ended = new Map<string, number>();
-  for (const e of entries)
-    if (e.type === "ResponseEnded") ended.set((e.data as { responseId: string }).responseId, e.revision);
-  for (const revision of ended.values()) marked.add(revision);
+  for (const r of timeline.responses) {
+    marked.add(r.started_revision);
+    if (r.ended_revision !== null) marked.add(r.ended_revision);
+  }
   const entryJson = Object.fromEntries(
     entries.filter((e) => marked.has(e.revision)).map((e) => [String(e.revision), renderEntryLine(e)]),
   );
+  const sessionAudio = audio === "embed" ? audioOf(entries) : null;
+  const audioData =
+    sessionAudio === null
+      ? { kind: "served", base: (audio as { base: string }).base }
+      : {
+          kind: "embed",
+          input: base64Wav(pcm16FromBytes(sessionAudio.input.pcm16), sessionAudio.input.rateHz),
+          responses: Object.fromEntries(
+            [...sessionAudio.responses].flatMap(([id, r]) => {
+              const samples = responseSamples(r);
+              return samples instanceof Int16Array ? [[id, base64Wav(samples, r.rateHz)]] : [];
+            }),
+          ),
+        };
   const data = {
-    timeline: {
-      ...timeline,
-      responses: timeline.responses.map((r) => ({ ...r, ended_revision: ended.get(r.id) })),
-    },
+    timeline,
     entries: entryJson,
+    lanes: MARK_LANES,
+    layout: { left: LEFT, right: RIGHT, peaks_per_second: PEAKS_PER_SECOND },
+    audio: audioData,
+    live: live === undefined ? null : { base: live.base, after: entries.at(-1)?.revision ?? -1 },
   };
   const bargeIns = timeline.marks.filter((m) => m.kind === "barge-in").length;
   const errors = timeline.marks.filter((m) => m.kind === "error").length;
-  const turns = timeline.turns.length;
   const chain =
     timeline.chain.verified === null
       ? "no chain (recorded before it)"
       : timeline.chain.verified
         ? "every entry the one written"
         : `BROKEN at revision ${timeline.chain.broken_at}`;
-  const spans = summariseTurns(timeline.turns)
-    .map(
-      (s) =>
-        `<tr><td>${s.span}</td><td>${s.samples}</td><td>${s.p50 ?? "-"}</td><td>${s.p95 ?? "-"}</td><td>${s.worst ?? "-"}</td></tr>`,
-    )
-    .join("");
   const id = escapeHtml(timeline.session_id);
+  const markLanes = Object.keys(MARK_LANES)
+    .map(
+      (name) => `<div class="row"><span class="label">${name}</span><div id="lane-${name}" class="lane"></div></div>`,
+    )
+    .join("\n");
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>duplex ${id}</title>
+<html lang="en"><head><meta charset="utf-8"><title>duplex ${id}</title><link rel="icon" href="data:,">
 <style>${uplotCss}${PAGE_CSS}</style></head>
 <body>
 <h1>session <code>${id}</code></h1>
-<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${turns}</span> turns &middot; ${escapeHtml(timeline.state)} &middot; model ${escapeHtml(timeline.model ?? "-")} &middot; ${(timeline.duration_ms / 1000).toFixed(1)} s &middot; opened ${escapeHtml(timeline.opened_at)} &middot; chain: <span id="chain">${escapeHtml(chain)}</span></p>
-<h2>input: what the model heard, and the VAD</h2><div id="input-wave"></div><div id="vad"></div>
-<h2>speech (server VAD)</h2><div id="speech" class="lane"></div>
-<h2>responses</h2><div id="responses" class="lane"></div>
-<h2>turn spans (ms)</h2><table id="spans"><tr><th>span</th><th>samples</th><th>p50</th><th>p95</th><th>worst</th></tr>${spans}</table>
-<h2>marks</h2><input id="filter" placeholder="filter (a leading - excludes)" size="40"> <span id="shown"></span>
+<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${timeline.turns.length}</span> turns &middot; <span id="state">${escapeHtml(timeline.state)}</span> &middot; model ${escapeHtml(timeline.model ?? "-")} &middot; <span id="duration"></span> &middot; opened ${escapeHtml(timeline.opened_at)} &middot; chain: <span id="chain">${escapeHtml(chain)}</span> &middot; <span id="tail"></span></p>
+<div id="toolbar"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button><button id="pan-left">&larr;</button><button id="pan-right">&rarr;</button><button id="zoom-reset">all</button> <span id="view"></span> &middot; <button id="play-input">play input</button> <span id="now-playing"></span></div>
+<div id="player"></div>
+<div id="lanes">
+<h2>input: what the model heard, and the VAD probability against its threshold</h2><div id="input-plot"></div>
+<h2>speech (server VAD)</h2><div class="row"><span class="label">speech</span><div id="speech" class="lane"></div></div>
+<h2>responses: created to ended; on its audio, generated (grey), played (blue), heard (green), the cut (red)</h2><div id="responses-plot"></div><div class="row"><span class="label">responses</span><div id="responses" class="lane"></div></div>
+<h2>turns: speech stop, commit, created, first audio, first ack</h2><div class="row"><span class="label">turns</span><div id="turns" class="lane"></div></div>
+<h2>marks</h2>
+${markLanes}
+<div id="playhead" hidden></div>
+</div>
+<h2>turn spans (ms)</h2><table id="spans"><tr><th>span</th><th>samples</th><th>p50</th><th>p95</th><th>worst</th></tr></table>
+<h2>responses</h2><table id="response-table"><tr><th>id</th><th>status</th><th>generated ms</th><th>played ms</th><th>heard ms</th><th>transcript</th><th></th></tr></table>
+<h2>log entries</h2><input id="filter" placeholder="filter (a leading - excludes)" size="40"> <span id="shown"></span>
 <ol id="marks"></ol>
 <pre id="detail"></pre>
 <script>${scriptSafe(uplotJs)}</script>
 <script>${scriptSafe(wavesurferJs)}</script>
 <script type="application/json" id="timeline-data">${jsonSafe(JSON.stringify(data))}</script>
-<script>${PAGE_SCRIPT}</script>
+<script>${scriptSafe(PAGE_SCRIPT)}</script>
 </body></html>
 `;
 };

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ChromeTrace, stepsOf, type TraceEvent, traceOf } from "../../src/engine/index.ts";
+import { type ChromeTrace, stepsOf, type TraceEvent, timelineOf, traceOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 
 /**
@@ -110,6 +110,29 @@ describe("duplex trace", () => {
         `wrote ${written.traceEvents.length} trace events to ${out} (open it in https://ui.perfetto.dev or chrome://tracing)\n`,
       );
       expect(written).toEqual(traceOf((await readSessionFile(file)).entries));
+    });
+
+    it("duplex timeline writes one page with the session's timeline, its audio and both libraries inside", async () => {
+      const out = join(dir, "page.html");
+      const file = join(replays, "barge-in-resume.jsonl");
+      const { stdout } = await run(process.execPath, ["bin/duplex.js", "timeline", file, "--out", out]);
+      const html = await readFile(out, "utf8");
+      const { entries } = await readSessionFile(file);
+      expect(stdout).toBe(
+        `wrote the timeline of ${entries.length} log entries to ${out} (${Math.round(html.length / 1024)} KiB)\n`,
+      );
+      const data = JSON.parse(
+        /<script type="application\/json" id="timeline-data">(.*?)<\/script>/s.exec(html)?.[1] ?? "",
+      );
+      expect(data.timeline).toEqual(JSON.parse(JSON.stringify(timelineOf(entries))));
+      expect(data.live).toBeNull();
+      // The audio of the input and of every response, as WAV data URLs: it plays with no server.
+      expect(data.audio.input).toMatch(/^data:audio\/wav;base64,UklGR/);
+      expect(Object.keys(data.audio.responses)).toEqual(data.timeline.responses.map((r: { id: string }) => r.id));
+      // Nothing fetched at view time: no script or stylesheet by URL, uPlot and wavesurfer.js inlined.
+      expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+stylesheet/);
+      expect(html).toContain("uPlot");
+      expect(html).toContain("WaveSurfer");
     });
   });
 });

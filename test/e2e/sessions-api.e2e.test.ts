@@ -87,6 +87,15 @@ describe("the session API", () => {
     };
     expect(page2).toMatchObject({ has_more: false });
     expect(page2.data.map((s) => s.id)).toEqual([ids.failing]);
+    const newest = (await (await fetch(`${base}?order=desc&limit=1`)).json()) as {
+      data: { id: string }[];
+      next_cursor: string;
+    };
+    expect(newest.data.map((s) => s.id)).toEqual([ids.failing]);
+    const older = (await (await fetch(`${base}?order=desc&limit=1&after=${newest.next_cursor}`)).json()) as {
+      data: { id: string }[];
+    };
+    expect(older.data.map((s) => s.id)).toEqual([ids.closed]);
     const failing = (await (await fetch(`${base}?error=item_not_found`)).json()) as { data: { id: string }[] };
     expect(failing.data.map((s) => s.id)).toEqual([ids.failing]);
     const open = (await (await fetch(`${base}?state=open`)).json()) as { data: unknown[] };

@@ -57,6 +57,36 @@ describe("timelineOf", () => {
     expect(kinds("resume")).toBe(decisions.filter((e) => e.type === "SessionResumed").length);
     expect(kinds("restart")).toBe(entries.filter((e) => e.type === "SessionRecovered").length);
     expect(timeline.marks.map((m) => m.at_ms)).toEqual([...timeline.marks.map((m) => m.at_ms)].sort((a, b) => a - b));
+    // Each response's acks, and what was heard: the playback ledger's committed ms after its last word.
+    for (const r of timeline.responses) {
+      const acks = decisions.filter((e) => e.type === "PlaybackAcknowledged" && e.data.responseId === r.id);
+      expect(r.acks.map(([, played]) => played)).toEqual(
+        acks.map((e) => (e.type === "PlaybackAcknowledged" ? e.data.playedMs : -1)),
+      );
+      const ledgers = decisions.flatMap((e) =>
+        (e.type === "ResponseEnded" || e.type === "PlaybackAcknowledged") && e.data.responseId === r.id
+          ? [e.data.playback.committedMs]
+          : [],
+      );
+      expect(r.heard_ms).toBe(ledgers.at(-1) ?? null);
+    }
+    // The input clock's anchors rise on both clocks; the turns' times are the session's like the rest.
+    for (const [i, [input, at]] of timeline.input.clock.entries()) {
+      const [before, beforeAt] = timeline.input.clock[i - 1] ?? [0, 0];
+      expect(input).toBeGreaterThanOrEqual(before);
+      expect(at).toBeGreaterThanOrEqual(beforeAt);
+    }
+    expect(timeline.input.clock.at(-1)?.[0] ?? 0).toBe(timeline.input.duration_ms);
+    const turnTimes = timeline.turns.flatMap((t) => [
+      t.speechStoppedAt,
+      t.committedAt,
+      t.responseCreatedAt,
+      t.firstAudioAt,
+    ]);
+    for (const at of turnTimes.filter((v) => v !== null)) {
+      expect(at).toBeGreaterThanOrEqual(0);
+      expect(at).toBeLessThanOrEqual(timeline.duration_ms);
+    }
     expect(timeline.chain.verified).toBe(true);
   });
 
