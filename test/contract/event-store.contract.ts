@@ -3,8 +3,10 @@ import { firstValueFrom, type Observable, take, timeout, toArray } from "rxjs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   type EntryMetadata,
+  EntryTooLargeError,
   type EventStore,
   type ExpectedRevision,
+  MAX_ENTRY_BYTES,
   type NewEntry,
   type RecordedEntry,
   WrongExpectedRevisionError,
@@ -108,6 +110,43 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
     });
 
     describe("append", () => {
+      it("takes a repeated append (its reply lost) as done: nothing stored twice, the same revision back", async () => {
+        const stream = uniqueStream("retry");
+        const audio = Uint8Array.from({ length: 3200 }, (_, i) => (i * 7) & 0xff);
+        const first = [entry("a", { audio }), entry("b")];
+        expect(await store.append(stream, first, "no_stream")).toBe(1);
+        expect(await store.append(stream, first, "no_stream")).toBe(1);
+        const second = [entry("c", { n: 1 })];
+        expect(await store.append(stream, second, 1)).toBe(2);
+        // Retries of either call, even after later appends, find their entries where they were stored.
+        expect(await store.append(stream, second, 1)).toBe(2);
+        expect(await store.append(stream, first, "no_stream")).toBe(1);
+        expect((await store.read(stream)).map((e) => e.type)).toEqual(["a", "b", "c"]);
+        // Not a retry: other entries (a byte of audio, a field) at that place.
+        const changed = new Uint8Array(audio);
+        changed[100] = (changed[100] ?? 0) ^ 1;
+        await expect(store.append(stream, [entry("a", { audio: changed }), entry("b")], "no_stream")).rejects.toThrow(
+          WrongExpectedRevisionError,
+        );
+        await expect(store.append(stream, [entry("c", { n: 2 })], 1)).rejects.toThrow(WrongExpectedRevisionError);
+        await expect(store.append(stream, [...second, entry("d")], 1)).rejects.toThrow(WrongExpectedRevisionError);
+        expect((await store.read(stream)).map((e) => e.type)).toEqual(["a", "b", "c"]);
+      });
+
+      it("refuses an entry larger than MAX_ENTRY_BYTES with entry_too_large and stores nothing of the batch", async () => {
+        const stream = uniqueStream("too-large");
+        await store.append(stream, [entry("a")], "no_stream");
+        const huge = new Uint8Array(MAX_ENTRY_BYTES + 1);
+
+        const refused = store.append(stream, [entry("b"), entry("huge", { audio: huge })], 0);
+
+        await expect(refused).rejects.toThrow(EntryTooLargeError);
+        await expect(refused).rejects.toMatchObject({ code: "entry_too_large", stream });
+        expect((await store.read(stream)).map((e) => e.type)).toEqual(["a"]);
+        // The stream goes on at the revision it had.
+        expect(await store.append(stream, [entry("b")], 0)).toBe(1);
+      });
+
       it("creates a stream with no_stream and returns the revision of the last entry", async () => {
         const stream = uniqueStream("new");
 
@@ -279,6 +318,28 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         expect(topLevel?.data).toEqual(Uint8Array.of(1, 2, 3));
         expect(isPlainUint8Array(topLevel?.data)).toBe(true);
         expect(onlyEmpty?.data).toEqual([new Uint8Array(0)]);
+      });
+
+      it("gives back audio of 0 B, 1 B and 256 KiB byte for byte, read and live", async () => {
+        const stream = uniqueStream("sizes");
+        const sizes = [0, 1, 256 * 1024];
+        const blobs = sizes.map((n) => Uint8Array.from({ length: n }, (_, i) => (i * 131 + 17) & 0xff));
+        const live = collect(store.subscribe(stream), sizes.length);
+
+        await store.append(
+          stream,
+          blobs.map((audio, i) => entry(`audio-${sizes[i]}`, { audio })),
+          "no_stream",
+        );
+
+        for (const got of [await store.read(stream), await live]) {
+          expect(got.map((e) => (e.data as { audio: Uint8Array }).audio.byteLength)).toEqual(sizes);
+          for (const [i, e] of got.entries()) {
+            const audio = (e.data as { audio: Uint8Array }).audio;
+            expect(isPlainUint8Array(audio)).toBe(true);
+            expect(Buffer.compare(audio, blobs[i] as Uint8Array)).toBe(0);
+          }
+        }
       });
 
       it("gives back objects whose keys look like the adapter's own markers", async () => {

@@ -62,13 +62,41 @@ export class WrongExpectedRevisionError extends Error {
 }
 
 /**
+ * The most bytes one entry may take as stored: its data's JSON, its binary values and its metadata's JSON. Above
+ * every entry the protocol can cause (a WebSocket frame is at most 15 MiB of base64, about 11 MiB of audio).
+ */
+export const MAX_ENTRY_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Thrown by `append` when an entry is larger than the store takes (`MAX_ENTRY_BYTES`, or a smaller limit of the
+ * database behind the adapter); nothing of the batch is stored. `code` is `"entry_too_large"`.
+ */
+export class EntryTooLargeError extends Error {
+  readonly code = "entry_too_large";
+  constructor(
+    readonly stream: string,
+    readonly bytes: number,
+    readonly limit: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`stream ${stream}: an entry of ${bytes} bytes is larger than the store takes (${limit} bytes)`, options);
+    this.name = "EntryTooLargeError";
+  }
+}
+
+/**
  * The EventStore port (DESIGN.md, "Ports"). One writer per stream; appends are atomic (all entries or none) and
  * one call is one transaction, which is how the engine group-commits a mailbox drain.
  */
 export interface EventStore {
   /**
    * Appends `entries` to `stream` atomically. Returns the revision of the last entry appended.
-   * @throws WrongExpectedRevisionError when `expectedRevision` does not match.
+   *
+   * Idempotent retry: an append whose entries are already stored right after `expectedRevision` (the same type,
+   * data, binary values and metadata: the call is repeated after its reply was lost) stores nothing again and
+   * returns the revision of the last of them, as the first call would have.
+   * @throws WrongExpectedRevisionError when `expectedRevision` does not match (and the batch is not such a retry).
+   * @throws EntryTooLargeError when an entry is larger than the store takes; nothing of the batch is stored.
    */
   append(stream: string, entries: readonly NewEntry[], expectedRevision: ExpectedRevision): Promise<number>;
   /** Reads `stream` from revision `from` (inclusive, default 0) in order. An unknown stream reads as empty. */

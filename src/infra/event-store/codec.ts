@@ -1,3 +1,5 @@
+import { EntryTooLargeError, MAX_ENTRY_BYTES, type NewEntry } from "../../engine/ports/event-store.ts";
+
 /**
  * An entry's `data` as stored: JSON text in which every `Uint8Array` became a reference `{"$bin":[offset,length]}`
  * (offset and length in bytes) into `blob`, the concatenation of all of them in the order met.
@@ -110,4 +112,29 @@ function binaryRef(value: object): readonly [number, number] | undefined {
 
 function isByteCount(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** One entry encoded for a store: its type, data (`encodeData`), metadata as JSON, and `metadata.at` (ms). */
+export interface EncodedEntry {
+  readonly type: string;
+  readonly json: string;
+  readonly blob: Uint8Array | null;
+  readonly metadata: string;
+  /** `metadata.at`, ms since the Unix epoch. */
+  readonly at: number;
+}
+
+/**
+ * Encodes the entries of one append (`encodeData`, metadata as JSON) and checks each against `MAX_ENTRY_BYTES`.
+ * @throws EntryTooLargeError for an entry over the limit (JSON, binary values and metadata together, bytes).
+ * @throws TypeError from `encodeData`.
+ */
+export function encodeEntries(stream: string, entries: readonly NewEntry[], limit = MAX_ENTRY_BYTES): EncodedEntry[] {
+  return entries.map((entry) => {
+    const { json, blob } = encodeData(entry.data);
+    const metadata = JSON.stringify(entry.metadata);
+    const bytes = Buffer.byteLength(json) + (blob?.byteLength ?? 0) + Buffer.byteLength(metadata);
+    if (bytes > limit) throw new EntryTooLargeError(stream, bytes, limit);
+    return { type: entry.type, json, blob, metadata, at: entry.metadata.at };
+  });
 }

@@ -2,7 +2,8 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { ExpectedRevision } from "../../engine/ports/event-store.ts";
-import { type BlobCodec, packBlob } from "./blob-packing.ts";
+import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
+import type { EncodedEntry } from "./codec.ts";
 
 /**
  * The write side of the sqlite event store: the file's layout, and group commit of appends. The store runs it on a
@@ -58,15 +59,7 @@ export function openStoreFile(path: string): Database.Database {
   return db;
 }
 
-/** One entry of an append, already encoded (codec.ts): its JSON, its blob (raw), its metadata as JSON. */
-export interface EncodedEntry {
-  readonly type: string;
-  readonly json: string;
-  readonly blob: Uint8Array | null;
-  readonly metadata: string;
-  /** `metadata.at`, ms since the Unix epoch. */
-  readonly at: number;
-}
+export type { EncodedEntry };
 
 /** One `EventStore.append` call, as the writer takes it. */
 export interface AppendRequest {
@@ -80,7 +73,13 @@ export interface AppendRequest {
  * global position of each entry; or why nothing of it was stored.
  */
 export type AppendOutcome =
-  | { readonly ok: true; readonly revision: number; readonly positions: readonly number[] }
+  | {
+      readonly ok: true;
+      readonly revision: number;
+      readonly positions: readonly number[];
+      /** A repeated append found already stored: nothing was written. */
+      readonly retry?: true;
+    }
   | { readonly ok: false; readonly wrongRevision: { readonly actual: number | "no_stream" } }
   | {
       readonly ok: false;
@@ -121,6 +120,12 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
   const updateStream = db.prepare<[number, number, string]>(
     "UPDATE streams SET revision = ?, last_at = ? WHERE stream = ?",
   );
+  const selectRange = db.prepare<
+    [string, number, number],
+    { position: number; type: string; data: string; bin: Uint8Array | null; metadata: string; bin_codec: string | null }
+  >(
+    "SELECT position, type, data, bin, metadata, bin_codec FROM entries WHERE stream = ? AND revision BETWEEN ? AND ? ORDER BY revision",
+  );
   const deleteEntries = db.prepare<[string]>("DELETE FROM entries WHERE stream = ?");
   const deleteStreamRow = db.prepare<[string]>("DELETE FROM streams WHERE stream = ?");
 
@@ -129,7 +134,32 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
   const writeOne = ({ request, packed }: Packed): AppendOutcome => {
     const { stream, expected, entries } = request;
     const actual = currentRevision(stream);
-    if (expected !== "any" && expected !== actual) return { ok: false, wrongRevision: { actual } };
+    if (expected !== "any" && expected !== actual) {
+      // A retry of an append that was stored (its reply lost): the same entries right after `expected`.
+      const first = expected === "no_stream" ? 0 : expected + 1;
+      const stored = entries.length === 0 ? [] : selectRange.all(stream, first, first + entries.length - 1);
+      const same =
+        stored.length === entries.length &&
+        stored.length > 0 &&
+        stored.every((row, i) => {
+          const entry = entries[i] as EncodedEntry;
+          const bin = row.bin === null ? null : unpackBlob(row.bin, row.bin_codec);
+          return (
+            row.type === entry.type &&
+            row.data === entry.json &&
+            row.metadata === entry.metadata &&
+            (bin === null ? entry.blob === null : entry.blob !== null && Buffer.from(bin).equals(entry.blob))
+          );
+        });
+      if (same)
+        return {
+          ok: true,
+          revision: first + entries.length - 1,
+          positions: stored.map((r) => r.position),
+          retry: true,
+        };
+      return { ok: false, wrongRevision: { actual } };
+    }
     let revision = actual === "no_stream" ? -1 : actual;
     const positions: number[] = [];
     for (const [i, entry] of entries.entries()) {

@@ -11,7 +11,7 @@ import {
 import { createFlushTimer } from "../flush-timer.ts";
 import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { unpackBlob } from "./blob-packing.ts";
-import { decodeData, encodeData } from "./codec.ts";
+import { decodeData, encodeEntries } from "./codec.ts";
 import {
   type AppendOutcome,
   type AppendRequest,
@@ -153,10 +153,7 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
   ): Promise<number> => {
     if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
     if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
-    const encoded = entries.map((entry): EncodedEntry => {
-      const { json, blob } = encodeData(entry.data);
-      return { type: entry.type, json, blob, metadata: JSON.stringify(entry.metadata), at: entry.metadata.at };
-    });
+    const encoded = encodeEntries(stream, entries);
     const outcome = await writer.append({ stream, expected: expectedRevision, entries: encoded });
     if (!outcome.ok) {
       if ("wrongRevision" in outcome) {
@@ -164,19 +161,20 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
       }
       throw errorOf(outcome.failure);
     }
-    dispatch(
-      encoded.map((entry, i) => ({
-        position: outcome.positions[i] as number,
-        stream,
-        revision: outcome.revision - encoded.length + 1 + i,
-        type: entry.type,
-        data: entry.json,
-        // Subscribers get the blob as it was given: nothing to unpack.
-        bin: entry.blob,
-        metadata: entry.metadata,
-        bin_codec: null,
-      })),
-    );
+    if (outcome.retry !== true)
+      dispatch(
+        encoded.map((entry, i) => ({
+          position: outcome.positions[i] as number,
+          stream,
+          revision: outcome.revision - encoded.length + 1 + i,
+          type: entry.type,
+          data: entry.json,
+          // Subscribers get the blob as it was given: nothing to unpack. A retry stored nothing: nothing to tell them.
+          bin: entry.blob,
+          metadata: entry.metadata,
+          bin_codec: null,
+        })),
+      );
     return outcome.revision;
   };
 
