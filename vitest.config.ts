@@ -6,8 +6,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Two cores on CI machines: keep parallel test files to two.
     maxWorkers: 2,
-    // The commands the tests spawn run the compiled dist/: build it first.
-    globalSetup: ["test/support/build.ts"],
+    // The commands the tests spawn run the compiled dist/: build it first. A throwaway PostgreSQL for the run.
+    globalSetup: ["test/support/build.ts", "test/support/postgres.ts"],
     // One run schedules both projects on the same two workers, so the chain's files fill the other worker's idle
     // time instead of running after everything else (issue 19, part 5: npm test's wall time).
     projects: [

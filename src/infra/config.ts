@@ -88,9 +88,26 @@ export const configSchema = z
       .strict()
       .optional(),
     event_store: z
-      // EventStoreDB (DESIGN.md) is not written yet: only the embedded sqlite store can be configured.
+      // The embedded sqlite file (the default), or a store several nodes share: PostgreSQL, KurrentDB (the
+      // design card's EventStoreDB). src/infra/event-store/open.ts opens them.
       .discriminatedUnion("kind", [
         z.object({ kind: z.literal("sqlite"), path: z.string().default("./data/duplex.sqlite") }).strict(),
+        z
+          .object({
+            kind: z.literal("postgres"),
+            /** postgres://user:password@host:port/database */
+            url: z.string().regex(/^postgres(ql)?:\/\//, "a postgres:// URL"),
+            /** How often live tails look for other nodes' appends, ms. */
+            poll_ms: z.number().int().positive().default(100),
+          })
+          .strict(),
+        z
+          .object({
+            kind: z.literal("kurrentdb"),
+            /** kurrentdb://host:port?tls=false (the client's connection string; esdb:// works too). */
+            url: z.string().regex(/^(kurrentdb|kdb|esdb)(\+discover)?:\/\//, "a kurrentdb:// connection string"),
+          })
+          .strict(),
       ])
       .default({ kind: "sqlite", path: "./data/duplex.sqlite" }),
     runner: z

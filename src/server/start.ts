@@ -12,7 +12,7 @@ import {
 } from "../engine/index.ts";
 import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
-import { createSqliteEventStore, lockStore, writeSessionFile } from "../infra/event-store/index.ts";
+import { openEventStore, writeSessionFile } from "../infra/event-store/index.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
 import { loadScript } from "../infra/runners/script.ts";
@@ -58,10 +58,9 @@ export const startServer = async (
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
   const log = pino({ level: config.log_level, base: { service: "duplex" }, timestamp: pino.stdTimeFunctions.isoTime });
-  // One server per store: refused before anything is read or written (an in-memory store is this process's own).
-  const memory = config.event_store.path === ":memory:" || config.event_store.path === "";
-  const unlock = memory ? () => undefined : lockStore(config.event_store.path);
-  const opened = createSqliteEventStore({ path: config.event_store.path });
+  // One server per sqlite file: refused before anything is read or written (an in-memory store is this process's
+  // own). A PostgreSQL or KurrentDB store is shared by nodes.
+  const { store: opened, where, unlock } = await openEventStore(config.event_store);
   const store = options.wrapStore?.(opened) ?? opened;
   const silero = await createSileroVad();
   const vad = options.wrapVad?.(silero) ?? silero;
@@ -163,7 +162,7 @@ export const startServer = async (
   const port = typeof address === "object" && address !== null ? address.port : config.listen.port;
   const url = `${tls === undefined ? "ws" : "wss"}://${config.listen.host}:${port}/v1/realtime`;
   log.info(
-    { url, store: config.event_store.path, runner: base.name, model: runner.name, profile: profile?.name ?? null },
+    { url, store: where, runner: base.name, model: runner.name, profile: profile?.name ?? null },
     "duplex server listening",
   );
   return {

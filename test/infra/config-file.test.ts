@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,6 +24,23 @@ describe("loadConfig", () => {
     const file = join(dir, "retention-ok.yaml");
     await writeFile(file, "retention:\n  older_than: 7d\n");
     expect((await loadConfig(file)).retention).toEqual({ older_than: 7 * 86_400_000 });
+  });
+
+  it("reads every file of deploy/, the PostgreSQL and KurrentDB stores included, and refuses a store URL of the wrong kind", async () => {
+    const files = (await readdir(join(process.cwd(), "deploy"))).filter((f) => f.endsWith(".yaml"));
+    const kinds = new Map<string, string>();
+    for (const f of files) kinds.set(f, (await loadConfig(join(process.cwd(), "deploy", f))).event_store.kind);
+    expect(kinds.get("postgres.yaml")).toBe("postgres");
+    expect(kinds.get("kurrentdb.yaml")).toBe("kurrentdb");
+    expect(kinds.get("embedded.yaml")).toBe("sqlite");
+    expect((await loadConfig(join(process.cwd(), "deploy", "postgres.yaml"))).event_store).toEqual({
+      kind: "postgres",
+      url: "postgres://duplex@127.0.0.1:5432/duplex",
+      poll_ms: 100,
+    });
+    const file = join(dir, "store.yaml");
+    await writeFile(file, "event_store:\n  kind: postgres\n  url: mysql://x\n");
+    await expect(loadConfig(file)).rejects.toThrow(/event_store\.url: a postgres:\/\/ URL/);
   });
 
   it("names the file, line and column of a YAML syntax error", async () => {

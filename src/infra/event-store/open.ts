@@ -1,0 +1,57 @@
+import type { EventStore } from "../../engine/ports/event-store.ts";
+import type { DeployConfig } from "../config.ts";
+import { lockStore } from "./lock.ts";
+
+/** An opened store and what releases it beyond `close` (the sqlite file's lock). */
+export interface OpenedStore {
+  readonly store: EventStore;
+  /** Where the store is, for logs: the sqlite file, or the server's URL without its password. */
+  readonly where: string;
+  readonly unlock: () => void;
+}
+
+/** A URL with its password replaced by `***`, for logs. */
+export const redactUrl = (url: string): string => {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== "") parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ":***@");
+  }
+};
+
+/**
+ * Opens the configured event store (`event_store` of the config): the embedded sqlite file, locked to this process
+ * (lock.ts: one server per file); PostgreSQL (postgres.ts), shared by nodes; KurrentDB (kurrentdb.ts). A store's
+ * driver is loaded only when it is configured.
+ * @throws StoreLockedError when another process holds the sqlite file; the driver's error when a server cannot be
+ *   reached.
+ */
+export const openEventStore = async (config: DeployConfig["event_store"]): Promise<OpenedStore> => {
+  switch (config.kind) {
+    case "sqlite": {
+      const { createSqliteEventStore } = await import("./sqlite.ts");
+      const memory = config.path === ":memory:" || config.path === "";
+      const unlock = memory ? () => undefined : lockStore(config.path);
+      try {
+        return { store: createSqliteEventStore({ path: config.path }), where: config.path, unlock };
+      } catch (error) {
+        unlock();
+        throw error;
+      }
+    }
+    case "postgres": {
+      const { createPostgresEventStore } = await import("./postgres.ts");
+      const store = await createPostgresEventStore({ url: config.url, pollMs: config.poll_ms });
+      return { store, where: redactUrl(config.url), unlock: () => undefined };
+    }
+    case "kurrentdb": {
+      const { createKurrentDbEventStore } = await import("./kurrentdb.ts");
+      const store = await createKurrentDbEventStore({ url: config.url });
+      return { store, where: redactUrl(config.url), unlock: () => undefined };
+    }
+    default:
+      throw new Error(`unknown event_store kind ${(config as { kind: string }).kind}`);
+  }
+};

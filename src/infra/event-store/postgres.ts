@@ -1,0 +1,502 @@
+import pg from "pg";
+import { Observable } from "rxjs";
+import {
+  type EventStore,
+  type ExpectedRevision,
+  type NewEntry,
+  type RecordedEntry,
+  type StreamInfo,
+  WrongExpectedRevisionError,
+} from "../../engine/ports/event-store.ts";
+import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
+import { EventStoreClosedError } from "./sqlite.ts";
+
+/** Options of `createPostgresEventStore`. */
+export interface PostgresEventStoreOptions {
+  /** `postgres://user:password@host:port/database` (libpq's URL, as `pg` reads it). */
+  readonly url: string;
+  /**
+   * How often live subscriptions look for entries other nodes appended, ms (default 100). A NOTIFY from a writer
+   * wakes them sooner; it is only a hint, never trusted for what it says.
+   */
+  readonly pollMs?: number;
+  /** Connections for reads and polls (default 4); appends have one of their own. */
+  readonly readConnections?: number;
+}
+
+/** The name `subscribe` takes for every stream; no entry can be appended to it. */
+const ALL = "$all";
+/** Rows read per query while a subscription catches up. */
+const CATCH_UP_PAGE = 256;
+/** The advisory lock every append transaction takes (any 64-bit key no other code uses): one writer at a time. */
+const APPEND_LOCK = 0x6475706c6578n; // "duplex"
+/** The NOTIFY channel of committed appends (a wake-up hint for other nodes' live subscriptions). */
+const CHANNEL = "duplex_entries";
+/** Rows per INSERT statement: 8 parameters each, under PostgreSQL's 65 535 parameters. */
+const ROWS_PER_INSERT = 4096;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS duplex_entries (
+  position bigint PRIMARY KEY,
+  stream text NOT NULL,
+  revision integer NOT NULL,
+  type text NOT NULL,
+  data text NOT NULL,
+  bin bytea,
+  bin_codec text,
+  metadata text NOT NULL,
+  UNIQUE (stream, revision)
+);
+CREATE TABLE IF NOT EXISTS duplex_streams (
+  stream text PRIMARY KEY,
+  revision integer NOT NULL,
+  first_position bigint NOT NULL,
+  first_at double precision NOT NULL,
+  last_at double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS duplex_streams_by_first_position ON duplex_streams (first_position);
+`;
+
+interface EntryRow {
+  readonly position: string;
+  readonly stream: string;
+  readonly revision: number;
+  readonly type: string;
+  readonly data: string;
+  readonly bin: Buffer | null;
+  readonly metadata: string;
+}
+
+/** One append waiting for the next group commit. */
+interface Pending {
+  readonly stream: string;
+  readonly expected: ExpectedRevision;
+  readonly entries: readonly EncodedEntry[];
+  readonly resolve: (outcome: Outcome) => void;
+  readonly reject: (error: Error) => void;
+}
+
+type Outcome =
+  | { readonly ok: true; readonly revision: number; readonly rows: readonly EntryRow[]; readonly retry: boolean }
+  | { readonly ok: false; readonly actual: number | "no_stream" };
+
+const toRecorded = (row: EntryRow): RecordedEntry => ({
+  stream: row.stream,
+  revision: row.revision,
+  position: Number(row.position),
+  type: row.type,
+  data: decodeData({ json: row.data, blob: row.bin === null ? null : new Uint8Array(row.bin) }),
+  metadata: JSON.parse(row.metadata),
+});
+
+const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
+  row.type === entry.type &&
+  row.data === entry.json &&
+  row.metadata === entry.metadata &&
+  (row.bin === null ? entry.blob === null : entry.blob !== null && row.bin.equals(entry.blob));
+
+/**
+ * The PostgreSQL EventStore adapter (issue 22, part 2), through `pg` (node-postgres): it sends a `Buffer` parameter
+ * in binary format, so audio goes to `bytea` as bytes, never as hex text (postgres.js sends every parameter as
+ * text: docs/benchmarks.md measures both). Reads get `bytea` as hex text, which `pg` decodes (its binary results
+ * parse text columns wrongly in queries with parameters).
+ *
+ * Layout: `duplex_entries` (one row per entry: global `position`, `revision` in its stream, unique (stream,
+ * revision), `data` the JSON of `encodeData` and `bin` its binary values raw, `metadata` JSON) and `duplex_streams`
+ * (last revision, first position and `metadata.at` of the first and last entries, for `listStreams` and the
+ * revision check). Created when missing, under the append lock (two nodes may start at once).
+ *
+ * Group commit: the appends that arrive while a transaction runs are stored together in the next one, on a
+ * connection of their own. Each transaction takes one advisory lock (`pg_advisory_xact_lock`), so appends from every
+ * node commit one group at a time, positions are given in commit order (a tail by position never skips an entry
+ * committed later), and each append's expected revision is checked against the stream's row under that lock; an
+ * append that does not match stores nothing and the others of the group go on. A transaction that fails whole (a
+ * lost connection) is retried append by append, so each outcome names its own cause. Nothing is written without the
+ * lock, so a node that lost a session (another appended to its stream) can never append after it: its expected
+ * revision no longer matches (the fence of issue 22, part 4).
+ *
+ * `subscribe` delivers the stored entries, then live ones: those appended through this instance at once, and those
+ * other nodes appended by polling the subscribed streams by position every `pollMs` (sooner on a NOTIFY).
+ *
+ * @throws Error from `pg` when the server cannot be reached or the schema cannot be created (from the factory).
+ */
+export async function createPostgresEventStore(options: PostgresEventStoreOptions): Promise<EventStore> {
+  const pollMs = options.pollMs ?? 100;
+  const reads = new pg.Pool({ connectionString: options.url, max: options.readConnections ?? 4 });
+  reads.on("error", () => undefined);
+  const writer = new pg.Client({ connectionString: options.url });
+  writer.on("error", () => undefined);
+  await writer.connect();
+  await writer.query("BEGIN");
+  await writer.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+  await writer.query(SCHEMA);
+  await writer.query("COMMIT");
+
+  let closed = false;
+  let queue: Pending[] = [];
+  let flushing: Promise<void> | null = null;
+
+  /** One group in one transaction; the outcomes in the order of `group`. @throws the driver's error. */
+  const commitGroup = async (group: readonly Pending[]): Promise<Outcome[]> => {
+    await writer.query("BEGIN");
+    try {
+      await writer.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+      const streams = [...new Set(group.map((p) => p.stream))];
+      const heads = new Map<string, number>(
+        (
+          await writer.query<{ stream: string; revision: number }>(
+            "SELECT stream, revision FROM duplex_streams WHERE stream = ANY($1::text[])",
+            [streams],
+          )
+        ).rows.map((r) => [r.stream, r.revision]),
+      );
+      const top = await writer.query<{ position: string }>(
+        "SELECT coalesce(max(position), 0)::text AS position FROM duplex_entries",
+      );
+      let position = Number(top.rows[0]?.position ?? 0);
+      const outcomes: Outcome[] = [];
+      const rows: EntryRow[] = [];
+      const firstAt = new Map<string, { position: number; at: number }>();
+      const lastAt = new Map<string, number>();
+      for (const p of group) {
+        const head = heads.get(p.stream);
+        const actual = head === undefined ? "no_stream" : head;
+        if (p.expected !== "any" && p.expected !== actual) {
+          outcomes.push(await retryOutcome(p, actual));
+          continue;
+        }
+        let revision = head ?? -1;
+        const mine: EntryRow[] = [];
+        for (const entry of p.entries) {
+          revision += 1;
+          position += 1;
+          const row: EntryRow = {
+            position: String(position),
+            stream: p.stream,
+            revision,
+            type: entry.type,
+            data: entry.json,
+            bin:
+              entry.blob === null ? null : Buffer.from(entry.blob.buffer, entry.blob.byteOffset, entry.blob.byteLength),
+            metadata: entry.metadata,
+          };
+          mine.push(row);
+          if (revision === 0) firstAt.set(p.stream, { position, at: entry.at });
+          lastAt.set(p.stream, entry.at);
+        }
+        if (mine.length > 0) heads.set(p.stream, revision);
+        rows.push(...mine);
+        outcomes.push({ ok: true, revision, rows: mine, retry: false });
+      }
+      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+        const chunk = rows.slice(i, i + ROWS_PER_INSERT);
+        const values: unknown[] = [];
+        const tuples = chunk.map((r, k) => {
+          values.push(r.position, r.stream, r.revision, r.type, r.data, r.bin, null, r.metadata);
+          const b = k * 8;
+          return `($${b + 1}::bigint, $${b + 2}, $${b + 3}::integer, $${b + 4}, $${b + 5}, $${b + 6}::bytea, $${b + 7}::text, $${b + 8})`;
+        });
+        await writer.query(
+          `INSERT INTO duplex_entries (position, stream, revision, type, data, bin, bin_codec, metadata) VALUES ${tuples.join(", ")}`,
+          values,
+        );
+      }
+      const touched = [...lastAt.keys()];
+      if (touched.length > 0) {
+        await writer.query(
+          `INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
+           SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::double precision[], $5::double precision[])
+           ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at`,
+          [
+            touched,
+            touched.map((s) => heads.get(s)),
+            touched.map((s) => firstAt.get(s)?.position ?? 0),
+            touched.map((s) => firstAt.get(s)?.at ?? lastAt.get(s)),
+            touched.map((s) => lastAt.get(s)),
+          ],
+        );
+        await writer.query(`NOTIFY ${CHANNEL}`);
+      }
+      await writer.query("COMMIT");
+      return outcomes;
+    } catch (error) {
+      await writer.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    }
+  };
+
+  /** A mismatched append: a retry of one already stored (the same entries right after `expected`), or a conflict. */
+  const retryOutcome = async (p: Pending, actual: number | "no_stream"): Promise<Outcome> => {
+    if (p.expected === "any" || p.entries.length === 0 || actual === "no_stream") return { ok: false, actual };
+    const first = p.expected === "no_stream" ? 0 : p.expected + 1;
+    const last = first + p.entries.length - 1;
+    if (actual < last) return { ok: false, actual };
+    const stored = await writer.query<EntryRow>(
+      "SELECT position::text AS position, stream, revision, type, data, bin, metadata FROM duplex_entries WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision",
+      [p.stream, first, last],
+    );
+    const same =
+      stored.rows.length === p.entries.length &&
+      stored.rows.every((row, i) => sameEntry(row, p.entries[i] as EncodedEntry));
+    return same ? { ok: true, revision: last, rows: [], retry: true } : { ok: false, actual };
+  };
+
+  const flush = async (): Promise<void> => {
+    while (queue.length > 0) {
+      const group = queue;
+      queue = [];
+      try {
+        const outcomes = await commitGroup(group);
+        for (const [i, p] of group.entries()) p.resolve(outcomes[i] as Outcome);
+      } catch (error) {
+        if (group.length === 1) {
+          group[0]?.reject(error as Error);
+          continue;
+        }
+        // Each on its own, so each outcome names its own cause.
+        for (const p of group) {
+          try {
+            const [outcome] = await commitGroup([p]);
+            p.resolve(outcome as Outcome);
+          } catch (one) {
+            p.reject(one as Error);
+          }
+        }
+      }
+    }
+    flushing = null;
+  };
+
+  const append = async (stream: string, entries: readonly NewEntry[], expected: ExpectedRevision): Promise<number> => {
+    if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
+    if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
+    const encoded = encodeEntries(stream, entries);
+    const outcome = await new Promise<Outcome>((resolve, reject) => {
+      queue.push({ stream, expected, entries: encoded, resolve, reject });
+      flushing ??= new Promise<void>((go) => setImmediate(go)).then(flush);
+    });
+    if (!outcome.ok) throw new WrongExpectedRevisionError(stream, expected, outcome.actual);
+    if (!outcome.retry) dispatch(outcome.rows);
+    return outcome.revision;
+  };
+
+  const selectRows = async (text: string, values: readonly unknown[]): Promise<EntryRow[]> =>
+    (await reads.query<EntryRow>(text, [...values])).rows;
+  const COLUMNS = "position::text AS position, stream, revision, type, data, bin, metadata";
+
+  const read = async (stream: string, from = 0): Promise<RecordedEntry[]> => {
+    if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
+    const rows = await selectRows(
+      `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision`,
+      [stream, from],
+    );
+    return rows.map(toRecorded);
+  };
+
+  // Live delivery: every subscription is a listener of the rows this instance committed and of those the poller
+  // finds; each keeps the key of the next entry it owes, so a row met twice is delivered once.
+  const listeners = new Set<{ readonly stream: string; readonly take: (rows: readonly EntryRow[]) => void }>();
+  const completers = new Set<() => void>();
+  /** Subscriptions still reading what was stored before them. */
+  const catchUps = new Set<Promise<void>>();
+  const dispatch = (rows: readonly EntryRow[]): void => {
+    if (rows.length === 0) return;
+    for (const listener of [...listeners]) listener.take(rows);
+  };
+
+  // The poller: entries after the highest position seen, of the streams someone follows. `seen` is read afresh when
+  // the first subscription starts (before its catch-up read): every entry at or below it is in that read, every
+  // one above it comes from a poll.
+  let seen = 0;
+  let seenKnown = false;
+  let pollTimer: NodeJS.Timeout | null = null;
+  let polling = false;
+  const readSeen = async (): Promise<void> => {
+    const top = await reads.query<{ position: string }>(
+      "SELECT coalesce(max(position), 0)::text AS position FROM duplex_entries",
+    );
+    seen = Math.max(seen, Number(top.rows[0]?.position ?? 0));
+    seenKnown = true;
+  };
+  const poll = async (): Promise<void> => {
+    if (polling || closed || listeners.size === 0 || !seenKnown) return;
+    polling = true;
+    try {
+      const everything = [...listeners].some((l) => l.stream === ALL);
+      const streams = [...new Set([...listeners].map((l) => l.stream))];
+      for (;;) {
+        const rows = await selectRows(
+          everything
+            ? `SELECT ${COLUMNS} FROM duplex_entries WHERE position > $1 ORDER BY position LIMIT ${CATCH_UP_PAGE}`
+            : `SELECT ${COLUMNS} FROM duplex_entries WHERE position > $1 AND stream = ANY($2::text[]) ORDER BY position LIMIT ${CATCH_UP_PAGE}`,
+          everything ? [seen] : [seen, streams],
+        );
+        if (rows.length === 0) break;
+        seen = Number(rows.at(-1)?.position ?? seen);
+        dispatch(rows);
+        if (rows.length < CATCH_UP_PAGE) break;
+      }
+    } catch {
+      // A failed poll is tried again at the next tick.
+    } finally {
+      polling = false;
+    }
+  };
+  const startPolling = (): void => {
+    pollTimer ??= setInterval(() => void poll(), pollMs);
+    pollTimer.unref();
+  };
+  // NOTIFY: a hint to poll now.
+  const listener = new pg.Client({ connectionString: options.url });
+  listener.on("error", () => undefined);
+  listener.on("notification", () => void poll());
+  await listener.connect();
+  await listener.query(`LISTEN ${CHANNEL}`);
+
+  const subscribe = (stream: string, from?: number): Observable<RecordedEntry> =>
+    new Observable<RecordedEntry>((subscriber) => {
+      if (closed) {
+        subscriber.error(new EventStoreClosedError(`subscribe to ${stream}`));
+        return;
+      }
+      const all = stream === ALL;
+      const keyOf = (row: { position: string; revision: number }): number =>
+        all ? Number(row.position) : row.revision;
+      const catchUp = (from: number): Promise<EntryRow[]> =>
+        selectRows(
+          all
+            ? `SELECT ${COLUMNS} FROM duplex_entries WHERE position >= $1 ORDER BY position LIMIT ${CATCH_UP_PAGE}`
+            : `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT ${CATCH_UP_PAGE}`,
+          all ? [from] : [stream, from],
+        );
+      let next = from ?? (all ? 1 : 0);
+      const pending: EntryRow[] = [];
+      let catchingUp = true;
+      let draining = false;
+      const deliver = (row: EntryRow): void => {
+        if (keyOf(row) < next) return;
+        next = keyOf(row) + 1;
+        subscriber.next(toRecorded(row));
+      };
+      const drain = (): void => {
+        if (draining || catchingUp) return;
+        draining = true;
+        try {
+          for (let row = pending.shift(); row !== undefined; row = pending.shift()) {
+            if (subscriber.closed) break;
+            // The poller and this instance's appends may both bring a row; `next` keeps it once, and a row past a
+            // gap waits (`$all` by position; a stream by revision) until the catch-up read below fills it.
+            if (keyOf(row) > next) {
+              pending.unshift(row);
+              void fill();
+              break;
+            }
+            deliver(row);
+          }
+        } finally {
+          draining = false;
+        }
+      };
+      /** Reads what lies between `next` and a row that arrived ahead of it. */
+      let filling = false;
+      const fill = async (): Promise<void> => {
+        if (filling) return;
+        filling = true;
+        try {
+          const rows = await catchUp(next);
+          for (const row of rows) if (!subscriber.closed) deliver(row);
+        } catch (error) {
+          subscriber.error(error);
+        } finally {
+          filling = false;
+        }
+        drain();
+      };
+      const take = (rows: readonly EntryRow[]): void => {
+        for (const row of rows) if (all || row.stream === stream) pending.push(row);
+        pending.sort((a, b) => keyOf(a) - keyOf(b));
+        drain();
+      };
+      const self = { stream, take };
+      const complete = (): void => subscriber.complete();
+      completers.add(complete);
+      const catchUp_ = (async () => {
+        try {
+          if (!seenKnown) await readSeen();
+          if (subscriber.closed) return;
+          // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
+          listeners.add(self);
+          startPolling();
+          while (!subscriber.closed) {
+            const rows = await catchUp(next);
+            if (rows.length === 0) break;
+            for (const row of rows) {
+              if (subscriber.closed) break;
+              deliver(row);
+            }
+          }
+          catchingUp = false;
+          drain();
+        } catch (error) {
+          if (!closed) subscriber.error(error);
+        }
+      })();
+      // A store that closes first lets the catch-up end: what was stored before is delivered.
+      catchUps.add(catchUp_);
+      void catchUp_.finally(() => catchUps.delete(catchUp_));
+      return () => {
+        listeners.delete(self);
+        completers.delete(complete);
+        if (listeners.size === 0) seenKnown = false;
+      };
+    });
+
+  const listStreams = async (prefix: string): Promise<StreamInfo[]> => {
+    if (closed) throw new EventStoreClosedError(`list streams with prefix ${prefix}`);
+    const { rows } = await reads.query<{ stream: string; revision: number; first_at: number; last_at: number }>(
+      "SELECT stream, revision, first_at, last_at FROM duplex_streams WHERE left(stream, length($1)) = $1 ORDER BY first_position",
+      [prefix],
+    );
+    return rows.map((r) => ({
+      stream: r.stream,
+      revision: r.revision,
+      count: r.revision + 1,
+      firstAt: r.first_at,
+      lastAt: r.last_at,
+    }));
+  };
+
+  const deleteStream = async (stream: string): Promise<boolean> => {
+    if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
+    await flushing;
+    const client = await reads.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+      await client.query("DELETE FROM duplex_entries WHERE stream = $1", [stream]);
+      const deleted = await client.query("DELETE FROM duplex_streams WHERE stream = $1", [stream]);
+      await client.query("COMMIT");
+      return (deleted.rowCount ?? 0) > 0;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await Promise.allSettled([...catchUps]);
+    for (const complete of [...completers]) complete();
+    listeners.clear();
+    completers.clear();
+    if (pollTimer !== null) clearInterval(pollTimer);
+    // Appends already made still commit.
+    await flushing;
+    await Promise.allSettled([writer.end(), listener.end(), reads.end()]);
+  };
+
+  return { append, read, subscribe, listStreams, deleteStream, close };
+}

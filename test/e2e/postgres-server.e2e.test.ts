@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { RealtimeClient } from "../../src/client/index.ts";
+import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { readWavFile } from "../../src/infra/audio/index.ts";
+import { parseSessionFile } from "../../src/infra/event-store/index.ts";
+import { sharedAudio, startTestServer } from "../support/server.ts";
+
+/**
+ * The server on PostgreSQL (issue 22, part 2: `event_store: {kind: postgres, url}`): a session of real speech through
+ * server VAD is logged in PostgreSQL, served by the session API, exported as a file that replays identically, and
+ * still there (and resumable) for a server started again on the same database.
+ */
+const url = inject("postgresUrl");
+
+describe.skipIf(url === null)("a server whose event store is PostgreSQL", () => {
+  const store = { kind: "postgres", url, poll_ms: 50 };
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  beforeAll(async () => {
+    server = await startTestServer({ event_store: store });
+  });
+  afterAll(async () => server?.stop());
+
+  it("logs a spoken session, serves it, exports it as a file that replays identically, and keeps it across a restart", async () => {
+    const question = await readWavFile(sharedAudio("question_16k.wav"));
+    const client = await RealtimeClient.connect(server.url);
+    const created = await client.waitFor("session.created", { since: 0 });
+    const id = String((created.session as { id: string }).id);
+    client.send({ type: "session.update", session: { input_audio_format: "pcm16", input_sample_rate_hz: 16000 } });
+    await client.waitFor("session.updated", { since: 0 });
+    client.appendSamples(question.samples, { sampleRateHz: 16000, tailMs: 1000 });
+    const done = await client.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
+    expect((done.response as { status: string }).status).toBe("completed");
+    client.send({ type: "session.close" });
+    await client.closed;
+
+    const base = `http://127.0.0.1:${server.port}/v1/sessions`;
+    const listed = (await (await fetch(base)).json()) as { data: { id: string; state: string; responses: number }[] };
+    expect(listed.data.find((s) => s.id === id)).toMatchObject({ state: "closed", responses: 1 });
+    const file = parseSessionFile(await (await fetch(`${base}/${id}/export`)).text());
+    expect(file.entries.map((e) => e.revision)).toEqual(file.entries.map((_, i) => i));
+    expect(replayEntries(file.entries)).toMatchObject({ ok: true, sessionId: id });
+    const entries = await server.store.read(streamOf(id));
+    expect(entries.length).toBe(file.entries.length);
+
+    // A second server on the same database finds the session as it was.
+    await server.stop();
+    server = await startTestServer({ event_store: store });
+    const again = await server.store.read(streamOf(id));
+    expect(again.map((e) => [e.revision, e.type])).toEqual(entries.map((e) => [e.revision, e.type]));
+    const shown = (await (await fetch(`http://127.0.0.1:${server.port}/v1/sessions/${id}`)).json()) as {
+      state: string;
+    };
+    expect(shown.state).toBe("closed");
+  });
+});
