@@ -1,6 +1,7 @@
 import { spanOf, TURN_SPANS, type Turn, turnLedger } from "../projections/index.ts";
 import { envelopesOf, lastOf } from "./inspect.ts";
 import type { RecordedEntry } from "./ports/index.ts";
+import { inputClockOf, sessionMsOfInput } from "./timeline.ts";
 
 /**
  * A session's log as a Chrome trace (issue 21, part 3): the Trace Event Format that Perfetto and chrome://tracing
@@ -44,9 +45,6 @@ const TRACKS: readonly string[] = [
 ];
 const tid = (track: string): number => TRACKS.indexOf(track) + 1;
 
-/** Silero's frame: 512 samples at 16 kHz, ms. */
-const VAD_FRAME_MS = 32;
-
 /** The Chrome trace of a session's log. @throws Error when the entries are not a session stream. */
 export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
   const t0 = entries[0]?.metadata.at ?? 0;
@@ -57,20 +55,16 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
   for (const track of TRACKS)
     events.push({ name: "thread_name", ph: "M", pid: PID, tid: tid(track), args: { name: track } });
 
-  // VAD: every append's frames, spread over the time the append was decided at, one frame each 32 ms.
-  for (const entry of entries) {
-    if (entry.type !== "CommandReceived") continue;
-    const command = (entry.data as { command?: { type?: string; vad?: readonly number[] } }).command;
-    if (command?.type !== "input_audio_buffer.append" || command.vad === undefined) continue;
-    for (const [i, p] of command.vad.entries())
-      events.push({
-        name: "vad",
-        ph: "C",
-        pid: PID,
-        ts: us(entry.metadata.at) + i * VAD_FRAME_MS * 1000,
-        args: { probability: Math.round(p * 1e4) / 1e4 },
-      });
-  }
+  // VAD: every frame where its audio was on the session's clock, as the timeline page draws it (inputClockOf).
+  const { clock, vad } = inputClockOf(entries);
+  for (const [inputMs, p] of vad)
+    events.push({
+      name: "vad",
+      ph: "C",
+      pid: PID,
+      ts: Math.max(0, Math.round(sessionMsOfInput(clock, inputMs) * 1000)),
+      args: { probability: Math.round(p * 1e4) / 1e4 },
+    });
 
   const speech = new Map<string, number>();
   const responses = new Map<string, { created: number; firstAudio: number | null; audioMs: number }>();

@@ -93,14 +93,19 @@ const RIGHT = data.layout.right;
 const lanesEl = document.getElementById("lanes");
 const detail = document.getElementById("detail");
 const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
-let total = Math.max(1, t.duration_ms);
+/** The axis's end: the session's last entry, or later where a response's audio plays on past it. */
+const extentOf = (tl) => Math.max(1, tl.duration_ms, ...tl.responses.map((r) => (r.first_audio_ms === null ? 0 : r.first_audio_ms + r.audio_ms)));
+let total = extentOf(t);
 let view = { from: 0, to: total };
 
-// Selecting a log entry: its JSON and revision, the mark highlighted.
+// Selecting a log entry: its JSON and revision, the mark highlighted (again after every redraw).
+let selected = null;
+const highlight = () => { for (const e of document.querySelectorAll("[data-rev]")) e.classList.toggle("selected", e.dataset.rev === String(selected)); };
 const show = (rev) => {
+  selected = rev;
   const entry = data.entries[String(rev)];
   detail.textContent = entry === undefined ? "revision " + rev + ": not in this page" : "revision " + rev + "\n" + JSON.stringify(JSON.parse(entry), null, 2);
-  for (const e of document.querySelectorAll("[data-rev]")) e.classList.toggle("selected", e.dataset.rev === String(rev));
+  highlight();
 };
 const select = (rev) => { history.replaceState(null, "", "#rev=" + rev); show(rev); };
 
@@ -216,6 +221,7 @@ const drawLanes = () => {
     lane.textContent = "";
     for (const m of t.marks) if (kinds.includes(m.kind)) tick(lane, m.at_ms, "mark " + m.kind, (m.at_ms / 1000).toFixed(2) + " s " + m.kind + ": " + m.label, m.revision);
   }
+  highlight();
   document.getElementById("view").textContent = (view.from / 1000).toFixed(2) + " to " + (view.to / 1000).toFixed(2) + " s of " + (total / 1000).toFixed(2);
   drawPlayhead();
 };
@@ -291,12 +297,14 @@ const drawTables = () => {
   list.textContent = "";
   for (const m of t.marks) { const li = el("li", null, (m.at_ms / 1000).toFixed(2) + " s  " + m.kind + "  " + m.label + "  (rev " + m.revision + ")"); li.dataset.rev = String(m.revision); li.dataset.kind = m.kind; li.onclick = () => select(m.revision); list.appendChild(li); }
   applyFilter();
+  highlight();
 };
 const filter = document.getElementById("filter");
 const shown = document.getElementById("shown");
 const applyFilter = () => {
   const list = document.getElementById("marks");
-  const terms = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+  // A lone "-" (an exclusion being typed) excludes nothing.
+  const terms = filter.value.toLowerCase().split(/\s+/).filter((w) => w !== "" && w !== "-");
   let n = 0;
   for (const li of list.children) { const text = li.textContent.toLowerCase(); const ok = terms.every((w) => (w.startsWith("-") ? !text.includes(w.slice(1)) : text.includes(w))); li.hidden = !ok; if (ok) n += 1; }
   shown.textContent = n + " of " + list.children.length + " shown";
@@ -306,8 +314,9 @@ filter.oninput = applyFilter;
 const drawAll = () => { drawTables(); drawPlots(); drawLanes(); };
 drawAll();
 window.addEventListener("resize", () => { drawPlots(); drawLanes(); });
-const fromHash = /^#rev=(\d+)$/.exec(location.hash);
-if (fromHash) show(Number(fromHash[1]));
+const fromHash = () => { const m = /^#rev=(\d+)$/.exec(location.hash); if (m) show(Number(m[1])); };
+fromHash();
+window.addEventListener("hashchange", fromHash);
 
 // A live session: follow its /events tail after the last revision this page holds; Last-Event-ID on every reconnect.
 const tailEl = document.getElementById("tail");
@@ -320,7 +329,7 @@ const refresh = () => {
   refreshing = setTimeout(async () => {
     try {
       const res = await fetch(data.live.base + "/timeline.json");
-      if (res.ok) { const following = view.to >= total; t = await res.json(); total = Math.max(1, t.duration_ms); if (following) view = { from: view.from, to: total }; drawAll(); }
+      if (res.ok) { const following = view.to >= total; t = await res.json(); total = extentOf(t); if (following) view = { from: view.from, to: total }; drawAll(); }
     } finally { refreshing = null; }
   }, 300);
 };

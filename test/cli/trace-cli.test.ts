@@ -4,7 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ChromeTrace, stepsOf, type TraceEvent, timelineOf, traceOf } from "../../src/engine/index.ts";
+import {
+  type ChromeTrace,
+  sessionMsOfInput,
+  stepsOf,
+  type TraceEvent,
+  timelineOf,
+  traceOf,
+} from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 
 /**
@@ -92,6 +99,13 @@ describe("duplex trace", () => {
       );
     }, 0);
     expect(trace.traceEvents.filter((e) => e.ph === "C" && e.name === "vad").length).toBe(frames);
+    // The VAD counter where the timeline page draws each frame: its audio's place on the session's clock.
+    const timeline = timelineOf(entries);
+    expect(trace.traceEvents.filter((e) => e.ph === "C" && e.name === "vad").map((e) => e.ts)).toEqual(
+      timeline.vad.points.map(([inputMs]) =>
+        Math.max(0, Math.round(sessionMsOfInput(timeline.input.clock, inputMs) * 1000)),
+      ),
+    );
   });
 
   describe("from the command line", () => {

@@ -105,7 +105,17 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
         const last = timeline.marks.at(-1);
         await page.locator(`#lanes .tick.mark[data-rev="${last?.revision}"]`).first().click();
         expect(((await page.textContent("#detail")) ?? "").startsWith(`revision ${last?.revision}\n`)).toBe(true);
-        // The filter: a leading - excludes.
+        // The selection outlives a redraw (a zoom), and a new #rev=N in the address selects its entry.
+        await page.click("#zoom-in");
+        expect(await page.locator(`#lanes .tick.mark.selected[data-rev="${last?.revision}"]`).count()).toBe(1);
+        await page.click("#zoom-reset");
+        await page.evaluate(`location.hash = "rev=${first?.revision}"`);
+        await page.waitForFunction(
+          `document.getElementById("detail").textContent.startsWith("revision ${first?.revision}\\n")`,
+        );
+        // The filter: a leading - excludes; a lone - (being typed) excludes nothing.
+        await page.fill("#filter", "-");
+        expect(await page.textContent("#shown")).toBe(`${marks} of ${marks} shown`);
         await page.fill("#filter", `-${first?.kind}`);
         const left = timeline.marks.filter(
           (m) => !`${m.kind} ${m.label}`.toLowerCase().includes(String(first?.kind)),
@@ -113,7 +123,12 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
         expect(await page.textContent("#shown")).toBe(`${left} of ${marks} shown`);
       }
       // Zoom: every lane on the middle half of the session, then all of it again.
-      const total = Math.max(1, timeline.duration_ms);
+      // The axis reaches the end of the session, or of a response's audio played past it.
+      const total = Math.max(
+        1,
+        timeline.duration_ms,
+        ...timeline.responses.map((r) => (r.first_audio_ms === null ? 0 : r.first_audio_ms + r.audio_ms)),
+      );
       const seconds = (ms: number) => (ms / 1000).toFixed(2);
       await page.click("#zoom-in");
       expect(await page.textContent("#view")).toBe(
