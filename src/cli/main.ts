@@ -33,7 +33,7 @@ function packageVersion(): string {
 }
 
 /** The benches of `duplex bench`, in the order they run. */
-const BENCHES = ["vad", "store", "replay", "sessions", "start", "soak", "slow-reader", "idle"];
+const BENCHES = ["vad", "store", "replay", "sessions", "start", "soak", "slow-reader", "idle", "postgres"];
 
 /** `--only`: known bench names only (a usage error names the unknown one). */
 const benchNames = (value: string): string[] => {
@@ -76,28 +76,39 @@ program
     "--runner-url <url>",
     "a model server to drive (overrides runner.url of an upstream runner; any other runner becomes {kind: upstream, url, dialect: duplex})",
   )
-  .action(async (opts: { config?: string; data?: string; host?: string; port?: number; runnerUrl?: string }) => {
-    const { loadConfig, sqlitePathIn } = await import("../infra/config.ts");
-    const { startServer } = await import("../server/index.ts");
-    const config = await loadConfig(opts.config);
-    const runner = opts.runnerUrl === undefined ? config.runner : await withRunnerUrl(config.runner, opts.runnerUrl);
-    const effective = {
-      ...config,
-      runner,
-      event_store:
-        opts.data === undefined
-          ? config.event_store
-          : { kind: "sqlite" as const, path: sqlitePathIn(resolve(opts.data)) },
-      listen: { ...config.listen, host: opts.host ?? config.listen.host, port: opts.port ?? config.listen.port },
-    };
-    const server = await startServer(effective);
-    const stop = async () => {
-      await server.close();
-      process.exit(0);
-    };
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-  });
+  .option("--node-id <id>", "this node's id among those sharing a PostgreSQL store (overrides node.id)")
+  .action(
+    async (opts: {
+      config?: string;
+      data?: string;
+      host?: string;
+      port?: number;
+      runnerUrl?: string;
+      nodeId?: string;
+    }) => {
+      const { loadConfig, sqlitePathIn } = await import("../infra/config.ts");
+      const { startServer } = await import("../server/index.ts");
+      const config = await loadConfig(opts.config);
+      const runner = opts.runnerUrl === undefined ? config.runner : await withRunnerUrl(config.runner, opts.runnerUrl);
+      const effective = {
+        ...config,
+        runner,
+        event_store:
+          opts.data === undefined
+            ? config.event_store
+            : { kind: "sqlite" as const, path: sqlitePathIn(resolve(opts.data)) },
+        listen: { ...config.listen, host: opts.host ?? config.listen.host, port: opts.port ?? config.listen.port },
+        node: opts.nodeId === undefined ? config.node : { ...config.node, id: opts.nodeId },
+      };
+      const server = await startServer(effective);
+      const stop = async () => {
+        await server.close();
+        process.exit(0);
+      };
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+    },
+  );
 
 program
   .command("demo")
@@ -164,7 +175,7 @@ const bench = program
   .enablePositionalOptions()
   .option(
     "--only <names>",
-    `comma list of ${BENCHES.join(", ")} (soak, slow-reader and idle run only when named)`,
+    `comma list of ${BENCHES.join(", ")} (soak, slow-reader, idle and postgres run only when named)`,
     benchNames,
   )
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
@@ -177,8 +188,12 @@ const bench = program
       .default("fast"),
   )
   .option("--audio <dir>", "folder of the test audio (../shared/audio beside the package)", AUDIO_DIR)
+  .option("--postgres-url <url>", "the postgres bench's server (default: a throwaway one, Debian's postgresql)")
+  .option("--postgres-seconds <s>", "seconds of each pgbench comparison of the postgres bench", positive, 5)
   .action(
     async (opts: {
+      postgresUrl?: string;
+      postgresSeconds: number;
       only?: string[];
       sessions: number;
       audio: string;
@@ -196,6 +211,8 @@ const bench = program
           soakLane: opts.soakLane === "turn" ? "turn" : "native",
           soakPace: opts.soakPace === "realtime" ? "realtime" : "fast",
           idleSessions: opts.idleSessions,
+          ...(opts.postgresUrl === undefined ? {} : { postgresUrl: opts.postgresUrl }),
+          postgresSeconds: opts.postgresSeconds,
           print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
         },
         opts.only ?? [],

@@ -22,21 +22,29 @@ export const freePort = (): Promise<number> =>
   });
 
 /**
- * Starts `duplex serve --port PORT --data DIR` as a real process (bin/duplex.js, from the package root as working
+ * Starts `duplex serve --port PORT --data DIR` (no `--data` for null: the config's store) as a real process (bin/duplex.js, from the package root as working
  * folder) and resolves once it logs that it listens. `stdout()`: everything it printed there so far (pino lines);
  * `output()`: stdout and stderr together, as they came. `args` go after those (`--config FILE`).
  * @throws Error with its output when it exits first or does not listen within `timeoutMs`.
  */
 export const startServerProcess = (
   port: number,
-  dataDir: string,
+  dataDir: string | null,
   timeoutMs = 60_000,
   args: readonly string[] = [],
 ): Promise<{ child: ChildProcess; stdout(): string; output(): string }> =>
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      [...SERVE_NODE_FLAGS, "bin/duplex.js", "serve", "--port", String(port), "--data", dataDir, ...args],
+      [
+        ...SERVE_NODE_FLAGS,
+        "bin/duplex.js",
+        "serve",
+        "--port",
+        String(port),
+        ...(dataDir === null ? [] : ["--data", dataDir]),
+        ...args,
+      ],
       {
         stdio: ["ignore", "pipe", "pipe"],
       },

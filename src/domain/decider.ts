@@ -324,6 +324,9 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       endSession(b, input.at, input.data.operation, "runtime_data_plane_stream_failed", message);
       return [...b.events];
     }
+    case "SessionOwned":
+      // A takeover by another node is a restart of the session there: decided as one.
+      return decide(state, { type: "SessionRecovered", at: input.at, data: { reason: "server_restart" } });
     case "SessionRecovered": {
       // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours), and so is a failed append: the
       // runner lost its work, so an active response ends cancelled and the session waits for a resume within the

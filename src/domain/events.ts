@@ -33,6 +33,11 @@ export type Input = (
         readonly responseTimeoutMs?: number;
         /** The deployment's `max_pending_turns_per_session`: deferred responses at most (absent in older logs: 4). */
         readonly maxPendingTurns?: number;
+        /**
+         * The node that opened the session and owns it first (ownership epoch 1; issue 22, part 4). Absent in older
+         * logs and for a store of one node: owned by whichever node serves it.
+         */
+        readonly node?: string;
       }
     >
   | Message<"CommandReceived", { readonly command: Command }>
@@ -80,6 +85,13 @@ export type Input = (
     >
   /** The session is rebuilt from its log: after a restart, or after an append failed (the runner's work is lost). */
   | Message<"SessionRecovered", { readonly reason: "server_restart" | "append_failed" }>
+  /**
+   * Another node took the session over (issue 22, part 4: fenced ownership): `node` owns it from here, at ownership
+   * `epoch` (the previous owner's plus one; the opening node's is 1). Appended first by the new owner, with the
+   * revision it read, so the old owner can append nothing after it. For the session it is a restart: it is rebuilt
+   * from its log, as after `SessionRecovered{server_restart}`.
+   */
+  | Message<"SessionOwned", { readonly node: string; readonly epoch: number }>
   | Message<
       "RunnerFaulted",
       {
@@ -108,6 +120,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   "TimerFired",
   "AttachmentChanged",
   "SessionRecovered",
+  "SessionOwned",
   "RunnerFaulted",
 ];
 

@@ -5,8 +5,8 @@ import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projection
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
-import { foldLog, type RecoveredLog, STREAM_PREFIX, withUnansweredAppends } from "./log.ts";
-import type { EventStore, ModelRunner, ResamplerFactory, VadModel } from "./ports/index.ts";
+import { foldLog, ownerOf, type RecoveredLog, STREAM_PREFIX, streamOf, withUnansweredAppends } from "./log.ts";
+import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
@@ -53,6 +53,12 @@ export interface EngineDeps {
   readonly sessionMode?: "duplex" | "turn";
   /** Engine clock, ms since the Unix epoch; injectable for tests. */
   readonly now?: () => number;
+  /**
+   * The nodes that share the store (issue 22, part 4), with this node's id; absent or null: a store of one node,
+   * which owns every session in it. With leases, a node rebuilds at start only the open sessions it owns or whose
+   * owner's lease expired, and takes a session over when a client resumes it here.
+   */
+  readonly leases?: NodeLeases | null;
   /** Where the sessions' lifecycle (src/engine/lifecycle-log.ts) and the engine's faults are logged. */
   readonly log?: EngineLog;
   /**
@@ -65,6 +71,12 @@ export interface EngineDeps {
     delivered?(ms: number): void;
     /** A span of the turn ledger (src/projections/turn-ledger.ts) became known for a turn: once per turn and span. */
     turnSpan?(span: TurnSpanName, ms: number): void;
+    /** This node took a session over (issue 22): on a client's resume, or from a node whose lease expired. */
+    tookOver?(why: "resume" | "lease_expired"): void;
+    /** A session here was fenced: another node appended to it (or this node gave it up). */
+    fenced?(): void;
+    /** A resume's outcome: `resumed`, or the refusal's code. */
+    resumed?(outcome: string): void;
   };
 }
 
@@ -143,6 +155,26 @@ export interface Engine {
    * and each waits for a resume for what is left of its grace lease. Returns the recovered session ids.
    */
   recover(): Promise<string[]>;
+  /**
+   * Makes sure the session `sessionId` is held here before a resume (issue 22, part 4): a session another node owns
+   * (or owned) is taken over, after its log's resume token matches `resumeToken` (compared as SHA-256 digests): rebuilt from its log and its
+   * `SessionOwned{this node, epoch + 1}` appended with the revision read, so the old owner can append nothing after
+   * it (a concurrent append of the old owner fails the takeover instead). Resolves when the session is held here, or
+   * with why it is not (unknown or closed: `session_resume_expired`; another token: `invalid_resume_token`).
+   */
+  adopt(sessionId: string, resumeToken: string): Promise<SessionHost | ResumeRefusal>;
+  /**
+   * Takes over every open session whose owner's lease has expired (issue 22, part 4): a node that died or lost its
+   * store. Each waits for its client's resume for what is left of its grace, as after a restart. Returns their ids.
+   */
+  sweep(): Promise<string[]>;
+  /**
+   * Gives up every session held here without writing (this node lost its store past its lease: another node takes
+   * them over): their clients are told (`runtime_append_failed`) and let go of, to resume elsewhere.
+   */
+  relinquishAll(message: string): void;
+  /** This node's id (issue 22): `SessionOpened.node` of the sessions it opens. */
+  readonly nodeId: string | null;
   /** Waits for every session's mailbox and closes the runners; the store is the caller's to close. */
   close(): Promise<void>;
 }
@@ -155,6 +187,8 @@ export const createEngine = (deps: EngineDeps): Engine => {
   const ending = new Set<string>();
   const timers = new Map<string, { idle?: NodeJS.Timeout; grace?: NodeJS.Timeout }>();
   const model = deps.model ?? deps.runner.name;
+  const leases = deps.leases ?? null;
+  const nodeId = leases?.nodeId ?? null;
 
   const clearTimers = (id: string): void => {
     const t = timers.get(id);
@@ -196,6 +230,17 @@ export const createEngine = (deps: EngineDeps): Engine => {
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
         ...(deps.observe?.delivered === undefined ? {} : { onDelivered: deps.observe.delivered }),
         measureJournal: limits.resumeReplayMaxBytes !== null,
+        onFenced: (fenced, reason) => {
+          deps.log?.warn(
+            { sessionId: fenced.sessionId, node: nodeId, reason },
+            "session given up: another node owns it",
+          );
+          deps.observe?.fenced?.();
+          clearTimers(fenced.sessionId);
+          if (hosts.get(fenced.sessionId) === fenced) hosts.delete(fenced.sessionId);
+          ending.delete(fenced.sessionId);
+          vad?.close();
+        },
         onAppendFailed: (failed, error) => {
           // The client was let go of; the session waits for a resume, which rebuilds it from its log. The grace
           // lease runs as after a drop: its expiry tries the log again, and a store still failing re-arms it.
@@ -270,6 +315,74 @@ export const createEngine = (deps: EngineDeps): Engine => {
     timers.set(host.sessionId, t);
   };
 
+  /**
+   * A session rebuilt from its log, detached, its grace running from its last entry: after this node's restart
+   * (`SessionRecovered`), or taken over from another node (`SessionOwned` at `takeoverEpoch`).
+   */
+  const rebuild = (
+    entries: readonly RecordedEntry[],
+    log: ReturnType<typeof withUnansweredAppends>,
+    takeoverEpoch: number | null,
+  ): SessionHost => {
+    const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
+    void host.enqueue(
+      takeoverEpoch === null || nodeId === null
+        ? { type: "SessionRecovered", at: now(), data: { reason: "server_restart" } }
+        : { type: "SessionOwned", at: now(), data: { node: nodeId, epoch: takeoverEpoch } },
+    );
+    const lastAt = entries.at(-1)?.metadata.at ?? now();
+    host.markDetached(lastAt);
+    armGrace(host, Math.max(0, limits.disconnectGraceS * 1000 - (now() - lastAt)));
+    return host;
+  };
+
+  /** `Engine.resume` (its outcome counted by the caller). */
+  const resumeHere = (request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal => {
+    const host = hosts.get(request.sessionId);
+    if (host === undefined || host.isClosed) {
+      return { code: "session_resume_expired", message: `unknown or expired session: ${request.sessionId}` };
+    }
+    if (!host.current.capabilities.supportsSessionResume) {
+      return { code: "unsupported_session_resume", message: "this model does not support session resume" };
+    }
+    // The token is verified before anything about the journal is answered (BEHAVIOUR.md, "Resume").
+    if (!host.holdsToken(sha256Hex(request.resumeToken), equalDigests)) {
+      return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+    }
+    if (request.lastReceivedSeq > host.headSeq) {
+      return {
+        code: "journal_gap",
+        message: `last_received_server_event_seq ${request.lastReceivedSeq} is beyond the last event sent (${host.headSeq})`,
+      };
+    }
+    const missed = request.lastReceivedSeq < host.headSeq;
+    const ttl = limits.resumeReplayTtlS;
+    if (missed && ttl !== null && host.detachedAt !== null && now() - host.detachedAt > ttl * 1000) {
+      return {
+        code: "journal_gap",
+        message: `the events after ${request.lastReceivedSeq} are no longer retained: the session has been detached for more than resume_replay_ttl_s (${ttl} s)`,
+      };
+    }
+    const cap = limits.resumeReplayMaxBytes;
+    if (missed && cap !== null && host.journalBytesAfter(request.lastReceivedSeq) > cap) {
+      return {
+        code: "journal_overflow",
+        message: `the events after ${request.lastReceivedSeq} are more than resume_replay_max_bytes (${cap}) to replay`,
+      };
+    }
+    const token = randomBytes(32).toString("base64url");
+    const generation = host.claim(sha256Hex(request.resumeToken), token, sha256Hex(token), equalDigests);
+    if (generation === null) {
+      return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+    }
+    const t = timers.get(host.sessionId);
+    if (t?.grace) clearTimeout(t.grace);
+    if (t) t.grace = undefined;
+    void host.resume(generation, request.lastReceivedSeq, sink);
+    engine.touch(host);
+    return host;
+  };
+
   /** The session ends with the socket that held it: opened and never used, or closed by the client with 1000. */
   const endWithSocket = (host: SessionHost, sink: SessionSink, change: "abandoned" | "closed"): void => {
     if (host.isClosed || !host.release(sink)) return;
@@ -312,6 +425,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           idleTimeoutS: limits.idleTtlS,
           responseTimeoutMs: limits.responseTimeoutMs,
           maxPendingTurns: limits.maxPendingTurns,
+          ...(nodeId === null ? {} : { node: nodeId }),
         },
       });
       engine.touch(host);
@@ -338,49 +452,9 @@ export const createEngine = (deps: EngineDeps): Engine => {
       timers.set(host.sessionId, t);
     },
     resume(request, sink) {
-      const host = hosts.get(request.sessionId);
-      if (host === undefined || host.isClosed) {
-        return { code: "session_resume_expired", message: `unknown or expired session: ${request.sessionId}` };
-      }
-      if (!host.current.capabilities.supportsSessionResume) {
-        return { code: "unsupported_session_resume", message: "this model does not support session resume" };
-      }
-      // The token is verified before anything about the journal is answered (BEHAVIOUR.md, "Resume").
-      if (!host.holdsToken(sha256Hex(request.resumeToken), equalDigests)) {
-        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
-      }
-      if (request.lastReceivedSeq > host.headSeq) {
-        return {
-          code: "journal_gap",
-          message: `last_received_server_event_seq ${request.lastReceivedSeq} is beyond the last event sent (${host.headSeq})`,
-        };
-      }
-      const missed = request.lastReceivedSeq < host.headSeq;
-      const ttl = limits.resumeReplayTtlS;
-      if (missed && ttl !== null && host.detachedAt !== null && now() - host.detachedAt > ttl * 1000) {
-        return {
-          code: "journal_gap",
-          message: `the events after ${request.lastReceivedSeq} are no longer retained: the session has been detached for more than resume_replay_ttl_s (${ttl} s)`,
-        };
-      }
-      const cap = limits.resumeReplayMaxBytes;
-      if (missed && cap !== null && host.journalBytesAfter(request.lastReceivedSeq) > cap) {
-        return {
-          code: "journal_overflow",
-          message: `the events after ${request.lastReceivedSeq} are more than resume_replay_max_bytes (${cap}) to replay`,
-        };
-      }
-      const token = randomBytes(32).toString("base64url");
-      const generation = host.claim(sha256Hex(request.resumeToken), token, sha256Hex(token), equalDigests);
-      if (generation === null) {
-        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
-      }
-      const t = timers.get(host.sessionId);
-      if (t?.grace) clearTimeout(t.grace);
-      if (t) t.grace = undefined;
-      void host.resume(generation, request.lastReceivedSeq, sink);
-      engine.touch(host);
-      return host;
+      const outcome = resumeHere(request, sink);
+      deps.observe?.resumed?.("code" in outcome ? outcome.code : "resumed");
+      return outcome;
     },
     detach(host, sink) {
       if (host.isClosed || !host.release(sink)) return;
@@ -399,15 +473,65 @@ export const createEngine = (deps: EngineDeps): Engine => {
         const entries = await deps.store.read(info.stream);
         const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
-        const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
-        void host.enqueue({ type: "SessionRecovered", at: now(), data: { reason: "server_restart" } });
-        const lastAt = entries.at(-1)?.metadata.at ?? now();
-        host.markDetached(lastAt);
-        armGrace(host, Math.max(0, limits.disconnectGraceS * 1000 - (now() - lastAt)));
-        recovered.push(host.sessionId);
+        // With other nodes on the store: this node's own sessions, and those of nodes whose lease ran out.
+        const owner = ownerOf(entries);
+        const mine = leases === null || owner.node === null || owner.node === nodeId;
+        if (!mine && (await leases.holds(owner.node as string))) continue;
+        rebuild(entries, log, mine ? null : owner.epoch + 1);
+        recovered.push(log.state.sessionId);
       }
       return recovered;
     },
+    async adopt(sessionId, resumeToken) {
+      const held = hosts.get(sessionId);
+      if (held !== undefined && !held.isFenced) return held;
+      const expired = {
+        code: "session_resume_expired",
+        message: `unknown or expired session: ${sessionId}`,
+      } as const;
+      if (leases === null) return expired;
+      const entries = await deps.store.read(streamOf(sessionId));
+      if (entries.length === 0) return expired;
+      const log = withUnansweredAppends(foldLog(entries), entries);
+      if (log.state.phase !== "open") return expired;
+      // The token is checked against the log before the session moves: a wrong one moves nothing.
+      const logged = log.state.resumeTokenSha256;
+      if (logged === null || !equalDigests(logged, sha256Hex(resumeToken)))
+        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+      const again = hosts.get(sessionId);
+      if (again !== undefined && !again.isFenced) return again;
+      const host = rebuild(entries, log, ownerOf(entries).epoch + 1);
+      // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
+      // them, and a host that lost is fenced (its `onFenced` forgets it).
+      await host.settled();
+      if (host.isFenced || host.isClosed) return expired;
+      deps.observe?.tookOver?.("resume");
+      return host;
+    },
+    async sweep() {
+      if (leases === null) return [];
+      const taken: string[] = [];
+      for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
+        const id = info.stream.slice(STREAM_PREFIX.length);
+        if (hosts.has(id)) continue;
+        const entries = await deps.store.read(info.stream);
+        const owner = ownerOf(entries);
+        if (owner.node === nodeId || owner.node === null) continue;
+        const log = withUnansweredAppends(foldLog(entries), entries);
+        if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
+        if (await leases.holds(owner.node)) continue;
+        const host = rebuild(entries, log, owner.epoch + 1);
+        await host.settled();
+        if (host.isFenced) continue;
+        deps.observe?.tookOver?.("lease_expired");
+        taken.push(id);
+      }
+      return taken;
+    },
+    relinquishAll(message) {
+      for (const host of [...hosts.values()]) host.relinquish(message);
+    },
+    nodeId,
     async close() {
       for (const id of [...timers.keys()]) clearTimers(id);
       await Promise.all([...hosts.values()].map((h) => h.stop()));

@@ -115,7 +115,8 @@ export const durationOf = (entries: readonly RecordedEntry[]): number => {
   let downtime = 0;
   entries.forEach((e, i) => {
     const before = entries[i - 1];
-    if (e.type === "SessionRecovered" && before !== undefined) downtime += e.metadata.at - before.metadata.at;
+    if ((e.type === "SessionRecovered" || e.type === "SessionOwned") && before !== undefined)
+      downtime += e.metadata.at - before.metadata.at;
   });
   const span = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
   return Math.round((span - downtime) / 100) / 10;

@@ -199,3 +199,23 @@ export const appendsBetween = (
   }
   return units;
 };
+
+/** Who owns a session (issue 22, part 4): a node id (null: a log of one node, before ownership) and its epoch. */
+export interface SessionOwner {
+  readonly node: string | null;
+  readonly epoch: number;
+}
+
+/** The owner a session's log names last: its latest `SessionOwned`, else the node that opened it (epoch 1). */
+export const ownerOf = (entries: readonly RecordedEntry[]): SessionOwner => {
+  for (let i = entries.length - 1; i >= 0; i -= 1) {
+    const entry = entries[i] as RecordedEntry;
+    if (entry.type === "SessionOwned") {
+      const data = entry.data as { node: string; epoch: number };
+      return { node: data.node, epoch: data.epoch };
+    }
+  }
+  const opened = entries[0];
+  const node = opened?.type === "SessionOpened" ? (opened.data as { node?: string }).node : undefined;
+  return { node: node ?? null, epoch: 1 };
+};

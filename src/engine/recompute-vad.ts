@@ -38,7 +38,7 @@ export const recomputeVad = async (
   let over = 0;
   let first: VadRecomputation["first_over"] = null;
   for (const step of stepsOf(entries)) {
-    if (step.input.type === "SessionRecovered") stream.reset();
+    if (step.input.type === "SessionRecovered" || step.input.type === "SessionOwned") stream.reset();
     if (step.input.type !== "CommandReceived") continue;
     const command = step.input.data.command;
     if (command.type !== "input_audio_buffer.append") continue;

@@ -29,13 +29,14 @@ import { errorMessage } from "./error-message.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
 import { Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
-import type {
-  EventStore,
-  ExpectedRevision,
-  NewEntry,
-  ResamplerFactory,
-  RunnerSession,
-  VadStream,
+import {
+  type EventStore,
+  type ExpectedRevision,
+  type NewEntry,
+  type ResamplerFactory,
+  type RunnerSession,
+  type VadStream,
+  WrongExpectedRevisionError,
 } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
 
@@ -66,6 +67,12 @@ export interface SessionHostDeps {
   readonly now: () => number;
   readonly onClosed: (host: SessionHost) => void;
   readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
+  /**
+   * The session is no longer this node's (issue 22, part 4): an append found the stream moved on (another node took
+   * it over: a `WrongExpectedRevisionError`), or the engine gave it up (`relinquish`). Its sockets were let go of;
+   * the host writes nothing again.
+   */
+  readonly onFenced?: (host: SessionHost, reason: string) => void;
   /**
    * `max_pending_input_bytes_per_session` (bytes of client frames) and `max_pending_turns_per_session` (commits)
    * waiting in the mailbox; beyond them a frame is refused with `input_backpressure`. Absent: no limit.
@@ -127,6 +134,8 @@ export class SessionHost {
    * from its log first (and records `SessionRecovered{append_failed}`) before it decides anything.
    */
   private faulted = false;
+  /** Set once the session is another node's (or given up): nothing is decided or written again. */
+  private fenced = false;
   /** The socket that holds the session, its resume token and the claims of resumes (engine/attachment.ts). */
   private readonly attachment: Attachment;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
@@ -401,6 +410,7 @@ export class SessionHost {
 
   private async drain(): Promise<void> {
     while (this.mailbox.length > 0) {
+      if (this.fenced) return;
       if (this.faulted) {
         if (!(await this.rebuild())) return;
         // Decided in a batch of its own: what it ends goes out before anything queued after the fault.
@@ -495,7 +505,38 @@ export class SessionHost {
    * is lost with it, and the resume token and generation fall back to the logged ones: a resume claimed in the
    * failed batch was never answered.
    */
+  /**
+   * Gives the session up without writing (issue 22, part 4): its sockets get `runtime_append_failed` with `message`
+   * and are closed (a client resumes, through its proxy, on the node that owns the session now), its runner is
+   * stopped, and nothing is decided or appended again. For a fence (another node appended) and for a node that lost
+   * its store.
+   */
+  relinquish(message: string): void {
+    if (this.fenced) return;
+    this.fenced = true;
+    this.faulted = true;
+    this.mailbox.clear();
+    this.attachment.fail("runtime_append_failed", message, this.state.attachmentGeneration, this.deps.now());
+    this.binding.drop();
+    this.outputAudio.close();
+    this.wire$.complete();
+    this.events$.complete();
+    this.deps.onFenced?.(this, message);
+  }
+
+  /** Given up (`relinquish`) or fenced: another node's now. */
+  get isFenced(): boolean {
+    return this.fenced;
+  }
+
   private fail(error: unknown, failure: Failure): void {
+    // Given up already: an append that was in flight then failing changes nothing.
+    if (this.fenced) return;
+    if (error instanceof WrongExpectedRevisionError) {
+      // One writer per stream: a revision that moved on is another node that took the session over.
+      this.relinquish("the session moved to another node: resume it to reach that node");
+      return;
+    }
     this.faulted = true;
     this.mailbox.clear();
     const message = `the session log could not be ${failure.what}: ${errorMessage(error)}`;

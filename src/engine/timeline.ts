@@ -84,7 +84,7 @@ export const MARK_LANES = {
   decisions: ["barge-in", "overlap", "listen", "speak"],
   outputs: ["tool-call", "truncate", "cancel"],
   errors: ["error"],
-  connection: ["detach", "resume", "restart"],
+  connection: ["detach", "resume", "restart", "takeover"],
 } as const;
 
 export const PEAKS_PER_SECOND = 50;
@@ -302,9 +302,14 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
     }
   }
   // Recoveries are inputs, not decisions: marked from the entries.
-  for (const entry of entries)
+  for (const entry of entries) {
     if (entry.type === "SessionRecovered")
       mark(rel(entry.metadata.at), "restart", "rebuilt from the log", entry.revision);
+    if (entry.type === "SessionOwned") {
+      const { node, epoch } = entry.data as { node: string; epoch: number };
+      mark(rel(entry.metadata.at), "takeover", `taken over by node ${node} (ownership epoch ${epoch})`, entry.revision);
+    }
+  }
   marks.sort((a, b) => a.at_ms - b.at_ms || a.revision - b.revision);
 
   const turns = report.turns.map((turn) => {

@@ -87,6 +87,21 @@ export const configSchema = z
       })
       .strict()
       .optional(),
+    /**
+     * This node among those sharing one PostgreSQL store (issue 22, part 4): its id (default: host name and process
+     * id) and its lease, renewed every third of it on the database's clock; a node whose lease runs out loses its
+     * sessions to the others. Unused with a sqlite store (one node).
+     */
+    node: z
+      .object({
+        id: z
+          .string()
+          .regex(/^[A-Za-z0-9._:-]{1,64}$/, "letters, digits, . _ : - (at most 64)")
+          .optional(),
+        lease_s: z.number().positive().max(3600).default(10),
+      })
+      .strict()
+      .default({ lease_s: 10 }),
     event_store: z
       // The embedded sqlite file (the default), or a store several nodes share: PostgreSQL, KurrentDB (the
       // design card's EventStoreDB). src/infra/event-store/open.ts opens them.

@@ -42,6 +42,8 @@ export interface AppOptions {
   /** Output buffer per socket (2 MiB / 512 events when absent). */
   readonly outputLimits?: OutputLimits;
   readonly metrics?: ServerMetrics;
+  /** Whether this node can serve (false: it lost its shared event store); `/health` answers 503 then. */
+  readonly healthy?: () => boolean;
   /** Resolves once the sessions of the log are recovered: WebSocket upgrades wait for it (absent: at once). */
   readonly ready?: Promise<void>;
   /** PEM certificate and private key (contents, not paths): serve HTTPS and `wss:`. Absent: plain HTTP and `ws:`. */
@@ -93,7 +95,12 @@ export const buildApp = (options: AppOptions) => {
         .send(handshakeErrorBody(refusal.code, refusal.message));
     }
   });
-  app.get("/health", async () => ({ status: "ok", sessions: options.engine.sessions().length }));
+  // 503 once this node lost its shared store past its lease (issue 22): a proxy in front sends clients elsewhere.
+  app.get("/health", async (_request, reply) =>
+    (options.healthy?.() ?? true)
+      ? { status: "ok", sessions: options.engine.sessions().length }
+      : reply.code(503).send({ status: "store_lost", sessions: options.engine.sessions().length }),
+  );
   if (metricsAccess !== "elsewhere" && options.metrics !== undefined)
     app.get("/metrics", metricsHandler(options.metrics));
   // OpenAI's model object (`models.list()`, `models.retrieve()` of the SDKs read it), with the capabilities beside.

@@ -15,13 +15,24 @@ export interface ServerMetrics {
     decided(event: DomainEvent): void;
     delivered(ms: number): void;
     turnSpan(span: TurnSpanName, ms: number): void;
+    tookOver(why: "resume" | "lease_expired"): void;
+    fenced(): void;
   };
+  /** A resume's outcome (`resumed`, or the refusal's code), counted by outcome. */
+  resumed(outcome: string): void;
+  /** A renewal of this node's lease: whether it held, or failed (the store unreachable). */
+  leaseRenewed(outcome: "held" | "expired" | "failed"): void;
   /** Binds the gauges that read the engine (live sessions). */
   bind(engine: Engine): void;
 }
 
-export const createMetrics = (): ServerMetrics => {
+/**
+ * `node`: this node's id (issue 22, part 4), a label of every metric (`setDefaultLabels`), so that the figures of the
+ * nodes sharing one store can be told apart; absent for a node of its own.
+ */
+export const createMetrics = (node: string | null = null): ServerMetrics => {
   const registry = new Registry();
+  if (node !== null) registry.setDefaultLabels({ node });
   // prom-client's process and Node.js figures: resident memory, heap, event-loop lag, GC.
   collectDefaultMetrics({ register: registry });
   const appendSeconds = new Histogram({
@@ -66,6 +77,29 @@ export const createMetrics = (): ServerMetrics => {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10],
     registers: [registry],
   });
+  const takeovers = new Counter({
+    name: "duplex_takeovers_total",
+    help: "Sessions this node took over from another node (issue 22): on a client's resume, or from a node whose lease expired.",
+    labelNames: ["reason"],
+    registers: [registry],
+  });
+  const fences = new Counter({
+    name: "duplex_fence_refusals_total",
+    help: "Sessions given up because another node appended to them (their ownership moved) or this node lost its store.",
+    registers: [registry],
+  });
+  const resumes = new Counter({
+    name: "duplex_resumes_total",
+    help: "session.resume requests, by outcome (resumed, or the refusal's code).",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
+  const leases = new Counter({
+    name: "duplex_lease_renewals_total",
+    help: "Renewals of this node's lease on the shared store, by outcome (held, expired: it had run out, failed).",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
   let bound: Engine | null = null;
   new Gauge({
     name: "duplex_sessions_live",
@@ -88,11 +122,23 @@ export const createMetrics = (): ServerMetrics => {
       turnSpan(span, ms) {
         turnSpans.observe({ span }, ms / 1000);
       },
+      tookOver(why) {
+        takeovers.inc({ reason: why });
+      },
+      fenced() {
+        fences.inc();
+      },
       decided(event) {
         decisions.inc({ type: event.type });
         if (event.type === "RequestRejected") rejections.inc({ code: event.data.code });
         if (event.type === "ResponseEnded") responses.inc({ status: event.data.status });
       },
+    },
+    resumed(outcome) {
+      resumes.inc({ outcome });
+    },
+    leaseRenewed(outcome) {
+      leases.inc({ outcome });
     },
     bind(engine) {
       bound = engine;

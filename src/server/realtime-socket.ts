@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { WebSocket } from "ws";
+import type { RawData, WebSocket } from "ws";
 import {
   applySessionPatch,
   DEFAULT_INPUT_RATE_HZ,
@@ -253,8 +253,40 @@ export const serveRealtimeSocket = (
     return opened;
   };
 
-  /** `session.resume` as the socket's first client event; a session opened on connect and unused is abandoned. */
+  /** Frames that arrived while a session was being taken over from another node, handled once it is held here. */
+  let adopting: [RawData, boolean][] | null = null;
+
+  /**
+   * `session.resume` of a session this node does not hold, with other nodes on the store (issue 22, part 4): the
+   * session is taken over first (`engine.adopt`), then resumed as any other; the socket's later frames wait.
+   */
   const resume = (frame: Extract<DecodedFrame, { type: "session.resume" }>): void => {
+    const held = engine.get(frame.sessionId);
+    if (engine.nodeId === null || (held !== undefined && !held.isFenced)) {
+      resumeHeld(frame);
+      return;
+    }
+    adopting = [];
+    void engine.adopt(frame.sessionId, frame.resumeToken).then(
+      (adopted) => {
+        const waiting = adopting ?? [];
+        adopting = null;
+        // adopt refuses with session_resume_expired or invalid_resume_token only (never a journal code).
+        if ("code" in adopted && (adopted.code === "session_resume_expired" || adopted.code === "invalid_resume_token"))
+          refuse(adopted.code, adopted.message, frame.eventId, frame.sessionId);
+        else resumeHeld(frame);
+        for (const [data, isBinary] of waiting) onMessage(data, isBinary);
+      },
+      (error: unknown) => {
+        adopting = null;
+        log.error({ err: error, sessionId: frame.sessionId }, "takeover failed: the session log could not be read");
+        refuse("internal_error", "the session could not be taken over: its log could not be read", frame.eventId);
+      },
+    );
+  };
+
+  /** `session.resume` as the socket's first client event; a session opened on connect and unused is abandoned. */
+  const resumeHeld = (frame: Extract<DecodedFrame, { type: "session.resume" }>): void => {
     const resumed = engine.resume(frame, sink);
     if ("code" in resumed) {
       if (resumed.code === "journal_gap" || resumed.code === "journal_overflow") {
@@ -339,6 +371,11 @@ export const serveRealtimeSocket = (
   if (engine.capabilities.refAudio !== "required" && options.query?.autostart !== false) setImmediate(openOnConnect);
 
   socket.on("message", (data, isBinary) => {
+    if (adopting !== null) adopting.push([data, isBinary]);
+    else onMessage(data, isBinary);
+  });
+
+  function onMessage(data: RawData, isBinary: boolean): void {
     const bytes = frameBytes(data);
     const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString();
     // A binary frame is refused, but its error still echoes the event_id its bytes carry (issue 10, part 9).
@@ -396,7 +433,7 @@ export const serveRealtimeSocket = (
         throw new Error(`unhandled socket state ${String(unhandled)}`);
       }
     }
-  });
+  }
 
   socket.on("close", (code, reason) => {
     clearTimeout(firstMessage);

@@ -1,12 +1,14 @@
 import { mkdir, readFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import type { ModelProfile } from "../domain/index.ts";
 import {
   createEngine,
   type Engine,
   type EventStore,
   type ModelRunner,
+  type NodeLeases,
   removeFinishedSessions,
   type VadModel,
 } from "../engine/index.ts";
@@ -20,7 +22,7 @@ import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp, buildMetricsApp } from "./app.ts";
-import { createMetrics } from "./metrics.ts";
+import { createMetrics, type ServerMetrics } from "./metrics.ts";
 
 /** A running server: its address, and `close()` which stops listening, drains sessions and closes the store. */
 export interface RunningServer {
@@ -57,17 +59,37 @@ export const startServer = async (
   } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
-  const log = pino({ level: config.log_level, base: { service: "duplex" }, timestamp: pino.stdTimeFunctions.isoTime });
+  const log = pino({
+    level: config.log_level,
+    // Nodes sharing a store are told apart in their logs by the node id.
+    base:
+      config.event_store.kind === "postgres"
+        ? { service: "duplex", node: config.node.id ?? `${hostname()}-${process.pid}` }
+        : { service: "duplex" },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
   // One server per sqlite file: refused before anything is read or written (an in-memory store is this process's
   // own). A PostgreSQL or KurrentDB store is shared by nodes.
   const { store: opened, where, unlock } = await openEventStore(config.event_store);
   const store = options.wrapStore?.(opened) ?? opened;
+  // Nodes sharing a PostgreSQL store hold leases on its clock (issue 22, part 4); this one's is taken before it
+  // recovers anything, so no other node takes its sessions meanwhile.
+  const nodeId = config.node.id ?? `${hostname()}-${process.pid}`;
+  const leases =
+    config.event_store.kind === "postgres"
+      ? await (await import("../infra/event-store/postgres.ts")).createPostgresNodeLeases({
+          url: config.event_store.url,
+          nodeId,
+          leaseMs: config.node.lease_s * 1000,
+        })
+      : null;
+  await leases?.renew();
   const silero = await createSileroVad();
   const vad = options.wrapVad?.(silero) ?? silero;
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
   const base = options.runner ?? (await createConfiguredRunner(config.runner, profile, log));
   const runner = profile === null ? base : withModelProfile(base, profile);
-  const metrics = createMetrics();
+  const metrics = createMetrics(leases === null ? null : nodeId);
   const engine = createEngine({
     store,
     runner,
@@ -77,7 +99,8 @@ export const startServer = async (
     model: runner.name,
     log,
     sessionMode: config.session_mode,
-    observe: metrics.observe,
+    observe: { ...metrics.observe, resumed: metrics.resumed },
+    leases,
     limits: {
       maxSessions: config.duplex_session.max_sessions,
       idleTtlS: config.duplex_session.idle_ttl_s,
@@ -96,8 +119,10 @@ export const startServer = async (
   const ready = new Promise<void>((resolve) => {
     recovered = resolve;
   });
+  let cluster: ReturnType<typeof keepLease> | null = null;
   const app = buildApp({
     ready,
+    healthy: () => cluster?.healthy() ?? true,
     engine,
     store,
     log,
@@ -135,6 +160,7 @@ export const startServer = async (
   const sessions = await engine.recover();
   if (sessions.length > 0) log.info({ sessions }, "sessions recovered from the log; waiting for resumes");
   recovered();
+  cluster = leases === null ? null : keepLease(engine, leases, metrics, log);
   const retention = config.retention;
   const sweep = async (): Promise<void> => {
     if (retention === undefined) return;
@@ -173,13 +199,92 @@ export const startServer = async (
     store,
     async close() {
       clearInterval(sweeper);
+      cluster?.stop();
       log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
       await metricsApp?.close();
       await engine.close();
       await silero.close();
+      await leases?.release();
       await store.close();
       unlock();
+    },
+  };
+};
+
+/**
+ * A node's part in a cluster (issue 22, part 4): renews its lease every third of it, and takes over, every half of
+ * it, the open sessions of nodes whose lease ran out. A lease found expired (this node was paused past it) or not
+ * renewed for a whole lease (the store out of reach) gives up every session held here: another node may own them
+ * now, and their clients resume there.
+ */
+const keepLease = (
+  engine: Engine,
+  leases: NodeLeases,
+  metrics: ServerMetrics,
+  log: Logger,
+): { healthy(): boolean; stop(): void } => {
+  let lastHeld = Date.now();
+  let lost = false;
+  const giveUp = (why: string): void => {
+    const held = engine.sessions().filter((h) => !h.isClosed).length;
+    log.error({ node: leases.nodeId, sessions: held }, `${why}: every session here is given up to the other nodes`);
+    engine.relinquishAll(`${why}: resume the session to reach the node that holds it now`);
+  };
+  /** A renewal that takes longer than a third of the lease counts as failed: the store is out of reach. */
+  const renewWithin = (ms: number): Promise<boolean> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer from the event store within ${ms} ms`)), ms);
+      leases.renew().then(
+        (held) => {
+          clearTimeout(timer);
+          resolve(held);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  let renewing = false;
+  const renew = async (): Promise<void> => {
+    if (renewing) return;
+    renewing = true;
+    try {
+      const held = await renewWithin(Math.max(50, leases.leaseMs / 3));
+      metrics.leaseRenewed(held ? "held" : "expired");
+      if (!held && !lost) giveUp("this node's lease had expired");
+      lastHeld = Date.now();
+      lost = false;
+    } catch (error) {
+      metrics.leaseRenewed("failed");
+      log.warn({ err: error, node: leases.nodeId }, "lease renewal failed: the event store is out of reach");
+      if (!lost && Date.now() - lastHeld > leases.leaseMs) {
+        lost = true;
+        giveUp("this node lost its event store for longer than its lease");
+      }
+    } finally {
+      renewing = false;
+    }
+  };
+  const sweep = async (): Promise<void> => {
+    if (lost) return;
+    try {
+      const taken = await engine.sweep();
+      if (taken.length > 0) log.info({ sessions: taken }, "sessions taken over from nodes whose lease expired");
+    } catch (error) {
+      log.warn({ err: error }, "takeover sweep failed");
+    }
+  };
+  const renewer = setInterval(() => void renew(), Math.max(50, leases.leaseMs / 3));
+  const sweeper = setInterval(() => void sweep(), Math.max(100, leases.leaseMs / 2));
+  renewer.unref();
+  sweeper.unref();
+  return {
+    healthy: () => !lost,
+    stop() {
+      clearInterval(renewer);
+      clearInterval(sweeper);
     },
   };
 };

@@ -393,7 +393,7 @@ h1 { font-size: 18px; margin: 0 0 4px; } h2 { font-size: 13px; margin: 10px 0 2p
 .tick { position: absolute; top: 0; width: 3px; margin-left: -1px; height: 26px; cursor: pointer; background: #333; }
 .tick.generated { background: #999; } .tick.played { background: #37a; } .tick.heard { background: #2a2; } .tick.cut { background: #c33; width: 4px; }
 .tick.commit, .tick.transcript { background: #5a7; } .tick.barge-in, .tick.cancel { background: #c73; } .tick.error { background: #c33; }
-.tick.overlap, .tick.listen, .tick.speak { background: #37a; } .tick.detach, .tick.resume, .tick.restart { background: #a7c; } .tick.tool-call, .tick.truncate { background: #b93; }
+.tick.overlap, .tick.listen, .tick.speak { background: #37a; } .tick.detach, .tick.resume, .tick.restart, .tick.takeover { background: #a7c; } .tick.tool-call, .tick.truncate { background: #b93; }
 .selected { outline: 2px solid #fc0; background-color: #ffe9a8; }
 #playhead { position: absolute; top: 0; bottom: 0; width: 2px; background: #c33; pointer-events: none; }
 #player { min-height: 48px; }

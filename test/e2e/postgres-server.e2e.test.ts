@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { freshDatabase } from "../../src/cli/postgres-temp.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
@@ -13,9 +14,11 @@ import { sharedAudio, startTestServer } from "../support/server.ts";
 const url = inject("postgresUrl");
 
 describe.skipIf(url === null)("a server whose event store is PostgreSQL", () => {
-  const store = { kind: "postgres", url, poll_ms: 50 };
+  let store: { kind: "postgres"; url: string; poll_ms: number };
   let server: Awaited<ReturnType<typeof startTestServer>>;
   beforeAll(async () => {
+    // A database of its own: no other test's sessions or nodes in it.
+    store = { kind: "postgres", url: await freshDatabase(url ?? ""), poll_ms: 50 };
     server = await startTestServer({ event_store: store });
   });
   afterAll(async () => server?.stop());

@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node";
-import { postgresBinaries, startPostgresCluster } from "./postgres-cluster.ts";
+import { postgresBinaries, startPostgresCluster } from "../../src/cli/postgres-temp.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -9,7 +9,7 @@ declare module "vitest" {
 }
 
 /**
- * vitest's global setup: one throwaway PostgreSQL server for the run (postgres-cluster.ts), its URL given to the
+ * vitest's global setup: one throwaway PostgreSQL server for the run (src/cli/postgres-temp.ts), its URL given to the
  * tests as `inject("postgresUrl")`; stopped and removed at the end. Where PostgreSQL is not installed, the URL is
  * null and the PostgreSQL tests say they were skipped (.ci/run installs it).
  */

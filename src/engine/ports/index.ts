@@ -2,5 +2,6 @@
 
 export * from "./audio.ts";
 export * from "./event-store.ts";
+export * from "./node-leases.ts";
 export * from "./runner.ts";
 export * from "./vad.ts";

@@ -8,6 +8,7 @@ import {
   type StreamInfo,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
+import type { NodeLeases } from "../../engine/ports/node-leases.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
 import { EventStoreClosedError } from "./sqlite.ts";
 
@@ -22,6 +23,12 @@ export interface PostgresEventStoreOptions {
   readonly pollMs?: number;
   /** Connections for reads and polls (default 4); appends have one of their own. */
   readonly readConnections?: number;
+  /**
+   * PostgreSQL ends an append transaction whose node stops sending for this long, ms (default 2000:
+   * `idle_in_transaction_session_timeout`), so a node paused or cut off inside a transaction releases the append
+   * lock to the others; its append then fails, and that node's sessions are fenced.
+   */
+  readonly transactionTimeoutMs?: number;
 }
 
 /** The name `subscribe` takes for every stream; no entry can be appended to it. */
@@ -32,7 +39,7 @@ const CATCH_UP_PAGE = 256;
 const APPEND_LOCK = 0x6475706c6578n; // "duplex"
 /** The NOTIFY channel of committed appends (a wake-up hint for other nodes' live subscriptions). */
 const CHANNEL = "duplex_entries";
-/** Rows per INSERT statement: 8 parameters each, under PostgreSQL's 65 535 parameters. */
+/** Rows per INSERT statement: 7 parameters each, under PostgreSQL's 65 535 parameters with the streams' five. */
 const ROWS_PER_INSERT = 4096;
 
 const SCHEMA = `
@@ -124,13 +131,25 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   const pollMs = options.pollMs ?? 100;
   const reads = new pg.Pool({ connectionString: options.url, max: options.readConnections ?? 4 });
   reads.on("error", () => undefined);
-  const writer = new pg.Client({ connectionString: options.url });
-  writer.on("error", () => undefined);
-  await writer.connect();
-  await writer.query("BEGIN");
-  await writer.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-  await writer.query(SCHEMA);
-  await writer.query("COMMIT");
+  /** The appends' connection: opened again after one failed (a cut network, a transaction PostgreSQL ended). */
+  let writer: pg.Client | null = null;
+  const connectWriter = async (): Promise<pg.Client> => {
+    const client = new pg.Client({
+      connectionString: options.url,
+      idle_in_transaction_session_timeout: options.transactionTimeoutMs ?? 2000,
+    });
+    client.on("error", () => {
+      if (writer === client) writer = null;
+    });
+    await client.connect();
+    writer = client;
+    return client;
+  };
+  const setup = await connectWriter();
+  await setup.query("BEGIN");
+  await setup.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+  await setup.query(SCHEMA);
+  await setup.query("COMMIT");
 
   let closed = false;
   let queue: Pending[] = [];
@@ -138,22 +157,35 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   /** One group in one transaction; the outcomes in the order of `group`. @throws the driver's error. */
   const commitGroup = async (group: readonly Pending[]): Promise<Outcome[]> => {
-    await writer.query("BEGIN");
+    const db = writer ?? (await connectWriter());
     try {
-      await writer.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-      const streams = [...new Set(group.map((p) => p.stream))];
-      const heads = new Map<string, number>(
-        (
-          await writer.query<{ stream: string; revision: number }>(
-            "SELECT stream, revision FROM duplex_streams WHERE stream = ANY($1::text[])",
-            [streams],
-          )
-        ).rows.map((r) => [r.stream, r.revision]),
-      );
-      const top = await writer.query<{ position: string }>(
-        "SELECT coalesce(max(position), 0)::text AS position FROM duplex_entries",
-      );
-      let position = Number(top.rows[0]?.position ?? 0);
+      return await commitOn(db, group);
+    } catch (error) {
+      // The connection may be broken: the next group opens another.
+      if (writer === db) writer = null;
+      void db.end().catch(() => undefined);
+      throw error;
+    }
+  };
+
+  /**
+   * One group's transaction, in three round trips: BEGIN, the lock, the streams' heads and the last position; the
+   * entries and the streams' rows in one statement (per 4096 entries); NOTIFY and COMMIT.
+   */
+  const commitOn = async (writer: pg.Client, group: readonly Pending[]): Promise<Outcome[]> => {
+    // BEGIN, the lock, and the heads in one round trip: the simple query protocol takes several statements, with the
+    // stream names as escaped literals (it takes no parameters).
+    const streams = [...new Set(group.map((p) => p.stream))];
+    const names = streams.map((name) => writer.escapeLiteral(name)).join(", ");
+    const opened = (await writer.query(
+      `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK.toString()});
+       SELECT s.stream, s.revision FROM duplex_streams s WHERE s.stream IN (${names});
+       SELECT coalesce(max(position), 0)::text AS top FROM duplex_entries`,
+    )) as unknown as pg.QueryResult[];
+    try {
+      const heads = new Map<string, number>();
+      for (const r of opened[2]?.rows ?? []) heads.set(String(r.stream), Number(r.revision));
+      let position = Number(opened[3]?.rows[0]?.top ?? 0);
       const outcomes: Outcome[] = [];
       const rows: EntryRow[] = [];
       const firstAt = new Map<string, { position: number; at: number }>();
@@ -162,7 +194,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
         const head = heads.get(p.stream);
         const actual = head === undefined ? "no_stream" : head;
         if (p.expected !== "any" && p.expected !== actual) {
-          outcomes.push(await retryOutcome(p, actual));
+          outcomes.push(await retryOutcome(writer, p, actual));
           continue;
         }
         let revision = head ?? -1;
@@ -190,34 +222,37 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       }
       for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
         const chunk = rows.slice(i, i + ROWS_PER_INSERT);
+        const last = i + ROWS_PER_INSERT >= rows.length;
         const values: unknown[] = [];
         const tuples = chunk.map((r, k) => {
-          values.push(r.position, r.stream, r.revision, r.type, r.data, r.bin, null, r.metadata);
-          const b = k * 8;
-          return `($${b + 1}::bigint, $${b + 2}, $${b + 3}::integer, $${b + 4}, $${b + 5}, $${b + 6}::bytea, $${b + 7}::text, $${b + 8})`;
+          values.push(r.position, r.stream, r.revision, r.type, r.data, r.bin, r.metadata);
+          const b = k * 7;
+          return `($${b + 1}::bigint, $${b + 2}, $${b + 3}::integer, $${b + 4}, $${b + 5}, $${b + 6}::bytea, $${b + 7})`;
         });
+        const insert = `INSERT INTO duplex_entries (position, stream, revision, type, data, bin, metadata) VALUES ${tuples.join(", ")}`;
+        if (!last) {
+          await writer.query(insert, values);
+          continue;
+        }
+        // With the last entries, the streams' rows: one statement (a data-modifying WITH).
+        const touched = [...lastAt.keys()];
+        const n = values.length;
+        values.push(
+          touched,
+          touched.map((t) => heads.get(t)),
+          touched.map((t) => firstAt.get(t)?.position ?? 0),
+          touched.map((t) => firstAt.get(t)?.at ?? lastAt.get(t)),
+          touched.map((t) => lastAt.get(t)),
+        );
         await writer.query(
-          `INSERT INTO duplex_entries (position, stream, revision, type, data, bin, bin_codec, metadata) VALUES ${tuples.join(", ")}`,
+          `WITH entries AS (${insert})
+           INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
+           SELECT * FROM unnest($${n + 1}::text[], $${n + 2}::integer[], $${n + 3}::bigint[], $${n + 4}::double precision[], $${n + 5}::double precision[])
+           ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at`,
           values,
         );
       }
-      const touched = [...lastAt.keys()];
-      if (touched.length > 0) {
-        await writer.query(
-          `INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
-           SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::double precision[], $5::double precision[])
-           ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at`,
-          [
-            touched,
-            touched.map((s) => heads.get(s)),
-            touched.map((s) => firstAt.get(s)?.position ?? 0),
-            touched.map((s) => firstAt.get(s)?.at ?? lastAt.get(s)),
-            touched.map((s) => lastAt.get(s)),
-          ],
-        );
-        await writer.query(`NOTIFY ${CHANNEL}`);
-      }
-      await writer.query("COMMIT");
+      await writer.query(rows.length > 0 ? `NOTIFY ${CHANNEL}; COMMIT` : "COMMIT");
       return outcomes;
     } catch (error) {
       await writer.query("ROLLBACK").catch(() => undefined);
@@ -226,7 +261,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   };
 
   /** A mismatched append: a retry of one already stored (the same entries right after `expected`), or a conflict. */
-  const retryOutcome = async (p: Pending, actual: number | "no_stream"): Promise<Outcome> => {
+  const retryOutcome = async (writer: pg.Client, p: Pending, actual: number | "no_stream"): Promise<Outcome> => {
     if (p.expected === "any" || p.entries.length === 0 || actual === "no_stream") return { ok: false, actual };
     const first = p.expected === "no_stream" ? 0 : p.expected + 1;
     const last = first + p.entries.length - 1;
@@ -495,8 +530,56 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     if (pollTimer !== null) clearInterval(pollTimer);
     // Appends already made still commit.
     await flushing;
-    await Promise.allSettled([writer.end(), listener.end(), reads.end()]);
+    await Promise.allSettled([writer?.end(), listener.end(), reads.end()]);
   };
 
   return { append, read, subscribe, listStreams, deleteStream, close };
+}
+
+/** Options of `createPostgresNodeLeases`. */
+export interface PostgresNodeLeasesOptions {
+  readonly url: string;
+  readonly nodeId: string;
+  /** How long a lease lasts once renewed, ms. */
+  readonly leaseMs: number;
+}
+
+/**
+ * Node leases in PostgreSQL (issue 22, part 4): table `duplex_nodes` (node, expires_at), every time PostgreSQL's
+ * `now()`, so a lease expires by the database's clock, never a node's.
+ * @throws Error from `pg` when the server cannot be reached or the table cannot be created (from the factory).
+ */
+export async function createPostgresNodeLeases(options: PostgresNodeLeasesOptions): Promise<NodeLeases> {
+  const pool = new pg.Pool({ connectionString: options.url, max: 1 });
+  pool.on("error", () => undefined);
+  await pool.query("CREATE TABLE IF NOT EXISTS duplex_nodes (node text PRIMARY KEY, expires_at timestamptz NOT NULL)");
+  const interval = `${Math.max(1, Math.round(options.leaseMs))} milliseconds`;
+  return {
+    nodeId: options.nodeId,
+    leaseMs: options.leaseMs,
+    async renew() {
+      // The row before the update tells whether the lease still held (a node never seen: it did not).
+      const { rows } = await pool.query<{ held: boolean }>(
+        `WITH before AS (SELECT expires_at FROM duplex_nodes WHERE node = $1)
+         INSERT INTO duplex_nodes (node, expires_at) VALUES ($1, now() + $2::interval)
+         ON CONFLICT (node) DO UPDATE SET expires_at = EXCLUDED.expires_at
+         RETURNING coalesce((SELECT expires_at > now() FROM before), false) AS held`,
+        [options.nodeId, interval],
+      );
+      return rows[0]?.held === true;
+    },
+    async holds(node) {
+      const { rows } = await pool.query<{ held: boolean }>(
+        "SELECT expires_at > now() AS held FROM duplex_nodes WHERE node = $1",
+        [node],
+      );
+      return rows[0]?.held === true;
+    },
+    async release() {
+      await pool
+        .query("UPDATE duplex_nodes SET expires_at = now() WHERE node = $1", [options.nodeId])
+        .catch(() => undefined);
+      await pool.end().catch(() => undefined);
+    },
+  };
 }

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * A throwaway PostgreSQL server for tests and benches (issue 22, part 2): Debian's `postgresql` binaries (.ci/run
- * installs the package when missing), a cluster in a temporary folder, listening on a free port of 127.0.0.1 with
+ * A throwaway PostgreSQL server for the tests and `duplex bench --only postgres` (issue 22, parts 2 and 6): Debian's
+ * `postgresql` binaries (.ci/run installs the package when missing), a cluster in a temporary folder, listening on a free port of 127.0.0.1 with
  * `trust` authentication, `fsync` and `synchronous_commit` on (as a production server). As root, the cluster runs
  * as the `postgres` user (initdb refuses root).
  */
@@ -87,4 +87,25 @@ export const startPostgresCluster = async (): Promise<PostgresCluster> => {
       }
     },
   };
+};
+
+let databases = 0;
+
+/**
+ * A new, empty database on the server of `url` (one per cluster test, so that no other test's sessions and nodes
+ * are in it), and its URL. @throws Error from `pg` when the server cannot be reached.
+ */
+export const freshDatabase = async (url: string): Promise<string> => {
+  const { default: pg } = await import("pg");
+  const name = `duplex_${process.pid}_${Date.now().toString(36)}_${++databases}`;
+  const admin = new pg.Client(url);
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const fresh = new URL(url);
+  fresh.pathname = `/${name}`;
+  return fresh.toString();
 };

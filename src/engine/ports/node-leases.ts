@@ -1,0 +1,24 @@
+/**
+ * The NodeLeases port (issue 22, part 4): the nodes that share one event store, each alive while its lease holds.
+ * Leases run on the store's clock (the database's `now()`), never a node's, so a node that was paused or whose clock
+ * drifted cannot think itself alive past its lease. A store of one node (sqlite) needs none.
+ */
+export interface NodeLeases {
+  /** This node's id, as it appears in `SessionOpened.node` and `SessionOwned.node`. */
+  readonly nodeId: string;
+  /** How long a lease lasts once renewed, ms. */
+  readonly leaseMs: number;
+  /**
+   * Renews this node's lease to `leaseMs` from now (the store's clock). Returns whether it was still held: false
+   * when it had expired, so that other nodes may have taken this node's sessions over.
+   * @throws the store's error when it cannot be reached.
+   */
+  renew(): Promise<boolean>;
+  /**
+   * Whether `node`'s lease holds now (the store's clock); a node that never had one does not hold one.
+   * @throws the store's error when it cannot be reached.
+   */
+  holds(node: string): Promise<boolean>;
+  /** Gives the lease up (a clean shutdown: the node's sessions may be taken over at once). */
+  release(): Promise<void>;
+}
