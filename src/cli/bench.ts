@@ -29,6 +29,9 @@ export interface BenchOptions {
   readonly soakPace?: "fast" | "realtime";
   /** Sessions the idle bench opens (200). */
   readonly idleSessions?: number;
+  /** The postgres bench: a server to use (absent: a throwaway one), and seconds of each pgbench comparison (5). */
+  readonly postgresUrl?: string;
+  readonly postgresSeconds?: number;
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -247,8 +250,11 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
   }
 };
 
-/** Benches that run only when named: the soak streams for minutes, the slow reader floods a socket, idle opens many. */
-const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle"];
+/**
+ * Benches that run only when named: the soak streams for minutes, the slow reader floods a socket, idle opens many,
+ * postgres needs a PostgreSQL server (a throwaway one, or `--postgres-url`).
+ */
+const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle", "postgres"];
 
 /** Runs the benches named in `only` (all but those of `ON_REQUEST` when empty). */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
@@ -260,6 +266,14 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
     start: (b) => benchStart({ print: b.print }),
     "slow-reader": (b) => benchSlowReader({ print: b.print }),
     idle: (b) => benchIdle({ sessions: b.idleSessions ?? 200, print: b.print }),
+    postgres: async (b) => {
+      const { benchPostgres } = await import("./bench-postgres.ts");
+      await benchPostgres({
+        ...(b.postgresUrl === undefined ? {} : { url: b.postgresUrl }),
+        seconds: b.postgresSeconds ?? 5,
+        print: b.print,
+      });
+    },
     soak: (b) =>
       benchSoak({
         audioDir: b.audioDir,
