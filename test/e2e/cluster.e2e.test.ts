@@ -21,7 +21,7 @@ import { failoverProxy, pausableProxy, type TcpProxy } from "../support/tcp-prox
  * appends to it again (its appends are fenced by the stream revision).
  */
 const url = inject("postgresUrl");
-const LEASE_S = 2;
+const LEASE_S = 3;
 
 interface Node {
   readonly port: number;
