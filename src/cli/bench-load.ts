@@ -14,6 +14,7 @@ import {
   runAgainstServer,
   searchCapacity,
 } from "./load/index.ts";
+import { startPostgresCluster } from "./postgres-temp.ts";
 
 /**
  * `duplex bench load` (issue 11): realtime sessions with server VAD against a real server process, measured
@@ -38,6 +39,10 @@ export interface LoadBenchOptions {
   readonly maxSessions: number;
   /** Run the relay baseline (default true). */
   readonly relay?: boolean;
+  /** The store of the servers started here (issue 22, part 6): sqlite (default) or PostgreSQL. */
+  readonly store?: "sqlite" | "postgres";
+  /** With `store: postgres`: the server to create each run's database on (absent: a throwaway one). */
+  readonly postgresUrl?: string;
   readonly print: (line: Record<string, unknown>) => void;
   readonly log: (text: string) => void;
 }
@@ -48,6 +53,15 @@ export const CAPACITY_SLACK_MS = 150;
 const CAPACITY_MEANING = `the largest session count whose first-audio p99 stays within ${CAPACITY_SLACK_MS} ms of the single-session p99 with every session completed and every expected response delivered (doubling, then bisecting to a tenth of it), higher is better; the relay's CPU is measured at that count`;
 
 export const benchLoad = async (o: LoadBenchOptions): Promise<void> => {
+  const cluster = o.store === "postgres" && o.postgresUrl === undefined ? await startPostgresCluster() : null;
+  try {
+    await benchLoadOn(o, o.store === "postgres" ? (o.postgresUrl ?? cluster?.url) : undefined);
+  } finally {
+    cluster?.stop();
+  }
+};
+
+const benchLoadOn = async (o: LoadBenchOptions, postgresUrl: string | undefined): Promise<void> => {
   const lines: Record<string, unknown>[] = [];
   const relays = new Map<number, RunMeasure>();
   const relayFor = async (run: LoadRunOptions): Promise<RunMeasure | null> => {
@@ -64,6 +78,7 @@ export const benchLoad = async (o: LoadBenchOptions): Promise<void> => {
     drainS: o.drainS,
     audioDir: o.audioDir,
     ...(o.url === undefined ? {} : { url: o.url }),
+    ...(postgresUrl === undefined ? {} : { postgresUrl }),
   });
   const emit = (run: LoadRunOptions, server: RunMeasure, relay: RunMeasure | null): void => {
     const line = loadLine(run, server, relay);
@@ -146,6 +161,12 @@ export const registerLoadBench = (bench: Command): void => {
     .option("--ramp <s>", "session starts spread evenly over this many seconds", positive, 5)
     .option("--drain <s>", "the longest a session waits for its last responses after streaming", positive, 20)
     .option("--no-relay", "skip the relay baseline")
+    .addOption(
+      new Option("--store <kind>", "the store of the servers the bench starts")
+        .choices(["sqlite", "postgres"])
+        .default("sqlite"),
+    )
+    .option("--postgres-url <url>", "with --store postgres: the server to use (default: a throwaway one)")
     .option("--audio <dir>", "folder of jfk_16k.wav and jfk_24k.wav", AUDIO_DIR)
     .action(
       async (opts: {
@@ -159,6 +180,8 @@ export const registerLoadBench = (bench: Command): void => {
         drain: number;
         relay: boolean;
         audio: string;
+        store: string;
+        postgresUrl?: string;
       }) => {
         await benchLoad({
           sessions: opts.sessions,
@@ -171,6 +194,8 @@ export const registerLoadBench = (bench: Command): void => {
           findCapacity: opts.findCapacity === true,
           maxSessions: opts.maxSessions,
           relay: opts.relay,
+          store: opts.store === "postgres" ? "postgres" : "sqlite",
+          ...(opts.postgresUrl === undefined ? {} : { postgresUrl: opts.postgresUrl }),
           print: (line) => process.stdout.write(`${JSON.stringify(line)}\n`),
           log: (text) => process.stderr.write(text),
         });

@@ -22,6 +22,8 @@ export interface ServerMetrics {
   resumed(outcome: string): void;
   /** A renewal of this node's lease: whether it held, or failed (the store unreachable). */
   leaseRenewed(outcome: "held" | "expired" | "failed"): void;
+  /** A group commit of a shared store (PostgreSQL): appends and entries it held, and its transaction's time (ms). */
+  groupCommitted(appends: number, entries: number, ms: number): void;
   /** Binds the gauges that read the engine (live sessions). */
   bind(engine: Engine): void;
 }
@@ -100,6 +102,18 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
     labelNames: ["outcome"],
     registers: [registry],
   });
+  const groupSize = new Histogram({
+    name: "duplex_store_group_commit_appends",
+    help: "Appends (one per session drain) committed together in one transaction of a shared store (PostgreSQL).",
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [registry],
+  });
+  const groupSeconds = new Histogram({
+    name: "duplex_store_group_commit_seconds",
+    help: "Time of one group commit's transaction on a shared store (PostgreSQL), from BEGIN to COMMIT.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
   let bound: Engine | null = null;
   new Gauge({
     name: "duplex_sessions_live",
@@ -139,6 +153,10 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
     },
     leaseRenewed(outcome) {
       leases.inc({ outcome });
+    },
+    groupCommitted(appends, _entries, ms) {
+      groupSize.observe(appends);
+      groupSeconds.observe(ms / 1000);
     },
     bind(engine) {
       bound = engine;

@@ -70,11 +70,18 @@ export const startServer = async (
   });
   // One server per sqlite file: refused before anything is read or written (an in-memory store is this process's
   // own). A PostgreSQL or KurrentDB store is shared by nodes.
-  const { store: opened, where, unlock } = await openEventStore(config.event_store);
+  const nodeId = config.node.id ?? `${hostname()}-${process.pid}`;
+  const metrics = createMetrics(config.event_store.kind === "postgres" ? nodeId : null);
+  const {
+    store: opened,
+    where,
+    unlock,
+  } = await openEventStore(config.event_store, {
+    groupCommitted: metrics.groupCommitted,
+  });
   const store = options.wrapStore?.(opened) ?? opened;
   // Nodes sharing a PostgreSQL store hold leases on its clock (issue 22, part 4); this one's is taken before it
   // recovers anything, so no other node takes its sessions meanwhile.
-  const nodeId = config.node.id ?? `${hostname()}-${process.pid}`;
   const leases =
     config.event_store.kind === "postgres"
       ? await (await import("../infra/event-store/postgres.ts")).createPostgresNodeLeases({
@@ -89,7 +96,6 @@ export const startServer = async (
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
   const base = options.runner ?? (await createConfiguredRunner(config.runner, profile, log));
   const runner = profile === null ? base : withModelProfile(base, profile);
-  const metrics = createMetrics(leases === null ? null : nodeId);
   const engine = createEngine({
     store,
     runner,

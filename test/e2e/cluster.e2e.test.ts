@@ -166,6 +166,9 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL", () => {
     const takeovers = await metric(node2.port, "duplex_takeovers_total{");
     expect(takeovers.reduce((n, line) => n + Number(line.split(" ").at(-1)), 0)).toBe(10);
     expect(takeovers.every((l) => l.includes('node="node-2"'))).toBe(true);
+    // Node 2's appends went to PostgreSQL in group commits, timed.
+    const [commits] = await metric(node2.port, "duplex_store_group_commit_seconds_count");
+    expect(Number(commits?.split(" ").at(-1))).toBeGreaterThan(0);
   }, 180_000);
 
   it("node 1 SIGSTOPped while node 2 takes its sessions over, then SIGCONTed: none of its appends lands, its clients are closed", async () => {

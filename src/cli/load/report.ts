@@ -45,6 +45,7 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     sessions: o.sessions,
     seconds: o.seconds,
     server: o.url ?? "duplex serve (started by the bench, echo runner)",
+    store: o.url !== undefined ? null : o.postgresUrl === undefined ? "sqlite" : "postgres",
     sessions_opened: c.sessionsOpened,
     sessions_completed: c.sessionsCompleted,
     sessions_drain_timed_out: c.sessionsDrainTimedOut,

@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freshDatabase } from "../postgres-temp.ts";
 import { freePort, startServerProcess } from "../server-process.ts";
 import { spawnScript } from "./child-process.ts";
 import type { LoadClientConfig, LoadClientResult } from "./load-client.ts";
@@ -21,6 +22,11 @@ export interface LoadRunOptions {
   readonly audioDir: string;
   /** A running server's realtime endpoint; without it a `duplex serve` process is started for the run. */
   readonly url?: string;
+  /**
+   * The store of a `duplex serve` started here: its sqlite file (default), or a fresh database on the PostgreSQL
+   * server at `postgresUrl` (issue 22, part 6).
+   */
+  readonly postgresUrl?: string;
 }
 
 /** What one run measured: the load client's counts and the process's CPU and memory (null when not ours). */
@@ -116,9 +122,16 @@ export const runAgainstServer = async (o: LoadRunOptions): Promise<RunMeasure> =
   }
   const dir = await mkdtemp(join(tmpdir(), "duplex-load-"));
   const config = join(dir, "config.yaml");
-  await writeFile(config, `duplex_session: { max_sessions: ${o.sessions + 8} }\n`);
+  const store =
+    o.postgresUrl === undefined
+      ? ""
+      : `event_store: { kind: postgres, url: "${await freshDatabase(o.postgresUrl)}" }\n`;
+  await writeFile(config, `duplex_session: { max_sessions: ${o.sessions + 8} }\n${store}`);
   const port = await freePort();
-  const { child } = await startServerProcess(port, join(dir, "data"), 60_000, ["--config", config]);
+  const { child } = await startServerProcess(port, o.postgresUrl === undefined ? join(dir, "data") : null, 60_000, [
+    "--config",
+    config,
+  ]);
   const exited = once(child, "exit");
   try {
     const url = `ws://127.0.0.1:${port}/v1/realtime`;

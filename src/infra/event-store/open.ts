@@ -28,7 +28,13 @@ export const redactUrl = (url: string): string => {
  * @throws StoreLockedError when another process holds the sqlite file; the driver's error when a server cannot be
  *   reached.
  */
-export const openEventStore = async (config: DeployConfig["event_store"]): Promise<OpenedStore> => {
+export const openEventStore = async (
+  config: DeployConfig["event_store"],
+  observe: {
+    /** Each group commit of a shared store: appends and entries it held, its transaction's time (ms). */
+    readonly groupCommitted?: (appends: number, entries: number, ms: number) => void;
+  } = {},
+): Promise<OpenedStore> => {
   switch (config.kind) {
     case "sqlite": {
       const { createSqliteEventStore } = await import("./sqlite.ts");
@@ -43,7 +49,11 @@ export const openEventStore = async (config: DeployConfig["event_store"]): Promi
     }
     case "postgres": {
       const { createPostgresEventStore } = await import("./postgres.ts");
-      const store = await createPostgresEventStore({ url: config.url, pollMs: config.poll_ms });
+      const store = await createPostgresEventStore({
+        url: config.url,
+        pollMs: config.poll_ms,
+        ...(observe.groupCommitted === undefined ? {} : { onGroupCommit: observe.groupCommitted }),
+      });
       return { store, where: redactUrl(config.url), unlock: () => undefined };
     }
     case "kurrentdb": {

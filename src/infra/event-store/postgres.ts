@@ -29,6 +29,8 @@ export interface PostgresEventStoreOptions {
    * lock to the others; its append then fails, and that node's sessions are fenced.
    */
   readonly transactionTimeoutMs?: number;
+  /** Observes each group commit: how many appends and entries it held, and how long its transaction took (ms). */
+  readonly onGroupCommit?: (appends: number, entries: number, ms: number) => void;
 }
 
 /** The name `subscribe` takes for every stream; no entry can be appended to it. */
@@ -281,7 +283,13 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       const group = queue;
       queue = [];
       try {
+        const started = performance.now();
         const outcomes = await commitGroup(group);
+        options.onGroupCommit?.(
+          group.length,
+          group.reduce((n, p) => n + p.entries.length, 0),
+          performance.now() - started,
+        );
         for (const [i, p] of group.entries()) p.resolve(outcomes[i] as Outcome);
       } catch (error) {
         if (group.length === 1) {
