@@ -29,6 +29,11 @@ export interface DemoOptions {
   /** Commit the input (with `response_create`) after streaming it: the turn lane answers only what is committed. */
   readonly commit?: boolean;
   /**
+   * Server VAD turn detection (`turn_detection: {type: server_vad}`, with `interrupt_response` as OpenAI's API has
+   * it): the server ends each utterance, answers it, and cuts an answer the user talks over.
+   */
+  readonly serverVad?: boolean;
+  /**
    * Where progress goes: lines (speech, responses, cancels, errors, files), and with `live` a status that replaces
    * the previous one (how much of the input was sent), or nothing.
    */
@@ -76,6 +81,8 @@ interface ResponseAudio {
   readonly handle: ResponseHandle;
   readonly chunks: Int16Array[];
   ackedMs: number;
+  /** Cut (barge-in, cancel): its playback stopped where it stood, and was reported once. */
+  stopped: boolean;
 }
 
 /**
@@ -114,6 +121,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     session: {
       instructions: "Echo what you hear.",
       playback_commit_policy: "ack_only",
+      ...(options.serverVad === true ? { turn_detection: { type: "server_vad" } } : {}),
       input_audio_format: input.encoding,
       ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: rate }),
       ...refAudio,
@@ -149,7 +157,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   };
 
   client.onResponse((handle) => {
-    const r: ResponseAudio = { handle, chunks: [], ackedMs: 0 };
+    const r: ResponseAudio = { handle, chunks: [], ackedMs: 0, stopped: false };
     handle.onAudio((pcm) => r.chunks.push(pcm16FromBytes(pcm)));
     responses.push(r);
   });
@@ -164,8 +172,13 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       case "response.created":
         say(`response ${String((event.response as { id?: string }).id)} started`);
         return;
+      case "output_audio_buffer.cleared":
+        // The server cut the answer (a barge-in): its playback stops now, and what was played is reported.
+        stopPlayback(String(event.response_id ?? ""));
+        return;
       case "response.done": {
         const r = event.response as { id?: string; status?: string; status_details?: { reason?: string } | null };
+        if (r.status === "cancelled") stopPlayback(String(r.id ?? ""));
         const transcript = client.events
           .events()
           .findLast((e) => e.type === "response.output_audio_transcript.done" && e.response_id === r.id)?.transcript;
@@ -187,12 +200,27 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
   });
 
+  /**
+   * Stops playing the response `id` where it stands (reference, "Barge-in": the client stops the audio and reports
+   * what it played): one last playback.ack of what was played, and none after it.
+   */
+  function stopPlayback(id: string): void {
+    const r = responses.find((one) => one.handle.responseId === id);
+    if (r === undefined || r.stopped || r.handle.firstAudioAt === null) return;
+    r.stopped = true;
+    const played = Math.floor(
+      fast ? r.handle.audioMs : Math.min(r.handle.audioMs, performance.now() - r.handle.firstAudioAt),
+    );
+    r.ackedMs = Math.max(r.ackedMs, played);
+    if (client.phase === "open" || client.phase === "reconnecting") client.ackPlayback(id, r.ackedMs);
+  }
+
   const ack = (): void => {
     if (client.phase !== "open" && client.phase !== "reconnecting") return;
     const now = performance.now();
     for (const r of responses) {
       const { audioMs, firstAudioAt, responseId } = r.handle;
-      if (firstAudioAt === null || responseId === null) continue;
+      if (firstAudioAt === null || responseId === null || r.stopped) continue;
       const played = Math.floor(fast ? audioMs : Math.min(audioMs, now - firstAudioAt));
       if (played > r.ackedMs) {
         r.ackedMs = played;
@@ -256,7 +284,9 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
       ack();
       const last = client.events.received.at(-1)?.at ?? 0;
       // Every append was heard (the heartbeat): the server's VAD has taken the input's trailing silence too.
-      const open = responses.some((r) => r.handle.phase === "streaming" || r.ackedMs < Math.floor(r.handle.audioMs));
+      const open = responses.some(
+        (r) => r.handle.phase === "streaming" || (!r.stopped && r.ackedMs < Math.floor(r.handle.audioMs)),
+      );
       if (!open && performance.now() - last > quietMs) break;
       await orEnded(sleep(100));
     }

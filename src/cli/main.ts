@@ -123,6 +123,11 @@ program
   .option("--ref-audio <wav>", "a voice clip sent as the session's ref_audio (MiniCPM-o 4.5 requires one)")
   .option("--api-key <key>", "API key sent as Authorization: Bearer (default: $OPENAI_API_KEY)")
   .option("--commit", "commit the input after streaming it and ask for a response (the turn lane needs it)", false)
+  .option(
+    "--server-vad",
+    "server VAD turn detection: the server answers each utterance and cuts an answer talked over",
+    false,
+  )
   .option("--quiet", "no progress lines on stderr", false)
   .action(
     async (opts: {
@@ -133,6 +138,7 @@ program
       refAudio?: string;
       apiKey?: string;
       commit: boolean;
+      serverVad: boolean;
       quiet: boolean;
     }) => {
       const { progressLine, runDemo } = await import("./demo.ts");
@@ -151,6 +157,7 @@ program
         out: opts.out,
         fast: opts.fast,
         commit: opts.commit,
+        serverVad: opts.serverVad,
         ...(opts.refAudio === undefined ? {} : { refAudio: opts.refAudio }),
         ...(apiKey === undefined ? {} : { apiKey }),
         ...(opts.quiet ? {} : { progress: progressLine(opts.input) }),
