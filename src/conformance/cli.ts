@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import { AUDIO_DIR, REFERENCE_PEER_SCRIPT, SCENARIO_DIR } from "./files.ts";
+import { AUDIO_DIR, CLIENT_CASE_DIR, REFERENCE_PEER_SCRIPT, SCENARIO_DIR } from "./files.ts";
 
 /** Options of `duplex conform`. */
 interface ConformOptions {
@@ -19,6 +19,14 @@ interface ConformOptions {
   readonly audio: string;
   readonly var: string[];
   readonly apiKey?: string;
+  /** Client conformance (issue 23): serve the client cases, or grade a recorded case again. */
+  readonly client: boolean;
+  readonly grade?: string;
+  readonly agent: string;
+  readonly report: string;
+  readonly clientCases: string;
+  readonly unsupported: string[];
+  readonly duplexAware: boolean;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
@@ -125,7 +133,7 @@ export const registerConformCommand = (program: Command): void => {
   program
     .command("conform")
     .description(
-      "run the wire-contract scenarios against a server and print a pass/fail table, or --serve the reference peer",
+      "run the wire-contract scenarios against a server and print a pass/fail table, --serve the reference peer, or grade a client (--client)",
     )
     .option("--url <url>", "realtime endpoint to check, e.g. ws://127.0.0.1:8099/v1/realtime")
     .option("--scenario <name>", "run only this scenario (repeatable, or a comma-separated list)", collect, [])
@@ -139,8 +147,46 @@ export const registerConformCommand = (program: Command): void => {
     .option("--audio <dir>", "folder of the audio files scenarios stream", AUDIO_DIR)
     .option("--var <name=value>", "override a scenario variable, e.g. max_sessions=2 (repeatable)", collect, [])
     .option("--api-key <key>", "API key sent as Authorization: Bearer (default: $OPENAI_API_KEY)")
+    .option("--client", "grade a client: serve the client cases on --port and grade the app that connects", false)
+    .option("--agent <name>", "with --client: the client's name in the report", "client")
+    .option("--report <dir>", "with --client: the report's folder (JSON, HTML, JUnit, sessions)", "./conform-report")
+    .option("--client-cases <dir>", "folder of client case files", CLIENT_CASE_DIR)
+    .option(
+      "--unsupported <profiles>",
+      "with --client: profiles the client does not do (resume, playback), comma-separated",
+      (v: string, previous: string[]) => [...previous, ...v.split(",").filter((p) => p !== "")],
+      [],
+    )
+    .option(
+      "--duplex-aware",
+      "with --client: the client speaks the duplex extensions (their cases are required)",
+      false,
+    )
+    .option("--grade <file>", "grade a recorded client case again (a report's sessions/<id>.jsonl)")
     .action(async (raw: ConformOptions) => {
       const opts = { ...raw, scenarios: resolve(raw.scenarios), audio: resolve(raw.audio) };
+      if (opts.grade !== undefined) {
+        const { gradeRecorded } = await import("./client/cli.ts");
+        const verdict = await gradeRecorded(resolve(opts.grade), resolve(opts.clientCases), (t) =>
+          process.stdout.write(t),
+        );
+        process.exitCode = verdict === "fail" ? 1 : 0;
+        return;
+      }
+      if (opts.client) {
+        const { runClientConformance } = await import("./client/cli.ts");
+        const passed = await runClientConformance({
+          host: opts.host,
+          port: opts.port,
+          agent: opts.agent,
+          report: opts.report,
+          cases: resolve(opts.clientCases),
+          unsupported: opts.unsupported,
+          duplexAware: opts.duplexAware,
+          out: (t) => process.stdout.write(t),
+        });
+        process.exit(passed ? 0 : 1);
+      }
       try {
         if (opts.serve) {
           if (opts.url !== undefined) throw new InvalidArgumentError("--serve and --url exclude each other");

@@ -8,3 +8,6 @@ import { fileURLToPath } from "node:url";
 export const SCENARIO_DIR = fileURLToPath(new URL("../../conformance/scenarios/", import.meta.url));
 export const REFERENCE_PEER_SCRIPT = fileURLToPath(new URL("../../conformance/reference-peer.yaml", import.meta.url));
 export const AUDIO_DIR = fileURLToPath(new URL("../../../shared/audio/", import.meta.url));
+/** Client conformance (issue 23): the cases `conformance/client-cases/*.yaml` and the client peer's script. */
+export const CLIENT_CASE_DIR = fileURLToPath(new URL("../../conformance/client-cases/", import.meta.url));
+export const CLIENT_PEER_SCRIPT = fileURLToPath(new URL("../../conformance/client-peer.yaml", import.meta.url));

@@ -1,0 +1,489 @@
+import type { Command } from "../../domain/index.ts";
+import { audioOf, type RecordedEntry, stepsOf } from "../../engine/index.ts";
+import type { ClientCase, GraderName } from "./cases.ts";
+
+/**
+ * Grading a client from its session's log (issue 23): each grader is a projection over the log's steps (the client's
+ * commands as the server received them, and what the server decided and sent), with what the peer did to the
+ * connection (`PeerAction`s, timed on the same clock as the log). A grade names the log revisions that decided it.
+ */
+export type Verdict = "pass" | "non-strict" | "informational" | "unsupported" | "fail" | "harness-broken";
+
+export interface Evidence {
+  /** The log revision of the entry, or null for something the peer did. */
+  readonly revision: number | null;
+  /** ms since the session's first entry. */
+  readonly at_ms: number;
+  readonly what: string;
+}
+
+export interface Grade {
+  readonly verdict: Verdict;
+  readonly message: string;
+  readonly evidence: readonly Evidence[];
+  /** Rules of the case the client's session exercised (e.g. `truncate`, `playback.ack`, `resume`). */
+  readonly exercised: readonly string[];
+}
+
+/** What the peer did on the case's connection: the action, the server event that triggered it, when (ms epoch). */
+export interface PeerAction {
+  readonly do: string;
+  readonly on: string;
+  readonly at: number;
+}
+
+export interface GradeInput {
+  readonly entries: readonly RecordedEntry[];
+  readonly actions: readonly PeerAction[];
+  /** Profiles the client declared it does not do (`--unsupported resume,playback`). */
+  readonly unsupported: readonly string[];
+}
+
+/** How long after a cut the client's report of what it played may come, ms. */
+export const REPORT_WITHIN_MS = 2000;
+/** How long after a dropped connection the client's resume may come, ms. */
+export const RESUME_WITHIN_MS = 15_000;
+
+interface Step {
+  readonly revision: number;
+  readonly at: number;
+  readonly command: Command | null;
+  readonly rejected: string | null;
+  readonly events: readonly {
+    readonly revision: number;
+    readonly type: string;
+    readonly data: Record<string, unknown>;
+  }[];
+  readonly input: string;
+}
+
+const stepsFor = (entries: readonly RecordedEntry[]): Step[] =>
+  stepsOf(entries).map((s) => {
+    const command = s.input.type === "CommandReceived" ? s.input.data.command : null;
+    // A step's decisions follow its input in the log: their revisions count on from it.
+    const events = s.decisions.map((d, i) => ({
+      revision: s.revision + 1 + i,
+      type: d.envelope.event.type,
+      data: d.envelope.event.data as unknown as Record<string, unknown>,
+    }));
+    const rejection = events.find((e) => e.type === "RequestRejected");
+    return {
+      revision: s.revision,
+      at: s.input.at,
+      command,
+      rejected: rejection === undefined ? null : String(rejection.data.code),
+      events,
+      input: s.input.type,
+    };
+  });
+
+const grade = (verdict: Verdict, message: string, evidence: Evidence[], exercised: string[] = []): Grade => ({
+  verdict,
+  message,
+  evidence,
+  exercised,
+});
+
+type Grader = (input: GradeInput, steps: Step[], t0: number) => Grade;
+
+const handshake: Grader = (_input, steps, t0) => {
+  const update = steps.find((s) => s.command?.type === "session.update");
+  if (update === undefined) return grade("fail", "the client sent no session.update", []);
+  const ev = (s: Step, what: string): Evidence => ({ revision: s.revision, at_ms: s.at - t0, what });
+  if (update.rejected !== null)
+    return grade("fail", `its first session.update was refused: ${update.rejected}`, [
+      ev(update, "session.update refused"),
+    ]);
+  const appends = steps.filter((s) => s.command?.type === "input_audio_buffer.append");
+  if (appends.length === 0)
+    return grade("harness-broken", "the app sent no audio: the case asks it to stream question_16k.wav", [
+      ev(update, "session.update"),
+    ]);
+  const bad = appends.find((s) => s.rejected !== null);
+  if (bad !== undefined)
+    return grade(
+      "fail",
+      `an audio append was refused: ${bad.rejected}`,
+      [ev(update, "session.update"), ev(bad, `append refused: ${bad.rejected}`)],
+      ["session.update", "audio"],
+    );
+  // Pacing: audio time sent against wall time between the first and the last append.
+  const audioMs = appends.reduce((n, s) => {
+    const buffered = s.events.find((e) => e.type === "AudioBuffered");
+    return n + Number(buffered?.data.durationMs ?? 0);
+  }, 0);
+  const wallMs = (appends.at(-1)?.at ?? 0) - (appends[0]?.at ?? 0);
+  const pace = wallMs <= 0 ? Number.POSITIVE_INFINITY : audioMs / wallMs;
+  const paced = pace < 1.5 ? "paced near real time" : "sent faster than real time (a file upload)";
+  return grade(
+    "pass",
+    `session.update accepted; ${appends.length} appends of whole samples, ${Math.round(audioMs)} ms of audio in ${Math.round(wallMs)} ms (${paced})`,
+    [
+      ev(update, "session.update accepted"),
+      ev(appends[0] as Step, "first append"),
+      ev(appends.at(-1) as Step, "last append"),
+    ],
+    ["session.update", "audio"],
+  );
+};
+
+/** The reference tone of `core.audio-rate`, Hz, and how far its measured pitch may stray (a ratio). */
+export const TONE_HZ = 1000;
+const TONE_TOLERANCE = 0.03;
+
+/**
+ * The pitch of the loudest stretch of the session's input (Hz at the session's input rate), by zero crossings over
+ * the 20 ms windows whose RMS is within a tenth of the loudest's; null when no stretch is louder than silence.
+ */
+export const tonePitchOf = (samples: Int16Array, rateHz: number): number | null => {
+  const window = Math.round(rateHz / 50);
+  const rms: number[] = [];
+  for (let i = 0; i + window <= samples.length; i += window) {
+    let sum = 0;
+    for (let k = i; k < i + window; k += 1) sum += ((samples[k] ?? 0) / 32768) ** 2;
+    rms.push(Math.sqrt(sum / window));
+  }
+  const loudest = Math.max(0, ...rms);
+  if (loudest < 0.02) return null;
+  let crossings = 0;
+  let windows = 0;
+  for (const [w, value] of rms.entries()) {
+    if (value < loudest * 0.9) continue;
+    windows += 1;
+    for (let k = Math.max(1, w * window); k < (w + 1) * window; k += 1)
+      if ((samples[k - 1] ?? 0) < 0 !== (samples[k] ?? 0) < 0) crossings += 1;
+  }
+  return windows === 0 ? null : crossings / 2 / ((windows * window) / rateHz);
+};
+
+const audioRate: Grader = (input, steps, t0) => {
+  const update = steps.find((s) => s.command?.type === "session.update");
+  const appends = steps.filter((s) => s.command?.type === "input_audio_buffer.append");
+  if (appends.length === 0) return broken("the app sent no audio: the case asks it to stream the reference tone");
+  const { input: heard } = audioOf(input.entries);
+  const samples = new Int16Array(
+    heard.pcm16.buffer.slice(heard.pcm16.byteOffset, heard.pcm16.byteOffset + (heard.pcm16.byteLength & ~1)),
+  );
+  const pitch = tonePitchOf(samples, heard.rateHz);
+  const evidence: Evidence[] = [
+    { revision: (appends[0] as Step).revision, at_ms: (appends[0] as Step).at - t0, what: "first append" },
+  ];
+  if (update !== undefined)
+    evidence.unshift({ revision: update.revision, at_ms: update.at - t0, what: "session.update" });
+  if (pitch === null)
+    return grade(
+      "harness-broken",
+      "no tone in the audio: the case asks the app to stream the reference tone",
+      evidence,
+    );
+  const ratio = pitch / TONE_HZ;
+  const heardAs = `the ${TONE_HZ} Hz tone was heard at ${Math.round(pitch)} Hz (input ${heard.rateHz} Hz)`;
+  if (Math.abs(ratio - 1) <= TONE_TOLERANCE) return grade("pass", heardAs, evidence, ["audio rate"]);
+  return grade(
+    "fail",
+    `${heardAs}: the audio is not at the declared rate (it plays ${ratio.toFixed(2)} times too ${ratio > 1 ? "high" : "low"}; sent at about ${Math.round(heard.rateHz / ratio)} Hz?)`,
+    evidence,
+    ["audio rate"],
+  );
+};
+
+/** The peer's action of `kind`, or a harness-broken grade when it never happened (the trigger never came). */
+const actionOf = (input: GradeInput, kinds: readonly string[]): PeerAction | null =>
+  input.actions.find((a) => kinds.includes(a.do)) ?? null;
+
+const broken = (message: string): Grade => grade("harness-broken", message, []);
+
+const forwardCompat: Grader = (input, steps, t0) => {
+  const injected = actionOf(input, ["inject", "extra_field"]);
+  if (injected === null)
+    return broken("no response started, so nothing unknown was sent: the app must ask for an answer");
+  const evidence: Evidence[] = [
+    { revision: null, at_ms: injected.at - t0, what: `peer: unknown event and field with ${injected.on}` },
+  ];
+  const completed = steps.find(
+    (s) => s.at >= injected.at && s.events.some((e) => e.type === "ResponseEnded" && e.data.status === "completed"),
+  );
+  const later = steps.find((s) => s.at > injected.at && s.command !== null && s.rejected === null);
+  if (completed !== undefined)
+    evidence.push({ revision: completed.revision, at_ms: completed.at - t0, what: "a response completed after it" });
+  if (later !== undefined)
+    evidence.push({
+      revision: later.revision,
+      at_ms: later.at - t0,
+      what: `the client went on: ${later.command?.type}`,
+    });
+  if (completed !== undefined && later !== undefined)
+    return grade("pass", "the client ignored the unknown event and field and went on", evidence, [
+      "forward compatibility",
+    ]);
+  return grade(
+    "fail",
+    "after an unknown event type and an unknown field the client sent nothing more (or no answer completed)",
+    evidence,
+    ["forward compatibility"],
+  );
+};
+
+const errorRecovery: Grader = (input, steps, t0) => {
+  const injected = actionOf(input, ["inject"]);
+  if (injected === null) return broken("no response started, so no error was sent: the app must ask for an answer");
+  const evidence: Evidence[] = [{ revision: null, at_ms: injected.at - t0, what: "peer: a non-fatal coded error" }];
+  const later = steps.find(
+    (s) => s.at > injected.at + 50 && s.command !== null && s.command.type !== "session.close" && s.rejected === null,
+  );
+  if (later === undefined)
+    return grade("fail", "after a non-fatal error the client sent no further valid command", evidence, ["errors"]);
+  evidence.push({ revision: later.revision, at_ms: later.at - t0, what: `the client went on: ${later.command?.type}` });
+  return grade("pass", "the client went on with a valid command after a non-fatal error", evidence, ["errors"]);
+};
+
+/** Each response's audio sent so far (ms), from the log's AudioDelivered decisions, by response id. */
+const cutsOf = (steps: Step[]) => {
+  const sent = new Map<string, number>();
+  const items = new Map<string, string>();
+  const cuts: { response: string; item: string; at: number; revision: number; sentMs: number; reason: string }[] = [];
+  const completed = new Set<string>();
+  for (const s of steps)
+    for (const e of s.events) {
+      if (e.type === "AudioDelivered") {
+        const id = String(e.data.responseId);
+        sent.set(id, (sent.get(id) ?? 0) + Number(e.data.durationMs));
+        items.set(String(e.data.itemId), id);
+      }
+      if (e.type === "ResponseEnded") {
+        const id = String(e.data.responseId);
+        if (
+          e.data.status === "cancelled" &&
+          e.data.audioSent === true &&
+          ["barge_in", "turn_detected"].includes(String(e.data.reason))
+        )
+          cuts.push({
+            response: id,
+            item: String(e.data.itemId),
+            at: s.at,
+            revision: e.revision,
+            sentMs: sent.get(id) ?? 0,
+            reason: String(e.data.reason),
+          });
+        else if (e.data.status === "completed") completed.add(String(e.data.itemId));
+      }
+    }
+  return { cuts, sent, items, completed };
+};
+
+/** The position a playback report names: `audio_end_ms` of a truncate, `played_ms` of a playback.ack. */
+const reportOf = (
+  command: Command | null,
+): { item: string | null; response: string | null; ms: number; kind: string } | null => {
+  if (command?.type === "conversation.item.truncate")
+    return { item: command.itemId, response: null, ms: command.audioEndMs, kind: "truncate" };
+  if (command?.type === "playback.ack")
+    return { item: command.itemId, response: command.responseId, ms: command.playedMs, kind: "playback.ack" };
+  return null;
+};
+
+const bargeIn: Grader = (_input, steps, t0) => {
+  const { cuts, completed } = cutsOf(steps);
+  if (cuts.length === 0)
+    return broken("no answer was cut: the app must talk over the answer (stream interrupt_16k.wav while it plays)");
+  const evidence: Evidence[] = [];
+  const exercised = ["barge-in", "truncate"];
+  for (const cut of cuts) {
+    evidence.push({
+      revision: cut.revision,
+      at_ms: cut.at - t0,
+      what: `${cut.response} cut (${cut.reason}) with ${Math.round(cut.sentMs)} ms sent`,
+    });
+    const report = steps.find((s) => {
+      const r = reportOf(s.command);
+      return s.at >= cut.at && r !== null && (r.item === cut.item || r.response === cut.response);
+    });
+    const r = reportOf(report?.command ?? null);
+    if (report === undefined || r === null)
+      return grade(
+        "fail",
+        `the client never reported what it played of ${cut.response} after it was cut`,
+        evidence,
+        exercised,
+      );
+    evidence.push({
+      revision: report.revision,
+      at_ms: report.at - t0,
+      what: `${r.kind} at ${r.ms} ms, ${report.at - cut.at} ms after the cut`,
+    });
+    if (r.ms > cut.sentMs + 1)
+      return grade(
+        "fail",
+        `it reported ${r.ms} ms played of ${cut.response}, beyond the ${Math.round(cut.sentMs)} ms it was sent`,
+        evidence,
+        exercised,
+      );
+    if (report.at - cut.at > REPORT_WITHIN_MS)
+      return grade(
+        "fail",
+        `its report came ${report.at - cut.at} ms after the cut (the bound is ${REPORT_WITHIN_MS} ms)`,
+        evidence,
+        exercised,
+      );
+  }
+  const needless = steps.find(
+    (s) =>
+      s.command?.type === "conversation.item.truncate" &&
+      completed.has(s.command.itemId) &&
+      !cuts.some((c) => c.item === (s.command as { itemId: string }).itemId),
+  );
+  if (needless !== undefined) {
+    evidence.push({
+      revision: needless.revision,
+      at_ms: needless.at - t0,
+      what: "a truncate of an answer nothing cut",
+    });
+    return grade("fail", "it truncated an answer that nothing cut", evidence, exercised);
+  }
+  return grade(
+    "pass",
+    `after each of ${cuts.length} cut(s) it stopped and reported what it played, within the bound`,
+    evidence,
+    exercised,
+  );
+};
+
+const playback: Grader = (input, steps, t0) => {
+  const acks = steps.filter((s) => s.command?.type === "playback.ack");
+  if (acks.length === 0)
+    return input.unsupported.includes("playback")
+      ? grade("unsupported", "the client declared it does not acknowledge playback", [])
+      : grade("fail", "the client sent no playback.ack", []);
+  const { cuts, items } = cutsOf(steps);
+  const sentAt = new Map<string, number>();
+  const last = new Map<string, number>();
+  const evidence: Evidence[] = [];
+  for (const s of steps) {
+    for (const e of s.events)
+      if (e.type === "AudioDelivered")
+        sentAt.set(String(e.data.responseId), (sentAt.get(String(e.data.responseId)) ?? 0) + Number(e.data.durationMs));
+    if (s.command?.type !== "playback.ack") continue;
+    const ack = s.command;
+    const response = ack.responseId ?? (ack.itemId === null ? null : (items.get(ack.itemId) ?? null));
+    if (response === null) continue;
+    const where = { revision: s.revision, at_ms: s.at - t0 };
+    const sent = sentAt.get(response) ?? 0;
+    if (ack.playedMs > sent + 1) {
+      evidence.push({
+        ...where,
+        what: `playback.ack of ${response} at ${ack.playedMs} ms, ${Math.round(sent)} ms sent`,
+      });
+      return grade(
+        "fail",
+        `a playback.ack (${ack.playedMs} ms) went beyond what was sent (${Math.round(sent)} ms)`,
+        evidence,
+        ["playback.ack"],
+      );
+    }
+    const before = last.get(response) ?? 0;
+    if (ack.playedMs < before) {
+      evidence.push({ ...where, what: `playback.ack of ${response} went back from ${before} to ${ack.playedMs} ms` });
+      return grade("fail", "its playback.ack went back", evidence, ["playback.ack"]);
+    }
+    const cut = cuts.find((c) => c.response === response);
+    if (cut !== undefined && s.at - cut.at > REPORT_WITHIN_MS) {
+      evidence.push({ ...where, what: `playback.ack of ${response} ${s.at - cut.at} ms after it was cut` });
+      return grade("fail", "it acknowledged an answer of the old epoch long after a barge-in cut it", evidence, [
+        "playback.ack",
+      ]);
+    }
+    last.set(response, ack.playedMs);
+  }
+  const first = acks[0] as Step;
+  const lastAck = acks.at(-1) as Step;
+  evidence.push(
+    { revision: first.revision, at_ms: first.at - t0, what: "first playback.ack" },
+    { revision: lastAck.revision, at_ms: lastAck.at - t0, what: "last playback.ack" },
+  );
+  return grade("pass", `${acks.length} playback.ack, each growing and within what was sent`, evidence, [
+    "playback.ack",
+  ]);
+};
+
+const resume: Grader = (input, steps, t0) => {
+  const dropped = actionOf(input, ["drop", "close"]);
+  if (dropped === null)
+    return broken("no answer's audio went out, so the connection was not dropped: the app must ask for an answer");
+  const evidence: Evidence[] = [
+    { revision: null, at_ms: dropped.at - t0, what: `peer: ${dropped.do} with ${dropped.on}` },
+  ];
+  const resumed = steps.find(
+    (s) => s.at >= dropped.at && s.input === "AttachmentChanged" && s.events.some((e) => e.type === "SessionResumed"),
+  );
+  if (resumed === undefined)
+    return input.unsupported.includes("resume")
+      ? grade("unsupported", "the client declared it does not resume", evidence)
+      : grade("fail", "the client did not resume the session after the connection dropped", evidence);
+  evidence.push({
+    revision: resumed.revision,
+    at_ms: resumed.at - t0,
+    what: `resumed ${resumed.at - dropped.at} ms after the drop`,
+  });
+  if (resumed.at - dropped.at > RESUME_WITHIN_MS)
+    return grade(
+      "fail",
+      `it resumed ${resumed.at - dropped.at} ms after the drop (the bound is ${RESUME_WITHIN_MS} ms)`,
+      evidence,
+      ["resume"],
+    );
+  // Its acks: never beyond what was sent (invalid_event_ack), never back.
+  let lastSeq = 0;
+  for (const s of steps) {
+    if (s.command?.type !== "session.event_ack") continue;
+    const where = { revision: s.revision, at_ms: s.at - t0 };
+    if (s.rejected !== null) {
+      evidence.push({ ...where, what: `session.event_ack ${s.command.seq} refused: ${s.rejected}` });
+      return grade("fail", `an event ack was refused (${s.rejected})`, evidence, ["resume", "event ack"]);
+    }
+    if (s.command.seq < lastSeq) {
+      evidence.push({ ...where, what: `session.event_ack went back from ${lastSeq} to ${s.command.seq}` });
+      return grade("fail", "its event acks went back: it handed an event to its app twice", evidence, [
+        "resume",
+        "event ack",
+      ]);
+    }
+    lastSeq = s.command.seq;
+  }
+  return grade("pass", "it resumed with its token within the bound, and its event acks only grew", evidence, [
+    "resume",
+    "event ack",
+  ]);
+};
+
+const GRADER_FUNCTIONS: Record<GraderName, Grader> = {
+  handshake,
+  "audio-rate": audioRate,
+  "forward-compat": forwardCompat,
+  "error-recovery": errorRecovery,
+  "barge-in": bargeIn,
+  playback,
+  resume,
+};
+
+/**
+ * Grades `input` (a session's log and what the peer did) by `clientCase`'s grader. A log that cannot be read grades
+ * harness-broken. Pure.
+ */
+export const gradeCase = (clientCase: ClientCase, input: GradeInput): Grade => {
+  const t0 = input.entries[0]?.metadata.at ?? 0;
+  let steps: Step[];
+  try {
+    steps = stepsFor(input.entries);
+  } catch (error) {
+    return broken(`the session's log could not be read: ${(error as Error).message}`);
+  }
+  if (steps.length === 0) return broken("the client opened no session");
+  return GRADER_FUNCTIONS[clientCase.grader](input, steps, t0);
+};
+
+/** The reference tone of `core.audio-rate` at `rateHz`: 1 s of `TONE_HZ` (half scale), then 1 s of silence. */
+export const referenceTone = (rateHz: number): Int16Array => {
+  const tone = new Int16Array(rateHz * 2);
+  for (let i = 0; i < rateHz; i += 1) tone[i] = Math.round(16384 * Math.sin((2 * Math.PI * TONE_HZ * i) / rateHz));
+  return tone;
+};

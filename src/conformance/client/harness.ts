@@ -1,0 +1,252 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type RawData, WebSocket, WebSocketServer } from "ws";
+import { type RecordedEntry, streamOf } from "../../engine/index.ts";
+import type { ClientCase } from "./cases.ts";
+import { type Grade, gradeCase, type PeerAction } from "./graders.ts";
+
+/**
+ * The peer of client conformance (issue 23): our server with the client peer's model (conformance/client-peer.yaml),
+ * behind a WebSocket relay on the public port that plays each connection's case: it forwards every frame, and does to
+ * the connection what the case's actions say (inject an unknown event, add an unknown field, drop it, close it with a
+ * code) when the server event that triggers them goes out. Each connection gets the next case, or the one its URL
+ * names (`?case=ID`); a connection whose first client event is `session.resume` belongs to that session's case.
+ * Grading reads each case's session from the server's log once the client is done.
+ */
+export interface CaseRun {
+  readonly case: ClientCase;
+  sessionId: string | null;
+  readonly actions: PeerAction[];
+  /** Counts of the server events sent so far, by type (the actions' `nth`). */
+  readonly sent: Map<string, number>;
+  readonly done: Set<number>;
+  connections: number;
+  ended: boolean;
+}
+
+export interface CaseResult {
+  readonly id: string;
+  readonly rule: string;
+  readonly profile: ClientCase["profile"];
+  readonly required: ClientCase["required"];
+  readonly session_id: string | null;
+  readonly grade: Grade;
+  /** The peer's actions and the session's log, for re-grading offline (`duplex conform --grade`). */
+  readonly actions: readonly PeerAction[];
+}
+
+export interface ClientHarness {
+  /** `ws://HOST:PORT/v1/realtime`: where the client under test connects. */
+  readonly url: string;
+  /** Resolves once every case has a session that ended. */
+  readonly allEnded: Promise<void>;
+  /** Grades every case (one never run is harness-broken), stops the peer, and returns the results in case order. */
+  finish(): Promise<{ results: CaseResult[]; logs: Map<string, RecordedEntry[]> }>;
+}
+
+export interface ClientHarnessOptions {
+  readonly cases: readonly ClientCase[];
+  readonly host: string;
+  /** The public port (0: any free one). */
+  readonly port: number;
+  /** The client peer's script (conformance/client-peer.yaml). */
+  readonly script: string;
+  /** Profiles the client declared it does not do. */
+  readonly unsupported: readonly string[];
+}
+
+const forwardedQuery = (request: IncomingMessage): { path: string; caseId: string | null; autostart: boolean } => {
+  const url = new URL(request.url ?? "/", "http://localhost");
+  const caseId = url.searchParams.get("case");
+  url.searchParams.delete("case");
+  return { path: `${url.pathname}${url.search}`, caseId, autostart: url.searchParams.get("autostart") !== "0" };
+};
+
+/** Starts the peer. @throws Error when a port cannot be bound or the server cannot start. */
+export const startClientHarness = async (o: ClientHarnessOptions): Promise<ClientHarness> => {
+  const { parseConfig } = await import("../../infra/config.ts");
+  const { startServer } = await import("../../server/index.ts");
+  const dir = await mkdtemp(join(tmpdir(), "duplex-conform-client-"));
+  const server = await startServer(
+    parseConfig({
+      log_level: "warn",
+      listen: { host: "127.0.0.1", port: 0 },
+      event_store: { kind: "sqlite", path: join(dir, "duplex.sqlite") },
+      runner: { kind: "scripted", script: o.script },
+      duplex_session: { max_sessions: 64, disconnect_grace_s: 60 },
+    }),
+  );
+  const upstreamBase = server.url.replace(/\/v1\/realtime$/, "");
+  const runs: CaseRun[] = [];
+  const bySession = new Map<string, CaseRun>();
+  let next = 0;
+  let endedAll: () => void = () => undefined;
+  const allEnded = new Promise<void>((resolve) => {
+    endedAll = resolve;
+  });
+  const checkEnded = (): void => {
+    if (o.cases.every((c) => runs.some((r) => r.case.id === c.id && r.ended))) endedAll();
+  };
+  const newRun = (caseId: string | null): CaseRun | null => {
+    const chosen =
+      caseId === null ? o.cases[next++ % Math.max(1, o.cases.length)] : o.cases.find((c) => c.id === caseId);
+    if (chosen === undefined) return null;
+    const run: CaseRun = {
+      case: chosen,
+      sessionId: null,
+      actions: [],
+      sent: new Map(),
+      done: new Set(),
+      connections: 0,
+      ended: false,
+    };
+    runs.push(run);
+    return run;
+  };
+
+  const http = createServer((_request, response) => {
+    response
+      .writeHead(426, { "content-type": "text/plain" })
+      .end("the client conformance peer speaks WebSocket only\n");
+  });
+  const wss = new WebSocketServer({
+    server: http,
+    // The client's subprotocols (an SDK's "realtime", its key): the first one is answered, and all go upstream.
+    handleProtocols: (protocols) => protocols.values().next().value ?? false,
+  });
+  wss.on("connection", (client, request) => {
+    const { path, caseId } = forwardedQuery(request);
+    const protocols = String(request.headers["sec-websocket-protocol"] ?? "")
+      .split(",")
+      .map((p) => p.trim())
+      .filter((p) => p !== "");
+    const upstream = new WebSocket(`${upstreamBase}${path}`, protocols);
+    const waiting: [RawData, boolean][] = [];
+    let run: CaseRun | null = null;
+    let lastSessionId: string | null = null;
+    const bind = (first: string | null): void => {
+      if (run !== null) return;
+      const resume = first === null ? null : /"type"\s*:\s*"session\.resume"/.test(first) ? first : null;
+      if (resume !== null) {
+        const id = /"session_id"\s*:\s*"([^"]+)"/.exec(resume)?.[1];
+        run = (id === undefined ? undefined : bySession.get(id)) ?? null;
+      }
+      if (run === null) {
+        run = newRun(caseId);
+        if (run !== null && lastSessionId !== null) {
+          run.sessionId = lastSessionId;
+          bySession.set(lastSessionId, run);
+        }
+      }
+      if (run !== null) run.connections += 1;
+    };
+    client.on("message", (data, isBinary) => {
+      bind(isBinary ? null : data.toString());
+      if (upstream.readyState === WebSocket.OPEN) upstream.send(data, { binary: isBinary });
+      else waiting.push([data, isBinary]);
+    });
+    upstream.on("open", () => {
+      for (const [data, isBinary] of waiting.splice(0)) upstream.send(data, { binary: isBinary });
+    });
+    upstream.on("message", (data) => {
+      const text = data.toString();
+      const type = /"type"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? "";
+      if (type === "session.created") {
+        lastSessionId = /"id"\s*:\s*"(sess_[^"]+)"/.exec(text)?.[1] ?? lastSessionId;
+        if (run !== null && run.sessionId === null && lastSessionId !== null) {
+          run.sessionId = lastSessionId;
+          bySession.set(lastSessionId, run);
+        }
+      }
+      const current = run as CaseRun | null;
+      if (current === null) {
+        if (client.readyState === WebSocket.OPEN) client.send(text);
+        return;
+      }
+      if (type === "session.closed" || type === "session.expired") {
+        current.ended = true;
+        queueMicrotask(checkEnded);
+      }
+      const count = (current.sent.get(type) ?? 0) + 1;
+      current.sent.set(type, count);
+      let out: string | null = text;
+      for (const [i, action] of current.case.actions.entries()) {
+        if (current.done.has(i) || action.on !== type || action.nth !== count) continue;
+        current.done.add(i);
+        current.actions.push({ do: action.do, on: type, at: Date.now() });
+        if (action.do === "inject") client.send(JSON.stringify(action.event));
+        else if (action.do === "extra_field") out = JSON.stringify({ ...JSON.parse(out ?? text), ...action.field });
+        else {
+          // The server sees a dropped socket (1006) either way: the session waits, detached, for a resume.
+          out = null;
+          upstream.terminate();
+          if (action.do === "drop") client.terminate();
+          else client.close(action.code, action.reason);
+        }
+      }
+      if (out !== null && client.readyState === WebSocket.OPEN) client.send(out);
+    });
+    const closeBoth = (): void => {
+      if (upstream.readyState === WebSocket.OPEN || upstream.readyState === WebSocket.CONNECTING) upstream.terminate();
+      if (client.readyState === WebSocket.OPEN) client.close(1000);
+    };
+    // A close frame the client sends goes upstream with its code (1000 ends the session, as with the server).
+    client.on("close", (code) => {
+      if (upstream.readyState === WebSocket.OPEN)
+        upstream.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 ? code : 1001);
+      else upstream.terminate();
+    });
+    upstream.on("close", (code, reason) => {
+      if (client.readyState === WebSocket.OPEN) client.close(code === 1005 || code === 1006 ? 1011 : code, reason);
+    });
+    upstream.on("error", closeBoth);
+    client.on("error", closeBoth);
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(o.port, o.host, () => resolve());
+  });
+  const address = http.address();
+  const port = typeof address === "object" && address !== null ? address.port : o.port;
+
+  return {
+    url: `ws://${o.host}:${port}/v1/realtime`,
+    allEnded,
+    async finish() {
+      for (const c of wss.clients) c.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+      const logs = new Map<string, RecordedEntry[]>();
+      const results: CaseResult[] = [];
+      for (const c of o.cases) {
+        // The case's last run with a session (a client may have tried it more than once).
+        const run = runs.filter((r) => r.case.id === c.id && r.sessionId !== null).at(-1) ?? null;
+        const entries = run?.sessionId == null ? [] : await server.store.read(streamOf(run.sessionId));
+        if (run?.sessionId != null) logs.set(run.sessionId, entries);
+        const grade: Grade =
+          run === null
+            ? {
+                verdict: "harness-broken",
+                message: "no connection of the client ran this case",
+                evidence: [],
+                exercised: [],
+              }
+            : gradeCase(c, { entries, actions: run.actions, unsupported: o.unsupported });
+        results.push({
+          id: c.id,
+          rule: c.rule,
+          profile: c.profile,
+          required: c.required,
+          session_id: run?.sessionId ?? null,
+          grade,
+          actions: run?.actions ?? [],
+        });
+      }
+      await server.close();
+      await rm(dir, { recursive: true, force: true });
+      return { results, logs };
+    },
+  };
+};

@@ -1,0 +1,141 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { RecordedEntry } from "../../engine/index.ts";
+import type { CaseResult } from "./harness.ts";
+
+/**
+ * The report of a graded client (issue 23): a table for the terminal, and in a folder a JSON file per case and an
+ * index, a self-contained HTML matrix (one column per client graded into it), JUnit XML for CI, and each case's
+ * session file with what the peer did (`<session>.case.json`), which `duplex conform --grade` grades again.
+ */
+export interface ClientReport {
+  readonly agent: string;
+  /** Whether the client declared itself duplex-aware: then the cases required of duplex clients count too. */
+  readonly duplexAware: boolean;
+  readonly results: readonly CaseResult[];
+}
+
+/** Whether a case counts toward the exit code for this client. */
+export const isRequired = (report: ClientReport, result: CaseResult): boolean =>
+  result.required === "all" || report.duplexAware;
+
+/** Every required case passed (a harness-broken one is never counted against the client). */
+export const requiredPassed = (report: ClientReport): boolean =>
+  report.results.every((r) => !isRequired(report, r) || r.grade.verdict !== "fail");
+
+const revisions = (r: CaseResult): string =>
+  r.grade.evidence
+    .map((e) => (e.revision === null ? `peer@${e.at_ms}ms` : `rev ${e.revision}`))
+    .slice(0, 4)
+    .join(", ");
+
+/** The terminal table: case, required, verdict, why, the evidence's revisions. */
+export const renderClientTable = (report: ClientReport): string => {
+  const rows = report.results.map((r) => [
+    r.id,
+    isRequired(report, r) ? "required" : "optional",
+    r.grade.verdict,
+    r.grade.message,
+    revisions(r),
+  ]);
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => (row[i] ?? "").length), 8));
+  const lines = rows.map((row) =>
+    [...[0, 1, 2].map((i) => (row[i] ?? "").padEnd(widths[i] ?? 8)), `${row[3]} [${row[4]}]`].join("  "),
+  );
+  const verdict = requiredPassed(report) ? "every required case passed" : "a required case failed";
+  return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${lines.join("\n")}\n${verdict}\n`;
+};
+
+const escapeXml = (text: string): string =>
+  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
+
+/** JUnit XML: one test case per client case; `fail` a failure, `unsupported`/`harness-broken` skipped. */
+export const renderJUnit = (report: ClientReport): string => {
+  const failures = report.results.filter((r) => r.grade.verdict === "fail").length;
+  const skipped = report.results.filter((r) => ["unsupported", "harness-broken"].includes(r.grade.verdict)).length;
+  const cases = report.results.map((r) => {
+    const name = `name="${escapeXml(r.id)}" classname="duplex.conform.client.${escapeXml(report.agent)}"`;
+    const body =
+      r.grade.verdict === "fail"
+        ? `<failure message="${escapeXml(r.grade.message)}">${escapeXml(revisions(r))}</failure>`
+        : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
+          ? `<skipped message="${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
+          : `<system-out>${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}</system-out>`;
+    return `    <testcase ${name}>${body}</testcase>`;
+  });
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeXml(report.agent)}" tests="${report.results.length}" failures="${failures}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
+};
+
+const COLOURS: Record<string, string> = {
+  pass: "#cfc",
+  "non-strict": "#efc",
+  informational: "#def",
+  unsupported: "#eee",
+  fail: "#fcc",
+  "harness-broken": "#ffd",
+};
+
+/** A self-contained HTML matrix of cases by clients (opens from disk: no script, no link). */
+export const renderClientMatrix = (reports: readonly ClientReport[]): string => {
+  const ids = [...new Set(reports.flatMap((r) => r.results.map((c) => c.id)))];
+  const head = reports.map((r) => `<th>${escapeXml(r.agent)}</th>`).join("");
+  const rows = ids.map((id) => {
+    const rule = reports.flatMap((r) => r.results).find((c) => c.id === id)?.rule ?? "";
+    const cells = reports
+      .map((r) => {
+        const c = r.results.find((one) => one.id === id);
+        if (c === undefined) return "<td>-</td>";
+        const required = isRequired(r, c) ? "" : " (optional)";
+        return `<td style="background:${COLOURS[c.grade.verdict] ?? "#fff"}" title="${escapeXml(`${c.grade.message} [${revisions(c)}]`)}" data-verdict="${c.grade.verdict}">${c.grade.verdict}${required}<br><small>${escapeXml(c.grade.message)}</small></td>`;
+      })
+      .join("");
+    return `<tr><th title="${escapeXml(rule)}">${escapeXml(id)}</th>${cells}</tr>`;
+  });
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex client conformance</title><style>body{font:14px system-ui,sans-serif;margin:16px 20px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;max-width:320px}small{color:#444}</style></head><body><h1>client conformance</h1><table id="matrix"><tr><th>case</th>${head}</tr>${rows.join("")}</table></body></html>\n`;
+};
+
+/**
+ * Writes `report` into `dir`: `index.json`, `cases/<id>.json`, `report.html`, `junit.xml`, and `sessions/` (each
+ * case's session file and its `.case.json`). @throws the file system's error.
+ */
+export const writeClientReport = async (
+  dir: string,
+  report: ClientReport,
+  logs: ReadonlyMap<string, readonly RecordedEntry[]>,
+): Promise<void> => {
+  const { renderSessionFile } = await import("../../infra/event-store/index.ts");
+  const { streamOf } = await import("../../engine/index.ts");
+  await mkdir(join(dir, "cases"), { recursive: true });
+  await mkdir(join(dir, "sessions"), { recursive: true });
+  for (const r of report.results) {
+    await writeFile(join(dir, "cases", `${r.id}.json`), `${JSON.stringify(r, null, 2)}\n`);
+    const entries = r.session_id === null ? undefined : logs.get(r.session_id);
+    if (r.session_id !== null && entries !== undefined && entries.length > 0) {
+      await writeFile(
+        join(dir, "sessions", `${r.session_id}.jsonl`),
+        renderSessionFile(streamOf(r.session_id), entries),
+      );
+      await writeFile(
+        join(dir, "sessions", `${r.session_id}.case.json`),
+        `${JSON.stringify({ case: r.id, actions: r.actions }, null, 2)}\n`,
+      );
+    }
+  }
+  const index = {
+    agent: report.agent,
+    duplex_aware: report.duplexAware,
+    required_passed: requiredPassed(report),
+    cases: report.results.map((r) => ({
+      id: r.id,
+      profile: r.profile,
+      required: isRequired(report, r),
+      verdict: r.grade.verdict,
+      message: r.grade.message,
+      exercised: r.grade.exercised,
+      session_id: r.session_id,
+    })),
+  };
+  await writeFile(join(dir, "index.json"), `${JSON.stringify(index, null, 2)}\n`);
+  await writeFile(join(dir, "report.html"), renderClientMatrix([report]));
+  await writeFile(join(dir, "junit.xml"), renderJUnit(report));
+};

@@ -1,0 +1,207 @@
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runDemo } from "../../src/cli/demo.ts";
+import { freePort } from "../../src/cli/server-process.ts";
+import { DuplexClient } from "../../src/client/index.ts";
+import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
+import { referenceTone } from "../../src/conformance/client/graders.ts";
+import { type CaseResult, type ClientHarness, startClientHarness } from "../../src/conformance/client/harness.ts";
+import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
+import { encodeWav, readWavFile } from "../../src/infra/audio/index.ts";
+import { sharedAudio } from "../support/server.ts";
+
+const run = promisify(execFile);
+
+/**
+ * Client conformance (issue 23) as a client author runs it: `duplex conform --client` in a process of its own, and
+ * the project's own client app (`duplex demo`'s runDemo: a DuplexClient that plays each answer, acknowledges
+ * playback, stops on a cut and resumes a dropped connection) run through every case (`?case=ID`). The command ends
+ * by itself once every case's session ended, exits 0, and leaves its report: JSON, HTML, JUnit and the sessions,
+ * which `duplex conform --grade` grades again offline.
+ */
+describe("client conformance: the project's DuplexClient app, through duplex conform --client", () => {
+  let dir = "";
+  let exit: number | null = null;
+  let stdout = "";
+  let cases: ClientCase[] = [];
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "duplex-client-conform-"));
+    cases = await loadClientCases(CLIENT_CASE_DIR);
+    const port = await freePort();
+    const child = spawn(
+      process.execPath,
+      [
+        "bin/duplex.js",
+        "conform",
+        "--client",
+        "--port",
+        String(port),
+        "--agent",
+        "duplex-demo",
+        "--duplex-aware",
+        "--report",
+        join(dir, "report"),
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the peer did not start: ${stdout}`)), 30_000);
+      child.stdout.on("data", () => {
+        if (stdout.includes("waiting for the client")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const url = /on (ws:\/\/\S+)/.exec(stdout)?.[1] ?? "";
+    // The microphone: the question, a pause, then the user talks over the answer; and the tone the peer wrote.
+    const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
+    const interrupt = (await readWavFile(sharedAudio("interrupt_16k.wav"))).samples;
+    const talkOver = new Int16Array(question.length + 16000 * 1.5 + interrupt.length);
+    talkOver.set(question);
+    talkOver.set(interrupt, question.length + 24000);
+    await writeFile(join(dir, "talk-over.wav"), encodeWav(talkOver, 16000));
+    const inputOf = (c: ClientCase): string =>
+      c.grader === "audio-rate"
+        ? join(dir, "report", "tone.wav")
+        : c.profile === "barge-in"
+          ? join(dir, "talk-over.wav")
+          : sharedAudio("question_16k.wav");
+    await Promise.all(
+      cases.map((c) =>
+        runDemo({
+          url: `${url}?case=${c.id}`,
+          input: inputOf(c),
+          out: join(dir, c.id),
+          tailMs: 4000,
+          serverVad: c.profile === "barge-in",
+        }),
+      ),
+    );
+    exit = await exited;
+  }, 120_000);
+  afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+  it("passes every case, ends by itself with exit 0, and prints the table", () => {
+    expect(exit).toBe(0);
+    for (const c of cases) expect(stdout).toMatch(new RegExp(`^${c.id.replace(".", "\\.")} +required +pass +`, "m"));
+    expect(stdout).toContain("every required case passed");
+  });
+
+  it("writes the report: an index and a JSON per case, an HTML matrix, JUnit XML, each case's session", async () => {
+    const report = join(dir, "report");
+    const index = JSON.parse(await readFile(join(report, "index.json"), "utf8")) as {
+      agent: string;
+      required_passed: boolean;
+      cases: { id: string; verdict: string; session_id: string }[];
+    };
+    expect(index.agent).toBe("duplex-demo");
+    expect(index.required_passed).toBe(true);
+    expect(index.cases.map((c) => [c.id, c.verdict])).toEqual(cases.map((c) => [c.id, "pass"]));
+    for (const c of cases) {
+      const one = JSON.parse(await readFile(join(report, "cases", `${c.id}.json`), "utf8")) as {
+        grade: { evidence: unknown[] };
+      };
+      expect(one.grade.evidence.length).toBeGreaterThan(0);
+    }
+    const junit = await readFile(join(report, "junit.xml"), "utf8");
+    expect(junit).toContain(`tests="${cases.length}" failures="0" skipped="0"`);
+    const html = await readFile(join(report, "report.html"), "utf8");
+    expect(html.match(/data-verdict="pass"/g)?.length).toBe(cases.length);
+    expect(html).not.toMatch(/<script|<link/);
+    // Graded again offline from the recorded session: the same verdict.
+    const barge = index.cases.find((c) => c.id === "barge-in.truncate");
+    const graded = await run(process.execPath, [
+      "bin/duplex.js",
+      "conform",
+      "--grade",
+      join(report, "sessions", `${barge?.session_id}.jsonl`),
+    ]);
+    expect(graded.stdout).toMatch(/^barge-in\.truncate: pass: after each of 1 cut\(s\) it stopped/);
+  });
+});
+
+/**
+ * A deliberately broken client (issue 23, "Tested in CI"): it declares 16 kHz but sends audio made at 24 kHz, never
+ * stops playing an answer that was cut and acknowledges more than it was sent, and does not resume (which it
+ * declares). It fails exactly the cases it breaks.
+ */
+const brokenApp = async (url: string, samples: Int16Array, serverVad: boolean): Promise<void> => {
+  const client = await DuplexClient.connect(url, {
+    session: { input_sample_rate_hz: 16000, ...(serverVad ? { turn_detection: { type: "server_vad" } } : {}) },
+    reconnect: null,
+  });
+  const acker = setInterval(() => {
+    for (const r of client.responses)
+      if (r.responseId !== null && r.audioMs > 0 && client.phase === "open")
+        client.ackPlayback(r.responseId, Math.floor(r.audioMs) + 1000);
+  }, 200);
+  try {
+    const bytes = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
+    await client.streamAudio(bytes, { bytesPerSecond: 32_000, realtime: true }).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 7000));
+  } finally {
+    clearInterval(acker);
+    await client.close().catch(() => undefined);
+  }
+};
+
+describe("client conformance: a deliberately broken client", () => {
+  let results: CaseResult[] = [];
+  beforeAll(async () => {
+    const cases = await loadClientCases(CLIENT_CASE_DIR);
+    const harness = await startClientHarness({
+      cases,
+      host: "127.0.0.1",
+      port: 0,
+      script: CLIENT_PEER_SCRIPT,
+      unsupported: ["resume"],
+    });
+    const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
+    const interrupt = (await readWavFile(sharedAudio("interrupt_16k.wav"))).samples;
+    const talkOver = new Int16Array(question.length + 24000 + interrupt.length + 32000);
+    talkOver.set(question);
+    talkOver.set(interrupt, question.length + 24000);
+    const padded = new Int16Array(question.length + 32000);
+    padded.set(question);
+    // The tone made at 24 kHz, sent as if it were 16 kHz audio.
+    const wrongRate = referenceTone(24000);
+    await Promise.all(
+      cases.map((c) =>
+        brokenApp(
+          `${harness.url}?case=${c.id}`,
+          c.grader === "audio-rate" ? wrongRate : c.profile === "barge-in" ? talkOver : padded,
+          c.profile === "barge-in",
+        ),
+      ),
+    );
+    results = (await harness.finish()).results;
+  }, 120_000);
+
+  it("fails the audio rate, barge-in and playback cases, says it does not resume, and passes the rest", () => {
+    const verdicts = Object.fromEntries(results.map((r) => [r.id, r.grade.verdict]));
+    expect(verdicts).toEqual({
+      "barge-in.truncate": "fail",
+      "core.audio-rate": "fail",
+      "core.error-recovery": "pass",
+      "core.forward-compat": "pass",
+      "core.handshake": "pass",
+      "playback.acks": "fail",
+      "resume.drop": "unsupported",
+      "resume.going-away": "unsupported",
+      "resume.restart": "unsupported",
+    });
+    const why = (id: string) => results.find((r) => r.id === id)?.grade.message ?? "";
+    expect(why("core.audio-rate")).toMatch(/heard at 66\d Hz/);
+    expect(why("barge-in.truncate")).toMatch(/beyond the \d+ ms it was sent/);
+    expect(why("playback.acks")).toMatch(/went beyond what was sent/);
+  });
+});
