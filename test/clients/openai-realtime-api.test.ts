@@ -104,7 +104,7 @@ describe("openai-realtime-api (beta RealtimeClient) against our server", () => {
 
   /**
    * The beta session of a server-VAD turn. `input_sample_rate_hz` is our extension (the client passes unknown
-   * session keys through); without it our server reads beta `pcm16` as 16 kHz (deviation B below).
+   * session keys through); without it beta `pcm16` is 24 kHz, as the client assumes (BEHAVIOUR.md, "Audio formats").
    */
   const serverVad = (declareRate: boolean): Realtime.SessionConfig =>
     ({
@@ -262,11 +262,8 @@ describe("openai-realtime-api (beta RealtimeClient) against our server", () => {
     expect(assistant?.formatted.transcript).toBe(turn.transcript);
   });
 
-  // DEVIATION B: beta `input_audio_format: "pcm16"` with no rate is read at the runner's 16 kHz
-  // (src/protocol/decode.ts sessionPatchOf: `rate = session.input_sample_rate_hz ?? currentInputRateHz`). The beta
-  // protocol's pcm16 is 24 kHz, and this client assumes it (RealtimeConversation.defaultFrequency = 24e3,
-  // dist/index.js:377; appendInputAudio sends no rate, dist/index.js:992-1004). 24 kHz speech is then heard 1.5x
-  // too slow: speech_stopped at ~3968 ms instead of ~2816 ms, "I heard 4.0 seconds", a slowed echo.
+  // This client assumes beta pcm16 is 24 kHz (RealtimeConversation.defaultFrequency = 24e3, dist/index.js:377;
+  // appendInputAudio sends no rate, dist/index.js:992-1004): heard at 16 kHz, its speech would end ~1.5x late.
   it("beta pcm16 without a declared rate is 24 kHz (OpenAI's default)", async () => {
     const turn = await ask(false);
     expect(Number(turn.stopped[0]?.audio_end_ms)).toBeLessThan(3500);

@@ -19,7 +19,10 @@ export interface Evidence {
 
 export interface Grade {
   readonly verdict: Verdict;
+  /** Why, with this session's figures and ids. */
   readonly message: string;
+  /** Why, in words that do not change from run to run (for tables that compare clients). */
+  readonly reason: string;
   readonly evidence: readonly Evidence[];
   /** Rules of the case the client's session exercised (e.g. `truncate`, `playback.ack`, `resume`). */
   readonly exercised: readonly string[];
@@ -77,9 +80,16 @@ const stepsFor = (entries: readonly RecordedEntry[]): Step[] =>
     };
   });
 
-const grade = (verdict: Verdict, message: string, evidence: Evidence[], exercised: string[] = []): Grade => ({
+const grade = (
+  verdict: Verdict,
+  message: string,
+  evidence: Evidence[],
+  exercised: string[] = [],
+  reason: string = message,
+): Grade => ({
   verdict,
   message,
+  reason,
   evidence,
   exercised,
 });
@@ -124,6 +134,7 @@ const handshake: Grader = (_input, steps, t0) => {
       ev(appends.at(-1) as Step, "last append"),
     ],
     ["session.update", "audio"],
+    "session.update accepted; audio as whole samples",
   );
 };
 
@@ -178,12 +189,20 @@ const audioRate: Grader = (input, steps, t0) => {
     );
   const ratio = pitch / TONE_HZ;
   const heardAs = `the ${TONE_HZ} Hz tone was heard at ${Math.round(pitch)} Hz (input ${heard.rateHz} Hz)`;
-  if (Math.abs(ratio - 1) <= TONE_TOLERANCE) return grade("pass", heardAs, evidence, ["audio rate"]);
+  if (Math.abs(ratio - 1) <= TONE_TOLERANCE)
+    return grade(
+      "pass",
+      heardAs,
+      evidence,
+      ["audio rate"],
+      "the tone was heard at its pitch: audio at the declared rate",
+    );
   return grade(
     "fail",
     `${heardAs}: the audio is not at the declared rate (it plays ${ratio.toFixed(2)} times too ${ratio > 1 ? "high" : "low"}; sent at about ${Math.round(heard.rateHz / ratio)} Hz?)`,
     evidence,
     ["audio rate"],
+    "the tone’s pitch was off: the audio is not at the declared rate",
   );
 };
 
@@ -294,9 +313,15 @@ const bargeIn: Grader = (_input, steps, t0) => {
       at_ms: cut.at - t0,
       what: `${cut.response} cut (${cut.reason}) with ${Math.round(cut.sentMs)} ms sent`,
     });
+    // A client that stops on speech_started (as OpenAI's clients do) reports while the overlap is still being
+    // judged: a report from the speech that led to the cut counts.
+    const speech = steps.findLast(
+      (s) => s.at <= cut.at && s.events.some((e) => e.type === "SpeechStarted" || e.type === "SpeechAnnounced"),
+    );
+    const from = Math.min(cut.at, speech?.at ?? cut.at);
     const report = steps.find((s) => {
       const r = reportOf(s.command);
-      return s.at >= cut.at && r !== null && (r.item === cut.item || r.response === cut.response);
+      return s.at >= from && r !== null && (r.item === cut.item || r.response === cut.response);
     });
     const r = reportOf(report?.command ?? null);
     if (report === undefined || r === null)
@@ -305,6 +330,7 @@ const bargeIn: Grader = (_input, steps, t0) => {
         `the client never reported what it played of ${cut.response} after it was cut`,
         evidence,
         exercised,
+        "it never reported what it played of an answer that was cut",
       );
     evidence.push({
       revision: report.revision,
@@ -317,6 +343,7 @@ const bargeIn: Grader = (_input, steps, t0) => {
         `it reported ${r.ms} ms played of ${cut.response}, beyond the ${Math.round(cut.sentMs)} ms it was sent`,
         evidence,
         exercised,
+        "it reported more played than it was sent",
       );
     if (report.at - cut.at > REPORT_WITHIN_MS)
       return grade(
@@ -324,6 +351,7 @@ const bargeIn: Grader = (_input, steps, t0) => {
         `its report came ${report.at - cut.at} ms after the cut (the bound is ${REPORT_WITHIN_MS} ms)`,
         evidence,
         exercised,
+        "its report came too long after the cut",
       );
   }
   const needless = steps.find(
@@ -345,6 +373,7 @@ const bargeIn: Grader = (_input, steps, t0) => {
     `after each of ${cuts.length} cut(s) it stopped and reported what it played, within the bound`,
     evidence,
     exercised,
+    "it stopped and reported what it played, within the bound",
   );
 };
 
@@ -378,6 +407,7 @@ const playback: Grader = (input, steps, t0) => {
         `a playback.ack (${ack.playedMs} ms) went beyond what was sent (${Math.round(sent)} ms)`,
         evidence,
         ["playback.ack"],
+        "a playback.ack went beyond what was sent",
       );
     }
     const before = last.get(response) ?? 0;
@@ -400,9 +430,13 @@ const playback: Grader = (input, steps, t0) => {
     { revision: first.revision, at_ms: first.at - t0, what: "first playback.ack" },
     { revision: lastAck.revision, at_ms: lastAck.at - t0, what: "last playback.ack" },
   );
-  return grade("pass", `${acks.length} playback.ack, each growing and within what was sent`, evidence, [
-    "playback.ack",
-  ]);
+  return grade(
+    "pass",
+    `${acks.length} playback.ack, each growing and within what was sent`,
+    evidence,
+    ["playback.ack"],
+    "each playback.ack grew and stayed within what was sent",
+  );
 };
 
 const resume: Grader = (input, steps, t0) => {
@@ -430,6 +464,7 @@ const resume: Grader = (input, steps, t0) => {
       `it resumed ${resumed.at - dropped.at} ms after the drop (the bound is ${RESUME_WITHIN_MS} ms)`,
       evidence,
       ["resume"],
+      "it resumed too late",
     );
   // Its acks: never beyond what was sent (invalid_event_ack), never back.
   let lastSeq = 0;
@@ -438,7 +473,13 @@ const resume: Grader = (input, steps, t0) => {
     const where = { revision: s.revision, at_ms: s.at - t0 };
     if (s.rejected !== null) {
       evidence.push({ ...where, what: `session.event_ack ${s.command.seq} refused: ${s.rejected}` });
-      return grade("fail", `an event ack was refused (${s.rejected})`, evidence, ["resume", "event ack"]);
+      return grade(
+        "fail",
+        `an event ack was refused (${s.rejected})`,
+        evidence,
+        ["resume", "event ack"],
+        "an event ack was refused",
+      );
     }
     if (s.command.seq < lastSeq) {
       evidence.push({ ...where, what: `session.event_ack went back from ${lastSeq} to ${s.command.seq}` });

@@ -12,7 +12,8 @@ import { type Grade, gradeCase, type PeerAction } from "./graders.ts";
  * behind a WebSocket relay on the public port that plays each connection's case: it forwards every frame, and does to
  * the connection what the case's actions say (inject an unknown event, add an unknown field, drop it, close it with a
  * code) when the server event that triggers them goes out. Each connection gets the next case, or the one its URL
- * names (`?case=ID`); a connection whose first client event is `session.resume` belongs to that session's case.
+ * names (`?case=ID`, or a path under `/case/ID/`); a connection whose first client event is `session.resume` belongs
+ * to that session's case.
  * Grading reads each case's session from the server's log once the client is done.
  */
 export interface CaseRun {
@@ -57,11 +58,30 @@ export interface ClientHarnessOptions {
   readonly unsupported: readonly string[];
 }
 
-const forwardedQuery = (request: IncomingMessage): { path: string; caseId: string | null; autostart: boolean } => {
+/**
+ * The case a connection names, and the URL it goes to upstream without it: `?case=ID`, or a path that starts with
+ * `/case/ID/` (for clients that build the URL themselves from a base URL, as OpenAI's SDK does).
+ */
+const forwardedQuery = (request: IncomingMessage): { path: string; caseId: string | null } => {
   const url = new URL(request.url ?? "/", "http://localhost");
-  const caseId = url.searchParams.get("case");
+  let caseId = url.searchParams.get("case");
   url.searchParams.delete("case");
-  return { path: `${url.pathname}${url.search}`, caseId, autostart: url.searchParams.get("autostart") !== "0" };
+  const prefixed = /^\/case\/([^/]+)(\/.*)$/.exec(url.pathname);
+  if (prefixed !== null) {
+    caseId = decodeURIComponent(prefixed[1] ?? "");
+    url.pathname = prefixed[2] ?? "/";
+  }
+  return { path: `${url.pathname}${url.search}`, caseId };
+};
+
+/** The beta names of the server events cases trigger on, to their GA names. */
+const BETA_TO_GA: Record<string, string> = {
+  "response.audio.delta": "response.output_audio.delta",
+  "response.audio.done": "response.output_audio.done",
+  "response.audio_transcript.delta": "response.output_audio_transcript.delta",
+  "response.audio_transcript.done": "response.output_audio_transcript.done",
+  "response.text.delta": "response.output_text.delta",
+  "response.text.done": "response.output_text.done",
 };
 
 /** Starts the peer. @throws Error when a port cannot be bound or the server cannot start. */
@@ -122,7 +142,13 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       .split(",")
       .map((p) => p.trim())
       .filter((p) => p !== "");
-    const upstream = new WebSocket(`${upstreamBase}${path}`, protocols);
+    // The headers that choose the dialect (OpenAI-Beta: realtime=v1 asks for the beta spellings) go upstream too.
+    const headers: Record<string, string> = {};
+    for (const name of ["openai-beta", "authorization", "user-agent"]) {
+      const value = request.headers[name];
+      if (typeof value === "string") headers[name] = value;
+    }
+    const upstream = new WebSocket(`${upstreamBase}${path}`, protocols, { headers });
     const waiting: [RawData, boolean][] = [];
     let run: CaseRun | null = null;
     let lastSessionId: string | null = null;
@@ -152,7 +178,9 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     });
     upstream.on("message", (data) => {
       const text = data.toString();
-      const type = /"type"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? "";
+      const spelled = /"type"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? "";
+      // Cases name the GA spellings; a beta client (OpenAI-Beta: realtime=v1) gets the beta ones.
+      const type = BETA_TO_GA[spelled] ?? spelled;
       if (type === "session.created") {
         lastSessionId = /"id"\s*:\s*"(sess_[^"]+)"/.exec(text)?.[1] ?? lastSessionId;
         if (run !== null && run.sessionId === null && lastSessionId !== null) {
@@ -230,6 +258,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
             ? {
                 verdict: "harness-broken",
                 message: "no connection of the client ran this case",
+                reason: "no connection of the client ran this case",
                 evidence: [],
                 exercised: [],
               }

@@ -1,0 +1,209 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { OpenAIRealtimeWS } from "openai/realtime/ws";
+import type { RealtimeClientEvent } from "openai/resources/realtime/realtime";
+import { RealtimeClient as BetaReferenceClient } from "openai-realtime-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
+import { referenceTone } from "../../src/conformance/client/graders.ts";
+import { type CaseResult, type ClientHarness, startClientHarness } from "../../src/conformance/client/harness.ts";
+import { type ClientReport, isRequired } from "../../src/conformance/client/report.ts";
+import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
+import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
+import { sharedAudio } from "../support/server.ts";
+
+/**
+ * Stock clients graded (issue 23): each library driven the way its documentation shows an app doing it (what the
+ * library does by itself, plus what its docs tell the app to do), through every client case, and the table the
+ * README shows. `npm run conform:clients` writes that table into the README (between its client-table markers);
+ * otherwise the test checks that the README's table is the one these runs give.
+ */
+const RATE = 24000;
+const CHUNK = RATE / 10;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What each case asks the microphone to say, at 24 kHz (OpenAI's pcm16). */
+const microphoneFor = async (c: ClientCase): Promise<Int16Array> => {
+  const question = resamplePcm16((await readWavFile(sharedAudio("question_16k.wav"))).samples, 16000, RATE);
+  if (c.grader === "audio-rate") return referenceTone(RATE);
+  const tail = new Int16Array(RATE * 4);
+  if (c.profile !== "barge-in") return Int16Array.from([...question, ...tail]);
+  const interrupt = resamplePcm16((await readWavFile(sharedAudio("interrupt_16k.wav"))).samples, 16000, RATE);
+  return Int16Array.from([...question, ...new Int16Array(RATE * 1.5), ...interrupt, ...tail]);
+};
+
+/**
+ * `openai-realtime-api` (a port of OpenAI's reference beta client) as its console app uses it: server VAD, the
+ * microphone in 100 ms appends, and on `conversation.interrupted` the played offset of the answer's track sent with
+ * `cancelResponse(trackId, samples)` (a truncate). No resume: the library has none.
+ */
+const betaReferenceApp = async (base: string, c: ClientCase, mic: Int16Array): Promise<void> => {
+  const client = new BetaReferenceClient({ url: `${base}?case=${c.id}`, apiKey: "unused" });
+  client.updateSession({ turn_detection: { type: "server_vad" }, input_audio_format: "pcm16" });
+  const firstAudio = new Map<string, number>();
+  client.on("conversation.updated", (event) => {
+    const e = event as unknown as { item: { id: string }; delta?: { audio?: Int16Array } };
+    if (e.delta?.audio !== undefined && !firstAudio.has(e.item.id)) firstAudio.set(e.item.id, performance.now());
+  });
+  client.on("conversation.interrupted", () => {
+    const [trackId, started] = [...firstAudio.entries()].at(-1) ?? [];
+    if (trackId === undefined || started === undefined) return;
+    void client.cancelResponse(trackId, Math.floor(((performance.now() - started) / 1000) * RATE));
+  });
+  let created = 0;
+  let done = 0;
+  client.on("realtime.event", (e) => {
+    const { source, event } = e as unknown as { source: string; event: { type: string } };
+    if (source === "server" && event.type === "response.created") created += 1;
+    if (source === "server" && event.type === "response.done") done += 1;
+  });
+  try {
+    await client.connect();
+    for (let i = 0; i < mic.length && client.isConnected; i += CHUNK) {
+      client.appendInputAudio(mic.slice(i, i + CHUNK));
+      await sleep(100);
+    }
+    // As an app does: it stays until the answer it is hearing has ended.
+    for (let waited = 0; waited < 10_000 && client.isConnected && (done === 0 || done < created); waited += 100)
+      await sleep(100);
+  } catch {
+    // A dropped connection ends the app: the library does not resume.
+  } finally {
+    if (client.isConnected) client.disconnect();
+  }
+};
+
+/**
+ * The `openai` SDK's realtime client (OpenAIRealtimeWS, GA), as its README shows it: a session.update (server VAD,
+ * PCM at 24 kHz), the microphone as input_audio_buffer.append; the SDK itself neither plays, truncates nor resumes.
+ */
+const openaiSdkApp = async (base: string, c: ClientCase, mic: Int16Array): Promise<void> => {
+  const url = new URL(base);
+  const client = new OpenAI({ apiKey: "unused", baseURL: `http://${url.host}/case/${c.id}/v1` });
+  const rt = new OpenAIRealtimeWS(
+    {
+      model: "client-peer",
+      options: { createConnection: () => connect({ host: url.hostname, port: Number(url.port) }) },
+    },
+    client,
+  );
+  rt.on("error", () => undefined);
+  let created = 0;
+  let done = 0;
+  rt.on("response.created", () => {
+    created += 1;
+  });
+  rt.on("response.done", () => {
+    done += 1;
+  });
+  let open = true;
+  rt.socket.on("close", () => {
+    open = false;
+  });
+  await new Promise<void>((resolve, reject) => {
+    rt.socket.once("open", () => resolve());
+    rt.socket.once("error", reject);
+  });
+  rt.send({
+    type: "session.update",
+    session: {
+      type: "realtime",
+      audio: { input: { format: { type: "audio/pcm", rate: RATE }, turn_detection: { type: "server_vad" } } },
+    },
+  } as RealtimeClientEvent);
+  for (let i = 0; i < mic.length && open; i += CHUNK) {
+    const chunk = mic.slice(i, i + CHUNK);
+    rt.send({ type: "input_audio_buffer.append", audio: Buffer.from(chunk.buffer).toString("base64") });
+    await sleep(100);
+  }
+  // As an app does: it stays until the answer it is hearing has ended.
+  for (let waited = 0; waited < 10_000 && open && (done === 0 || done < created); waited += 100) await sleep(100);
+  if (open) rt.close();
+};
+
+const APPS = [
+  { agent: "openai-realtime-api", app: betaReferenceApp },
+  { agent: "openai (SDK)", app: openaiSdkApp },
+] as const;
+
+/** The README's table: a row per case, a column per client, each cell the verdict and why. */
+const tableOf = (reports: readonly ClientReport[]): string => {
+  const head = `| case | ${reports.map((r) => r.agent).join(" | ")} |`;
+  const rule = `| --- | ${reports.map(() => "---").join(" | ")} |`;
+  const ids = reports[0]?.results.map((r) => r.id) ?? [];
+  const rows = ids.map((id) => {
+    const cells = reports.map((r) => {
+      const c = r.results.find((one) => one.id === id) as CaseResult;
+      const optional = isRequired(r, c) ? "" : " (optional)";
+      return `${c.grade.verdict}${optional}: ${c.grade.reason.replaceAll("|", "/")}`;
+    });
+    return `| ${id} | ${cells.join(" | ")} |`;
+  });
+  return [head, rule, ...rows].join("\n");
+};
+
+const README = join(process.cwd(), "README.md");
+const BEGIN = "<!-- client-table:begin (npm run conform:clients) -->";
+const END = "<!-- client-table:end -->";
+
+describe("stock clients graded by the client cases", () => {
+  const reports: ClientReport[] = [];
+  let harness: ClientHarness;
+  beforeAll(async () => {
+    const cases = await loadClientCases(CLIENT_CASE_DIR);
+    for (const { agent, app } of APPS) {
+      harness = await startClientHarness({
+        cases,
+        host: "127.0.0.1",
+        port: 0,
+        script: CLIENT_PEER_SCRIPT,
+        unsupported: [],
+      });
+      await Promise.all(cases.map(async (c) => app(harness.url, c, await microphoneFor(c))));
+      const { results } = await harness.finish();
+      reports.push({ agent, duplexAware: false, results });
+    }
+  }, 180_000);
+  afterAll(async () => undefined);
+
+  it("grades each case of each client, from its session, with a reason", () => {
+    for (const report of reports) {
+      for (const r of report.results) {
+        expect(r.session_id, `${report.agent} ${r.id}`).toMatch(/^sess_/);
+        expect(r.grade.message.length).toBeGreaterThan(0);
+      }
+      // What every Realtime client must do, these do: the core cases pass.
+      const core = report.results.filter((r) => r.profile === "core");
+      expect(core.map((r) => [r.id, r.grade.verdict])).toEqual(core.map((r) => [r.id, "pass"]));
+      // They do not resume: the duplex extensions' resume cases fail, optional for them.
+      const resume = report.results.filter((r) => r.profile === "resume");
+      expect(resume.map((r) => r.grade.verdict)).toEqual(resume.map(() => "fail"));
+    }
+  });
+
+  it("the README's client table is the one these runs give", async () => {
+    const table = tableOf(reports);
+    const readme = await readFile(README, "utf8");
+    const start = readme.indexOf(BEGIN);
+    const end = readme.indexOf(END);
+    if (process.env.DUPLEX_WRITE_CLIENT_TABLE === "1") {
+      await writeFile(README, `${readme.slice(0, start + BEGIN.length)}\n${table}\n${readme.slice(end)}`);
+      return;
+    }
+    expect(start).toBeGreaterThan(0);
+    // The same table, whatever column padding the README's formatter gave it.
+    const cells = (markdown: string): string[][] =>
+      markdown
+        .trim()
+        .split("\n")
+        .map((line) =>
+          line
+            .split("|")
+            .slice(1, -1)
+            .map((cell) => (/^\s*-+\s*$/.test(cell) ? "---" : cell.trim())),
+        );
+    expect(cells(readme.slice(start + BEGIN.length, end))).toEqual(cells(table));
+  });
+});
