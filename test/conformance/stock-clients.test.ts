@@ -1,6 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
+import { OpenAIRealtimeWebSocket, RealtimeAgent, RealtimeSession } from "@openai/agents-realtime";
 import OpenAI from "openai";
 import { OpenAIRealtimeWS } from "openai/realtime/ws";
 import type { RealtimeClientEvent } from "openai/resources/realtime/realtime";
@@ -123,9 +124,47 @@ const openaiSdkApp = async (base: string, c: ClientCase, mic: Int16Array): Promi
   if (open) rt.close();
 };
 
+/**
+ * `@openai/agents-realtime` (RealtimeSession over OpenAIRealtimeWebSocket), as its guide shows a voice agent: server
+ * VAD, the microphone through `sendAudio`; the transport itself truncates the answer it was playing when the user
+ * starts to speak. It does not resume.
+ */
+const agentsApp = async (base: string, c: ClientCase, mic: Int16Array): Promise<void> => {
+  const transport = new OpenAIRealtimeWebSocket({ url: `${base}?case=${c.id}`, apiKey: "unused" });
+  const agent = new RealtimeAgent({ name: "assistant", instructions: "Answer briefly." });
+  const session = new RealtimeSession(agent, {
+    transport,
+    config: { audio: { input: { turnDetection: { type: "server_vad" } } } },
+  });
+  let created = 0;
+  let done = 0;
+  let open = true;
+  session.on("error", () => undefined);
+  session.on("transport_event", (event) => {
+    if (event.type === "response.created") created += 1;
+    if (event.type === "response.done") done += 1;
+  });
+  transport.on("connection_change", (status) => {
+    if (status === "disconnected") open = false;
+  });
+  try {
+    await session.connect({ apiKey: "unused" });
+    for (let i = 0; i < mic.length && open; i += CHUNK) {
+      session.sendAudio(mic.slice(i, i + CHUNK).buffer);
+      await sleep(100);
+    }
+    for (let waited = 0; waited < 10_000 && open && (done === 0 || done < created); waited += 100) await sleep(100);
+  } catch {
+    // A dropped connection ends the app: the library does not resume.
+  } finally {
+    session.close();
+  }
+};
+
 const APPS = [
   { agent: "openai-realtime-api", app: betaReferenceApp },
   { agent: "openai (SDK)", app: openaiSdkApp },
+  { agent: "@openai/agents-realtime", app: agentsApp },
 ] as const;
 
 /** The README's table: a row per case, a column per client, each cell the verdict and why. */
