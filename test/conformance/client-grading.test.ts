@@ -117,6 +117,7 @@ describe("client conformance: the project's DuplexClient app, through duplex con
     const html = await readFile(join(report, "report.html"), "utf8");
     expect(html.match(/data-verdict="pass"/g)?.length).toBe(cases.length);
     expect(html).not.toMatch(/<script|<link/);
+    expect(html).toMatch(/<tr id="exercised"><th>rules exercised<\/th><td>[^<]*barge-in[^<]*resume[^<]*<\/td><\/tr>/);
     // Graded again offline from the recorded session: the same verdict.
     const barge = index.cases.find((c) => c.id === "barge-in.truncate");
     const graded = await run(process.execPath, [

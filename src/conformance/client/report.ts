@@ -91,6 +91,11 @@ export const renderClientMatrix = (reports: readonly ClientReport[]): string => 
       .join("");
     return `<tr><th title="${escapeXml(rule)}">${escapeXml(id)}</th>${cells}</tr>`;
   });
+  // The rules each client's sessions exercised, over every case.
+  const exercised = reports
+    .map((r) => `<td>${escapeXml([...new Set(r.results.flatMap((c) => c.grade.exercised))].join(", ") || "-")}</td>`)
+    .join("");
+  rows.push(`<tr id="exercised"><th>rules exercised</th>${exercised}</tr>`);
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex client conformance</title><style>body{font:14px system-ui,sans-serif;margin:16px 20px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;max-width:320px}small{color:#444}</style></head><body><h1>client conformance</h1><table id="matrix"><tr><th>case</th>${head}</tr>${rows.join("")}</table></body></html>\n`;
 };
 
