@@ -4,12 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket as WsSocket } from "ws";
 import { runDemo } from "../../src/cli/demo.ts";
 import { freePort } from "../../src/cli/server-process.ts";
 import { DuplexClient } from "../../src/client/index.ts";
 import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
 import { referenceTone } from "../../src/conformance/client/graders.ts";
 import { type CaseResult, type ClientHarness, startClientHarness } from "../../src/conformance/client/harness.ts";
+import { renderClientTable, requiredPassed } from "../../src/conformance/client/report.ts";
 import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
 import { encodeWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio } from "../support/server.ts";
@@ -165,6 +167,7 @@ describe("client conformance: a deliberately broken client", () => {
       port: 0,
       script: CLIENT_PEER_SCRIPT,
       unsupported: ["resume"],
+      graceS: 16,
     });
     const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
     const interrupt = (await readWavFile(sharedAudio("interrupt_16k.wav"))).samples;
@@ -184,6 +187,7 @@ describe("client conformance: a deliberately broken client", () => {
         ),
       ),
     );
+    await harness.allEnded;
     results = (await harness.finish()).results;
   }, 120_000);
 
@@ -204,5 +208,35 @@ describe("client conformance: a deliberately broken client", () => {
     expect(why("core.audio-rate")).toMatch(/heard at 66\d Hz/);
     expect(why("barge-in.truncate")).toMatch(/beyond the \d+ ms it was sent/);
     expect(why("playback.acks")).toMatch(/went beyond what was sent/);
+  });
+});
+
+describe("client conformance: the peer under bad connections", () => {
+  it("refuses a URL that does not parse and an unknown case with 1008, goes on, and grades a case nobody ran as not run", async () => {
+    const cases = (await loadClientCases(CLIENT_CASE_DIR)).filter((c) => c.id === "core.handshake");
+    const lines: string[] = [];
+    const harness = await startClientHarness({
+      cases,
+      host: "127.0.0.1",
+      port: 0,
+      script: CLIENT_PEER_SCRIPT,
+      unsupported: [],
+      log: (line) => lines.push(line),
+    });
+    const closeOf = (url: string) =>
+      new Promise<number>((resolve) => {
+        const socket = new WsSocket(url);
+        socket.on("error", () => undefined);
+        socket.on("close", (code) => resolve(code));
+      });
+    const base = harness.url.replace(/\/v1\/realtime$/, "");
+    expect(await closeOf(`${base}/case/%E0%A4%A/v1/realtime`)).toBe(1008);
+    expect(await closeOf(`${harness.url}?case=nope`)).toBe(1008);
+    expect(lines.some((l) => l.startsWith("refused a connection: no case nope"))).toBe(true);
+    const { results } = await harness.finish();
+    expect(results.map((r) => [r.id, r.grade.verdict])).toEqual([["core.handshake", "harness-broken"]]);
+    const report = { agent: "nobody", duplexAware: false, results };
+    expect(requiredPassed(report)).toBe(false);
+    expect(renderClientTable(report)).toMatch(/a required case could not run\n$/);
   });
 });

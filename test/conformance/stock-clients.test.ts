@@ -9,7 +9,7 @@ import { RealtimeClient as BetaReferenceClient } from "openai-realtime-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
 import { referenceTone } from "../../src/conformance/client/graders.ts";
-import { type CaseResult, type ClientHarness, startClientHarness } from "../../src/conformance/client/harness.ts";
+import { type CaseResult, startClientHarness } from "../../src/conformance/client/harness.ts";
 import { type ClientReport, isRequired } from "../../src/conformance/client/report.ts";
 import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
 import { readWavFile, resamplePcm16 } from "../../src/infra/audio/index.ts";
@@ -189,21 +189,27 @@ const END = "<!-- client-table:end -->";
 
 describe("stock clients graded by the client cases", () => {
   const reports: ClientReport[] = [];
-  let harness: ClientHarness;
   beforeAll(async () => {
     const cases = await loadClientCases(CLIENT_CASE_DIR);
-    for (const { agent, app } of APPS) {
-      harness = await startClientHarness({
-        cases,
-        host: "127.0.0.1",
-        port: 0,
-        script: CLIENT_PEER_SCRIPT,
-        unsupported: [],
-      });
-      await Promise.all(cases.map(async (c) => app(harness.url, c, await microphoneFor(c))));
-      const { results } = await harness.finish();
-      reports.push({ agent, duplexAware: false, results });
-    }
+    // The three clients at once, each on a peer of its own; each peer's cases end with their sessions (a client
+    // that does not resume lets its session expire after the grace).
+    const graded = await Promise.all(
+      APPS.map(async ({ agent, app }) => {
+        const harness = await startClientHarness({
+          cases,
+          host: "127.0.0.1",
+          port: 0,
+          script: CLIENT_PEER_SCRIPT,
+          unsupported: [],
+          graceS: 16,
+        });
+        await Promise.all(cases.map(async (c) => app(harness.url, c, await microphoneFor(c))));
+        await harness.allEnded;
+        const { results } = await harness.finish();
+        return { agent, duplexAware: false, results } satisfies ClientReport;
+      }),
+    );
+    reports.push(...graded);
   }, 180_000);
   afterAll(async () => undefined);
 

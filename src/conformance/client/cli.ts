@@ -38,6 +38,7 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
     port: o.port,
     script: CLIENT_PEER_SCRIPT,
     unsupported: o.unsupported,
+    log: o.out,
   });
   o.out(
     `client conformance peer on ${harness.url}\n` +
@@ -58,7 +59,7 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
     });
   });
   const { results, logs } = await harness.finish();
-  const graded: ClientReport = { agent: o.agent, duplexAware: o.duplexAware, results };
+  const graded: ClientReport = { agent: o.agent, duplexAware: o.duplexAware, unsupported: o.unsupported, results };
   await writeClientReport(report, graded, logs);
   o.out(`${renderClientTable(graded)}report: ${join(report, "report.html")}, ${join(report, "junit.xml")}\n`);
   return requiredPassed(graded);
@@ -70,14 +71,18 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
  * @throws Error when the file or its `.case.json` cannot be read, or names an unknown case.
  */
 export const gradeRecorded = async (file: string, casesDir: string, out: (text: string) => void): Promise<string> => {
-  const sidecar = JSON.parse(await readFile(file.replace(/\.jsonl$/, ".case.json"), "utf8")) as {
-    case: string;
-    actions: PeerAction[];
-  };
+  const sidecarPath = file.replace(/\.jsonl$/, ".case.json");
+  const sidecar = JSON.parse(
+    await readFile(sidecarPath, "utf8").catch(() => {
+      throw new Error(
+        `${file}: a recorded case is the session file and, beside it, ${sidecarPath} (what the peer did); it cannot be read`,
+      );
+    }),
+  ) as { case: string; actions: PeerAction[]; unsupported?: string[] };
   const clientCase = (await loadClientCases(casesDir)).find((c) => c.id === sidecar.case);
   if (clientCase === undefined) throw new Error(`${file}: the case ${sidecar.case} is not in ${casesDir}`);
   const { entries } = await readSessionFile(file);
-  const grade = gradeCase(clientCase, { entries, actions: sidecar.actions, unsupported: [] });
+  const grade = gradeCase(clientCase, { entries, actions: sidecar.actions, unsupported: sidecar.unsupported ?? [] });
   out(
     `${clientCase.id}: ${grade.verdict}: ${grade.message}\n` +
       grade.evidence

@@ -158,13 +158,21 @@ export const tonePitchOf = (samples: Int16Array, rateHz: number): number | null 
   if (loudest < 0.02) return null;
   let crossings = 0;
   let windows = 0;
+  const perWindow: number[] = [];
   for (const [w, value] of rms.entries()) {
     if (value < loudest * 0.9) continue;
     windows += 1;
+    let here = 0;
     for (let k = Math.max(1, w * window); k < (w + 1) * window; k += 1)
-      if ((samples[k - 1] ?? 0) < 0 !== (samples[k] ?? 0) < 0) crossings += 1;
+      if ((samples[k - 1] ?? 0) < 0 !== (samples[k] ?? 0) < 0) here += 1;
+    crossings += here;
+    perWindow.push(here);
   }
-  return windows === 0 ? null : crossings / 2 / ((windows * window) / rateHz);
+  // A tone is steady: its windows cross zero as often as each other (speech does not). At least 200 ms of it.
+  const mean = perWindow.reduce((a, b) => a + b, 0) / Math.max(1, perWindow.length);
+  const spread = Math.sqrt(perWindow.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(1, perWindow.length));
+  if (windows < 10 || spread > 0.1 * mean) return null;
+  return crossings / 2 / ((windows * window) / rateHz);
 };
 
 const audioRate: Grader = (input, steps, t0) => {
@@ -184,7 +192,7 @@ const audioRate: Grader = (input, steps, t0) => {
   if (pitch === null)
     return grade(
       "harness-broken",
-      "no tone in the audio: the case asks the app to stream the reference tone",
+      "no steady tone in the audio: the case asks the app to stream the reference tone",
       evidence,
     );
   const ratio = pitch / TONE_HZ;
@@ -379,6 +387,8 @@ const bargeIn: Grader = (_input, steps, t0) => {
 
 const playback: Grader = (input, steps, t0) => {
   const acks = steps.filter((s) => s.command?.type === "playback.ack");
+  if (!steps.some((s) => s.events.some((e) => e.type === "AudioDelivered")))
+    return broken("no answer's audio went out, so there was nothing to acknowledge: the app must ask for an answer");
   if (acks.length === 0)
     return input.unsupported.includes("playback")
       ? grade("unsupported", "the client declared it does not acknowledge playback", [])

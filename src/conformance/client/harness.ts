@@ -56,23 +56,46 @@ export interface ClientHarnessOptions {
   readonly script: string;
   /** Profiles the client declared it does not do. */
   readonly unsupported: readonly string[];
+  /** The sessions' disconnect grace, s (default 20: above the resume bound of 15 s). */
+  readonly graceS?: number;
+  /** Progress lines: a case started or ended, a connection refused. */
+  readonly log?: (line: string) => void;
 }
 
 /**
  * The case a connection names, and the URL it goes to upstream without it: `?case=ID`, or a path that starts with
  * `/case/ID/` (for clients that build the URL themselves from a base URL, as OpenAI's SDK does).
  */
-const forwardedQuery = (request: IncomingMessage): { path: string; caseId: string | null } => {
-  const url = new URL(request.url ?? "/", "http://localhost");
-  let caseId = url.searchParams.get("case");
-  url.searchParams.delete("case");
-  const prefixed = /^\/case\/([^/]+)(\/.*)$/.exec(url.pathname);
-  if (prefixed !== null) {
-    caseId = decodeURIComponent(prefixed[1] ?? "");
-    url.pathname = prefixed[2] ?? "/";
+const forwardedQuery = (request: IncomingMessage): { path: string; caseId: string | null } | null => {
+  try {
+    const url = new URL(`http://localhost${(request.url ?? "/").replace(/^\/+/, "/")}`);
+    let caseId = url.searchParams.get("case");
+    url.searchParams.delete("case");
+    const prefixed = /^\/case\/([^/]+)(\/.*)$/.exec(url.pathname);
+    if (prefixed !== null) {
+      caseId = decodeURIComponent(prefixed[1] ?? "");
+      url.pathname = prefixed[2] ?? "/";
+    }
+    return { path: `${url.pathname}${url.search}`, caseId };
+  } catch {
+    // A URL that does not parse (a bad %-escape): refused, the peer goes on.
+    return null;
   }
-  return { path: `${url.pathname}${url.search}`, caseId };
 };
+
+/**
+ * A case stopped before its session ended (Ctrl-C mid-case) cannot say the client failed: what it failed to do may
+ * still have been coming. Such a `fail` is reported harness-broken.
+ */
+const stoppedEarly = (grade: Grade, entries: readonly RecordedEntry[]): Grade =>
+  grade.verdict === "fail" && entries.at(-1)?.type !== "SessionClosed"
+    ? {
+        ...grade,
+        verdict: "harness-broken",
+        message: `the case was stopped before its session ended (${grade.message})`,
+        reason: "the case was stopped before its session ended",
+      }
+    : grade;
 
 /** The beta names of the server events cases trigger on, to their GA names. */
 const BETA_TO_GA: Record<string, string> = {
@@ -95,7 +118,8 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       listen: { host: "127.0.0.1", port: 0 },
       event_store: { kind: "sqlite", path: join(dir, "duplex.sqlite") },
       runner: { kind: "scripted", script: o.script },
-      duplex_session: { max_sessions: 64, disconnect_grace_s: 60 },
+      // A client that does not resume lets its session expire: `graceS` after a drop (the resume bound is 15 s).
+      duplex_session: { max_sessions: 64, disconnect_grace_s: o.graceS ?? 20 },
     }),
   );
   const upstreamBase = server.url.replace(/\/v1\/realtime$/, "");
@@ -126,6 +150,22 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     return run;
   };
 
+  // A case ends when its session's log does (closed, expired: however the client left), read every second.
+  const watch = setInterval(() => {
+    void (async () => {
+      for (const run of runs) {
+        if (run.ended || run.sessionId === null) continue;
+        const last = (await server.store.read(streamOf(run.sessionId))).at(-1);
+        if (last?.type === "SessionClosed") {
+          run.ended = true;
+          o.log?.(`case ${run.case.id} ended (session ${run.sessionId})\n`);
+        }
+      }
+      checkEnded();
+    })().catch(() => undefined);
+  }, 1000);
+  watch.unref();
+
   const http = createServer((_request, response) => {
     response
       .writeHead(426, { "content-type": "text/plain" })
@@ -137,7 +177,17 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     handleProtocols: (protocols) => protocols.values().next().value ?? false,
   });
   wss.on("connection", (client, request) => {
-    const { path, caseId } = forwardedQuery(request);
+    const query = forwardedQuery(request);
+    if (query === null) {
+      client.close(1008, "the URL does not parse");
+      return;
+    }
+    const { path, caseId } = query;
+    if (caseId !== null && !o.cases.some((c) => c.id === caseId)) {
+      o.log?.(`refused a connection: no case ${caseId} (the cases: ${o.cases.map((c) => c.id).join(", ")})\n`);
+      client.close(1008, `no case ${caseId}`.slice(0, 120));
+      return;
+    }
     const protocols = String(request.headers["sec-websocket-protocol"] ?? "")
       .split(",")
       .map((p) => p.trim())
@@ -193,10 +243,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
         if (client.readyState === WebSocket.OPEN) client.send(text);
         return;
       }
-      if (type === "session.closed" || type === "session.expired") {
-        current.ended = true;
-        queueMicrotask(checkEnded);
-      }
+
       const count = (current.sent.get(type) ?? 0) + 1;
       current.sent.set(type, count);
       let out: string | null = text;
@@ -232,10 +279,22 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     upstream.on("error", closeBoth);
     client.on("error", closeBoth);
   });
-  await new Promise<void>((resolve, reject) => {
-    http.once("error", reject);
-    http.listen(o.port, o.host, () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      http.once("error", reject);
+      http.listen(o.port, o.host, () => resolve());
+    });
+  } catch (error) {
+    clearInterval(watch);
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+    const code = (error as { code?: string }).code;
+    throw new Error(
+      code === "EADDRINUSE"
+        ? `port ${o.port} on ${o.host} is in use: pick another with --port`
+        : (error as Error).message,
+    );
+  }
   const address = http.address();
   const port = typeof address === "object" && address !== null ? address.port : o.port;
 
@@ -243,6 +302,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     url: `ws://${o.host}:${port}/v1/realtime`,
     allEnded,
     async finish() {
+      clearInterval(watch);
       for (const c of wss.clients) c.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       await new Promise<void>((resolve) => http.close(() => resolve()));
@@ -262,7 +322,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
                 evidence: [],
                 exercised: [],
               }
-            : gradeCase(c, { entries, actions: run.actions, unsupported: o.unsupported });
+            : stoppedEarly(gradeCase(c, { entries, actions: run.actions, unsupported: o.unsupported }), entries);
         results.push({
           id: c.id,
           rule: c.rule,

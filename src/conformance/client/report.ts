@@ -12,6 +12,8 @@ export interface ClientReport {
   readonly agent: string;
   /** Whether the client declared itself duplex-aware: then the cases required of duplex clients count too. */
   readonly duplexAware: boolean;
+  /** Profiles the client declared it does not do (kept with each session, for `--grade`). */
+  readonly unsupported?: readonly string[];
   readonly results: readonly CaseResult[];
 }
 
@@ -19,9 +21,14 @@ export interface ClientReport {
 export const isRequired = (report: ClientReport, result: CaseResult): boolean =>
   result.required === "all" || report.duplexAware;
 
-/** Every required case passed (a harness-broken one is never counted against the client). */
+/**
+ * Every required case passed (or is what the client declared it does not do). A required case that could not run
+ * (harness-broken) is not counted against the client in the report, but it did not pass either: no exit 0 for it.
+ */
 export const requiredPassed = (report: ClientReport): boolean =>
-  report.results.every((r) => !isRequired(report, r) || r.grade.verdict !== "fail");
+  report.results.every(
+    (r) => !isRequired(report, r) || ["pass", "non-strict", "informational", "unsupported"].includes(r.grade.verdict),
+  );
 
 const revisions = (r: CaseResult): string =>
   r.grade.evidence
@@ -42,7 +49,11 @@ export const renderClientTable = (report: ClientReport): string => {
   const lines = rows.map((row) =>
     [...[0, 1, 2].map((i) => (row[i] ?? "").padEnd(widths[i] ?? 8)), `${row[3]} [${row[4]}]`].join("  "),
   );
-  const verdict = requiredPassed(report) ? "every required case passed" : "a required case failed";
+  const verdict = requiredPassed(report)
+    ? "every required case passed"
+    : report.results.some((r) => isRequired(report, r) && r.grade.verdict === "fail")
+      ? "a required case failed"
+      : "a required case could not run";
   return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${lines.join("\n")}\n${verdict}\n`;
 };
 
@@ -51,16 +62,17 @@ const escapeXml = (text: string): string =>
 
 /** JUnit XML: one test case per client case; `fail` a failure, `unsupported`/`harness-broken` skipped. */
 export const renderJUnit = (report: ClientReport): string => {
-  const failures = report.results.filter((r) => r.grade.verdict === "fail").length;
+  // An optional case's failure is reported, not failed: CI goes red for required cases only.
+  const failed = (r: CaseResult) => r.grade.verdict === "fail" && isRequired(report, r);
+  const failures = report.results.filter(failed).length;
   const skipped = report.results.filter((r) => ["unsupported", "harness-broken"].includes(r.grade.verdict)).length;
   const cases = report.results.map((r) => {
     const name = `name="${escapeXml(r.id)}" classname="duplex.conform.client.${escapeXml(report.agent)}"`;
-    const body =
-      r.grade.verdict === "fail"
-        ? `<failure message="${escapeXml(r.grade.message)}">${escapeXml(revisions(r))}</failure>`
-        : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
-          ? `<skipped message="${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
-          : `<system-out>${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}</system-out>`;
+    const body = failed(r)
+      ? `<failure message="${escapeXml(r.grade.message)}">${escapeXml(revisions(r))}</failure>`
+      : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
+        ? `<skipped message="${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
+        : `<system-out>${escapeXml(`${r.grade.verdict}${isRequired(report, r) ? "" : " (optional)"}: ${r.grade.message}`)}</system-out>`;
     return `    <testcase ${name}>${body}</testcase>`;
   });
   return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeXml(report.agent)}" tests="${report.results.length}" failures="${failures}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
@@ -122,7 +134,7 @@ export const writeClientReport = async (
       );
       await writeFile(
         join(dir, "sessions", `${r.session_id}.case.json`),
-        `${JSON.stringify({ case: r.id, actions: r.actions }, null, 2)}\n`,
+        `${JSON.stringify({ case: r.id, actions: r.actions, unsupported: report.unsupported ?? [] }, null, 2)}\n`,
       );
     }
   }
