@@ -31,18 +31,22 @@ export const GRADERS = [
   "barge-in",
   "playback",
   "resume",
+  "no-retry",
 ] as const;
 export type GraderName = (typeof GRADERS)[number];
 
 /**
  * What the peer does when the `nth` (1-based, default 1) server event of type `on` is about to go to the client:
  * `inject` sends `event` first; `extra_field` adds `field`'s keys to that event; `drop` ends the connection with no
- * close frame (the client sees 1006); `close` sends a close frame with `code` and `reason`.
+ * close frame (the client sees 1006); `close` sends a close frame with `code` and `reason`. `refuse_resume` answers
+ * the client's `session.resume` (a client event) with `session_resume_expired`, as for a session that expired, and
+ * every later one the same way: none reaches the server.
  */
 export type CaseAction =
   | { readonly on: string; readonly nth: number; readonly do: "inject"; readonly event: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "extra_field"; readonly field: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "drop" }
+  | { readonly on: "session.resume"; readonly nth: number; readonly do: "refuse_resume" }
   | { readonly on: string; readonly nth: number; readonly do: "close"; readonly code: number; readonly reason: string };
 
 const action = z.discriminatedUnion("do", [
@@ -63,6 +67,13 @@ const action = z.discriminatedUnion("do", [
     })
     .strict(),
   z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("drop") }).strict(),
+  z
+    .object({
+      on: z.literal("session.resume"),
+      nth: z.number().int().positive().default(1),
+      do: z.literal("refuse_resume"),
+    })
+    .strict(),
   z
     .object({
       on: z.string(),

@@ -506,7 +506,45 @@ const resume: Grader = (input, steps, t0) => {
   ]);
 };
 
+const noRetry: Grader = (input, _steps, t0) => {
+  const dropped = actionOf(input, ["drop", "close"]);
+  if (dropped === null)
+    return broken("no answer's audio went out, so the connection was not dropped: the app must ask for an answer");
+  const refused = input.actions.find((a) => a.do === "refuse_resume");
+  const evidence: Evidence[] = [
+    { revision: null, at_ms: dropped.at - t0, what: `peer: ${dropped.do} with ${dropped.on}` },
+  ];
+  if (refused === undefined)
+    return input.unsupported.includes("resume")
+      ? grade("unsupported", "the client declared it does not resume", evidence)
+      : grade(
+          "informational",
+          "the client did not try to resume, so it could not retry a refused token",
+          evidence,
+          [],
+          "it did not try to resume",
+        );
+  evidence.push({
+    revision: null,
+    at_ms: refused.at - t0,
+    what: "peer: session.resume refused with session_resume_expired",
+  });
+  const retries = input.actions.filter((a) => a.do === "resume_retry");
+  for (const r of retries)
+    evidence.push({ revision: null, at_ms: r.at - t0, what: "the client sent session.resume again" });
+  if (retries.length > 0)
+    return grade(
+      "fail",
+      `after session_resume_expired it retried the same session ${retries.length} time(s)`,
+      evidence,
+      ["resume"],
+      "it retried a session the server said had expired",
+    );
+  return grade("pass", "after session_resume_expired it did not retry the session", evidence, ["resume"]);
+};
+
 const GRADER_FUNCTIONS: Record<GraderName, Grader> = {
+  "no-retry": noRetry,
   handshake,
   "audio-rate": audioRate,
   "forward-compat": forwardCompat,

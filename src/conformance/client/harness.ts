@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { type RecordedEntry, streamOf } from "../../engine/index.ts";
+import { handshakeError } from "../../protocol/index.ts";
 import type { ClientCase } from "./cases.ts";
 import { type Grade, gradeCase, type PeerAction } from "./graders.ts";
 
@@ -219,7 +220,20 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       if (run !== null) run.connections += 1;
     };
     client.on("message", (data, isBinary) => {
-      bind(isBinary ? null : data.toString());
+      const text = isBinary ? null : data.toString();
+      bind(text);
+      // A case that refuses resumes answers each session.resume itself, as the server does an expired session's.
+      const refusing = (run as CaseRun | null)?.case.actions.some((a) => a.do === "refuse_resume") === true;
+      if (refusing && text !== null && /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))) {
+        const current = run as unknown as CaseRun;
+        const first = !current.actions.some((a) => a.do === "refuse_resume");
+        current.actions.push({ do: first ? "refuse_resume" : "resume_retry", on: "session.resume", at: Date.now() });
+        const eventId = /"event_id"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? null;
+        client.send(
+          handshakeError("session_resume_expired", "unknown or expired session (conformance: refused)", eventId),
+        );
+        return;
+      }
       if (upstream.readyState === WebSocket.OPEN) upstream.send(data, { binary: isBinary });
       else waiting.push([data, isBinary]);
     });
@@ -251,6 +265,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
         if (current.done.has(i) || action.on !== type || action.nth !== count) continue;
         current.done.add(i);
         current.actions.push({ do: action.do, on: type, at: Date.now() });
+        if (action.do === "refuse_resume") continue;
         if (action.do === "inject") client.send(JSON.stringify(action.event));
         else if (action.do === "extra_field") out = JSON.stringify({ ...JSON.parse(out ?? text), ...action.field });
         else {
