@@ -514,6 +514,9 @@ export const createEngine = (deps: EngineDeps): Engine => {
       for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
         const id = info.stream.slice(STREAM_PREFIX.length);
         if (hosts.has(id)) continue;
+        // A closed session's last entry says so: its whole log is not read again every sweep.
+        const last = (await deps.store.read(info.stream, info.revision)).at(-1);
+        if (last === undefined || last.type === "SessionClosed") continue;
         const entries = await deps.store.read(info.stream);
         const owner = ownerOf(entries);
         if (owner.node === nodeId || owner.node === null) continue;

@@ -15,6 +15,7 @@ import {
   timelineOf,
 } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
+import { escapeMarkup } from "../infra/escape-markup.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
 import { handshakeErrorBody } from "../protocol/index.ts";
 import { renderTimelinePage } from "./timeline-page.ts";
@@ -111,9 +112,6 @@ const summaryOf = (report: SessionReport, live: boolean): SessionSummary => ({
   revision: report.revision,
   error_codes: [...new Set(report.errors.map((e) => e.code))],
 });
-
-const escapeHtml = (text: string): string =>
-  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
 
 const notFound = (reply: FastifyReply, id: string) =>
   reply.code(404).send(handshakeErrorBody("unknown_session", `no session ${id} on this server`));
@@ -323,12 +321,12 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const rows = page.data
       .map((s) => {
         const cells = [
-          `<a href="/sessions/${encodeURIComponent(s.id)}">${escapeHtml(s.id)}</a>`,
-          escapeHtml(s.opened_at),
+          `<a href="/sessions/${encodeURIComponent(s.id)}">${escapeMarkup(s.id)}</a>`,
+          escapeMarkup(s.opened_at),
           `${s.duration_s.toFixed(1)} s`,
-          escapeHtml(s.state) + (s.live ? " (live)" : ""),
+          escapeMarkup(s.state) + (s.live ? " (live)" : ""),
           String(s.responses),
-          escapeHtml(s.error_codes.join(", ")),
+          escapeMarkup(s.error_codes.join(", ")),
         ];
         return `<tr>${cells.map((c) => `<td>${c}</td>`).join("")}</tr>`;
       })
@@ -336,7 +334,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const next =
       page.next_cursor === null
         ? ""
-        : `<p><a id="next" href="/sessions?${escapeHtml(new URLSearchParams({ ...query, after: page.next_cursor }).toString())}">next page</a></p>`;
+        : `<p><a id="next" href="/sessions?${escapeMarkup(new URLSearchParams({ ...query, after: page.next_cursor }).toString())}">next page</a></p>`;
     return reply
       .header("content-type", "text/html; charset=utf-8")
       .send(

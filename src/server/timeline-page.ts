@@ -10,6 +10,7 @@ import {
   type Timeline,
 } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
+import { escapeMarkup } from "../infra/escape-markup.ts";
 import { renderEntryLine } from "../infra/event-store/index.ts";
 
 /** Widths of the plots' y axes, px: every lane is inset by them so that one time axis lines up. */
@@ -77,9 +78,6 @@ const libs = () => {
 const scriptSafe = (code: string): string => code.replace(/<\/(script)/gi, "<\\/$1");
 /** JSON made safe inside a <script> element: every `<` written as \u003c (inside strings, the only place it can be). */
 const jsonSafe = (json: string): string => json.replaceAll("<", "\\u003c");
-const escapeHtml = (text: string): string =>
-  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
-
 /**
  * The page's own script (runs in the browser): draws the lanes from the embedded data on one zoomable time axis,
  * plays audio, and follows a live session's tail. Written as plain browser JavaScript (no template literals).
@@ -446,7 +444,7 @@ export const renderTimelinePage = ({ timeline, entries, audio = "embed", live }:
       : timeline.chain.verified
         ? "every entry the one written"
         : `BROKEN at revision ${timeline.chain.broken_at}`;
-  const id = escapeHtml(timeline.session_id);
+  const id = escapeMarkup(timeline.session_id);
   const markLanes = Object.keys(MARK_LANES)
     .map(
       (name) => `<div class="row"><span class="label">${name}</span><div id="lane-${name}" class="lane"></div></div>`,
@@ -457,7 +455,7 @@ export const renderTimelinePage = ({ timeline, entries, audio = "embed", live }:
 <style>${uplotCss}${PAGE_CSS}</style></head>
 <body>
 <h1>session <code>${id}</code></h1>
-<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${timeline.turns.length}</span> turns &middot; <span id="state">${escapeHtml(timeline.state)}</span> &middot; model ${escapeHtml(timeline.model ?? "-")} &middot; <span id="duration"></span> &middot; opened ${escapeHtml(timeline.opened_at)} &middot; chain: <span id="chain">${escapeHtml(chain)}</span> &middot; <span id="tail"></span></p>
+<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${timeline.turns.length}</span> turns &middot; <span id="state">${escapeMarkup(timeline.state)}</span> &middot; model ${escapeMarkup(timeline.model ?? "-")} &middot; <span id="duration"></span> &middot; opened ${escapeMarkup(timeline.opened_at)} &middot; chain: <span id="chain">${escapeMarkup(chain)}</span> &middot; <span id="tail"></span></p>
 <div id="toolbar"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button><button id="pan-left">&larr;</button><button id="pan-right">&rarr;</button><button id="zoom-reset">all</button> <span id="view"></span> &middot; <button id="play-input">play input</button> <span id="now-playing"></span></div>
 <div id="player"></div>
 <div id="lanes">

@@ -26,6 +26,8 @@ export interface CaseRun {
   readonly done: Set<number>;
   connections: number;
   ended: boolean;
+  /** The revision from which the session's log is read next, to see it end. */
+  readFrom: number;
 }
 
 export interface CaseResult {
@@ -146,6 +148,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       done: new Set(),
       connections: 0,
       ended: false,
+      readFrom: 0,
     };
     runs.push(run);
     return run;
@@ -156,8 +159,10 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     void (async () => {
       for (const run of runs) {
         if (run.ended || run.sessionId === null) continue;
-        const last = (await server.store.read(streamOf(run.sessionId))).at(-1);
-        if (last?.type === "SessionClosed") {
+        // Only the entries since the last look: the whole log is not read again every second.
+        const fresh = await server.store.read(streamOf(run.sessionId), run.readFrom);
+        run.readFrom += fresh.length;
+        if (fresh.at(-1)?.type === "SessionClosed") {
           run.ended = true;
           o.log?.(`case ${run.case.id} ended (session ${run.sessionId})\n`);
         }

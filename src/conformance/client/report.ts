@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { RecordedEntry } from "../../engine/index.ts";
+import { escapeMarkup } from "../../infra/escape-markup.ts";
 import type { CaseResult } from "./harness.ts";
 
 /**
@@ -57,9 +58,6 @@ export const renderClientTable = (report: ClientReport): string => {
   return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${lines.join("\n")}\n${verdict}\n`;
 };
 
-const escapeXml = (text: string): string =>
-  text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;");
-
 /** JUnit XML: one test case per client case; `fail` a failure, `unsupported`/`harness-broken` skipped. */
 export const renderJUnit = (report: ClientReport): string => {
   // An optional case's failure is reported, not failed: CI goes red for required cases only.
@@ -67,15 +65,15 @@ export const renderJUnit = (report: ClientReport): string => {
   const failures = report.results.filter(failed).length;
   const skipped = report.results.filter((r) => ["unsupported", "harness-broken"].includes(r.grade.verdict)).length;
   const cases = report.results.map((r) => {
-    const name = `name="${escapeXml(r.id)}" classname="duplex.conform.client.${escapeXml(report.agent)}"`;
+    const name = `name="${escapeMarkup(r.id)}" classname="duplex.conform.client.${escapeMarkup(report.agent)}"`;
     const body = failed(r)
-      ? `<failure message="${escapeXml(r.grade.message)}">${escapeXml(revisions(r))}</failure>`
+      ? `<failure message="${escapeMarkup(r.grade.message)}">${escapeMarkup(revisions(r))}</failure>`
       : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
-        ? `<skipped message="${escapeXml(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
-        : `<system-out>${escapeXml(`${r.grade.verdict}${isRequired(report, r) ? "" : " (optional)"}: ${r.grade.message}`)}</system-out>`;
+        ? `<skipped message="${escapeMarkup(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
+        : `<system-out>${escapeMarkup(`${r.grade.verdict}${isRequired(report, r) ? "" : " (optional)"}: ${r.grade.message}`)}</system-out>`;
     return `    <testcase ${name}>${body}</testcase>`;
   });
-  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeXml(report.agent)}" tests="${report.results.length}" failures="${failures}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeMarkup(report.agent)}" tests="${report.results.length}" failures="${failures}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
 };
 
 const COLOURS: Record<string, string> = {
@@ -90,7 +88,7 @@ const COLOURS: Record<string, string> = {
 /** A self-contained HTML matrix of cases by clients (opens from disk: no script, no link). */
 export const renderClientMatrix = (reports: readonly ClientReport[]): string => {
   const ids = [...new Set(reports.flatMap((r) => r.results.map((c) => c.id)))];
-  const head = reports.map((r) => `<th>${escapeXml(r.agent)}</th>`).join("");
+  const head = reports.map((r) => `<th>${escapeMarkup(r.agent)}</th>`).join("");
   const rows = ids.map((id) => {
     const rule = reports.flatMap((r) => r.results).find((c) => c.id === id)?.rule ?? "";
     const cells = reports
@@ -98,14 +96,14 @@ export const renderClientMatrix = (reports: readonly ClientReport[]): string => 
         const c = r.results.find((one) => one.id === id);
         if (c === undefined) return "<td>-</td>";
         const required = isRequired(r, c) ? "" : " (optional)";
-        return `<td style="background:${COLOURS[c.grade.verdict] ?? "#fff"}" title="${escapeXml(`${c.grade.message} [${revisions(c)}]`)}" data-verdict="${c.grade.verdict}">${c.grade.verdict}${required}<br><small>${escapeXml(c.grade.message)}</small></td>`;
+        return `<td style="background:${COLOURS[c.grade.verdict] ?? "#fff"}" title="${escapeMarkup(`${c.grade.message} [${revisions(c)}]`)}" data-verdict="${c.grade.verdict}">${c.grade.verdict}${required}<br><small>${escapeMarkup(c.grade.message)}</small></td>`;
       })
       .join("");
-    return `<tr><th title="${escapeXml(rule)}">${escapeXml(id)}</th>${cells}</tr>`;
+    return `<tr><th title="${escapeMarkup(rule)}">${escapeMarkup(id)}</th>${cells}</tr>`;
   });
   // The rules each client's sessions exercised, over every case.
   const exercised = reports
-    .map((r) => `<td>${escapeXml([...new Set(r.results.flatMap((c) => c.grade.exercised))].join(", ") || "-")}</td>`)
+    .map((r) => `<td>${escapeMarkup([...new Set(r.results.flatMap((c) => c.grade.exercised))].join(", ") || "-")}</td>`)
     .join("");
   rows.push(`<tr id="exercised"><th>rules exercised</th>${exercised}</tr>`);
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex client conformance</title><style>body{font:14px system-ui,sans-serif;margin:16px 20px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;max-width:320px}small{color:#444}</style></head><body><h1>client conformance</h1><table id="matrix"><tr><th>case</th>${head}</tr>${rows.join("")}</table></body></html>\n`;
