@@ -444,6 +444,9 @@ export class SessionHost {
           return;
         }
         const before = state;
+        // SessionClosed is a session's last entry: what reaches a closed session (a runner output that was on its
+        // way) changes nothing and is not logged, so readers may take the last entry for the session's end.
+        if (before.phase === "closed") continue;
         entries.push(inputEntry(input, before));
         const events: DomainEvent[] = decide(before, input);
         for (const event of events) {
@@ -458,6 +461,11 @@ export class SessionHost {
           envelopes.push(envelope);
         }
         effects.push(...effectsOf(input, events, before, state));
+      }
+      if (entries.length === 0) {
+        // All of it reached a closed session: nothing to append, send or close again.
+        this.mailbox.decided(batch);
+        continue;
       }
       const chain = chained(this.chainHead, entries);
       try {

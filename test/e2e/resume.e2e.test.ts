@@ -188,6 +188,30 @@ describe("disconnect grace", () => {
   });
 });
 
+describe("a session's end is its log's last entry", () => {
+  it("a runner output that reaches a session after it closed is not logged: SessionClosed stays the last entry", async () => {
+    const server = await startTestServer({ duplex_session: { idle_ttl_s: 1 } });
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      const { id } = await open(client);
+      const host = server.engine.get(id);
+      await client.waitFor("session.expired", { timeoutMs: 5000 });
+      // What a runner still had on its way when the session expired (it happened with the conformance peer).
+      await host?.enqueue({
+        type: "StageOutputReceived",
+        at: Date.now(),
+        data: { output: { kind: "audio", epoch: 0, audio: new Uint8Array(480), transcript: "late" } },
+      });
+      const entries = await server.store.read(streamOf(id));
+      expect(entries.at(-1)?.type).toBe("SessionClosed");
+      expect(entries.filter((e) => e.type === "StageOutputReceived")).toEqual([]);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
 describe("how a socket ends decides the session's end (BEHAVIOUR.md, Resume)", () => {
   it("a client's close 1000 ends the session as client_closed at once: its slot is free, its token resumes nothing", async () => {
     const server = await startTestServer({ duplex_session: { max_sessions: 1 } });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { type RecordedEntry, streamOf } from "../../engine/index.ts";
-import { handshakeError } from "../../protocol/index.ts";
+import { handshakeError, resyncRequired, sessionReplaced } from "../../protocol/index.ts";
 import type { ClientCase } from "./cases.ts";
 import { type Grade, gradeCase, type PeerAction } from "./graders.ts";
 
@@ -26,7 +26,7 @@ export interface CaseRun {
   readonly done: Set<number>;
   connections: number;
   ended: boolean;
-  /** The revision from which the session's log is read next, to see it end. */
+  /** The revision (0-based) from which the session's log is read next, to see it end. */
   readFrom: number;
 }
 
@@ -61,6 +61,11 @@ export interface ClientHarnessOptions {
   readonly unsupported: readonly string[];
   /** The sessions' disconnect grace, s (default 20: above the resume bound of 15 s). */
   readonly graceS?: number;
+  /**
+   * The sessions' idle timeout, s (`idle_ttl_s`; default 40: above the 30 s heartbeat interval the reference's
+   * client uses). The `lease.idle` case asks the app to stay silent for longer.
+   */
+  readonly idleTtlS?: number;
   /** Progress lines: a case started or ended, a connection refused. */
   readonly log?: (line: string) => void;
 }
@@ -122,7 +127,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       event_store: { kind: "sqlite", path: join(dir, "duplex.sqlite") },
       runner: { kind: "scripted", script: o.script },
       // A client that does not resume lets its session expire: `graceS` after a drop (the resume bound is 15 s).
-      duplex_session: { max_sessions: 64, disconnect_grace_s: o.graceS ?? 20 },
+      duplex_session: { max_sessions: 64, disconnect_grace_s: o.graceS ?? 20, idle_ttl_s: o.idleTtlS ?? 40 },
     }),
   );
   const upstreamBase = server.url.replace(/\/v1\/realtime$/, "");
@@ -154,21 +159,32 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     return run;
   };
 
-  // A case ends when its session's log does (closed, expired: however the client left), read every second.
+  // A case ends when its session's log does (closed, expired: however the client left), read every second. One look
+  // at a time: a look that outlasts the second (a loaded machine) is not overlapped by the next, which would read
+  // from the same revision and skip the end.
+  let looking = false;
   const watch = setInterval(() => {
+    if (looking) return;
+    looking = true;
     void (async () => {
       for (const run of runs) {
         if (run.ended || run.sessionId === null) continue;
         // Only the entries since the last look: the whole log is not read again every second.
         const fresh = await server.store.read(streamOf(run.sessionId), run.readFrom);
-        run.readFrom += fresh.length;
-        if (fresh.at(-1)?.type === "SessionClosed") {
+        const last = fresh.at(-1);
+        if (last === undefined) continue;
+        run.readFrom = last.revision + 1;
+        if (last.type === "SessionClosed") {
           run.ended = true;
           o.log?.(`case ${run.case.id} ended (session ${run.sessionId})\n`);
         }
       }
       checkEnded();
-    })().catch(() => undefined);
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        looking = false;
+      });
   }, 1000);
   watch.unref();
 
@@ -207,13 +223,27 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     const upstream = new WebSocket(`${upstreamBase}${path}`, protocols, { headers });
     const waiting: [RawData, boolean][] = [];
     let run: CaseRun | null = null;
+    let bound = false;
     let lastSessionId: string | null = null;
     const bind = (first: string | null): void => {
-      if (run !== null) return;
+      if (bound) return;
+      bound = true;
       const resume = first === null ? null : /"type"\s*:\s*"session\.resume"/.test(first) ? first : null;
       if (resume !== null) {
         const id = /"session_id"\s*:\s*"([^"]+)"/.exec(resume)?.[1];
         run = (id === undefined ? undefined : bySession.get(id)) ?? null;
+      }
+      // A client that reconnects with a new session instead of resuming (LiveKit's plugin does) comes back to the
+      // same case: the case's run notes it, and the new session goes through untouched (the case's actions are done).
+      const cut = caseId === null ? undefined : runs.findLast((r) => r.case.id === caseId && !r.ended);
+      if (
+        run === null &&
+        cut !== undefined &&
+        cut.sessionId !== null &&
+        cut.actions.some((a) => a.do === "drop" || a.do === "close" || a.do === "replace")
+      ) {
+        cut.actions.push({ do: "new_session", on: "connection", at: Date.now() });
+        return;
       }
       if (run === null) {
         run = newRun(caseId);
@@ -227,16 +257,25 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
     client.on("message", (data, isBinary) => {
       const text = isBinary ? null : data.toString();
       bind(text);
-      // A case that refuses resumes answers each session.resume itself, as the server does an expired session's.
-      const refusing = (run as CaseRun | null)?.case.actions.some((a) => a.do === "refuse_resume") === true;
-      if (refusing && text !== null && /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))) {
-        const current = run as unknown as CaseRun;
-        const first = !current.actions.some((a) => a.do === "refuse_resume");
-        current.actions.push({ do: first ? "refuse_resume" : "resume_retry", on: "session.resume", at: Date.now() });
+      // A case that refuses resumes, or whose session another connection took over, answers each session.resume
+      // itself: the first as the case says, the later ones as the server does an expired session's.
+      const current = run as CaseRun | null;
+      const refusal = current?.case.actions.find((a) => a.do === "refuse_resume");
+      const ended = current?.actions.some((a) => a.do === "refuse_resume" || a.do === "replace") === true;
+      if (
+        current !== null &&
+        (refusal !== undefined || ended) &&
+        text !== null &&
+        /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))
+      ) {
         const eventId = /"event_id"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? null;
-        client.send(
-          handshakeError("session_resume_expired", "unknown or expired session (conformance: refused)", eventId),
-        );
+        current.actions.push({ do: ended ? "resume_retry" : "refuse_resume", on: "session.resume", at: Date.now() });
+        if (!ended && refusal?.answer === "resync_required")
+          client.send(resyncRequired(current.sessionId ?? "", "journal_gap"));
+        else
+          client.send(
+            handshakeError("session_resume_expired", "unknown or expired session (conformance: refused)", eventId),
+          );
         return;
       }
       if (upstream.readyState === WebSocket.OPEN) upstream.send(data, { binary: isBinary });
@@ -278,7 +317,10 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
           out = null;
           upstream.terminate();
           if (action.do === "drop") client.terminate();
-          else client.close(action.code, action.reason);
+          else if (action.do === "replace") {
+            client.send(sessionReplaced(current.sessionId ?? "", 2));
+            client.close(1000, "session replaced");
+          } else client.close(action.code, action.reason);
         }
       }
       if (out !== null && client.readyState === WebSocket.OPEN) client.send(out);
