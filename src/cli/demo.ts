@@ -34,6 +34,13 @@ export interface DemoOptions {
    */
   readonly serverVad?: boolean;
   /**
+   * Stay connected this long after the answers, silent, before closing, ms (an app left open; default 0). The
+   * session's lease is kept by heartbeats meanwhile.
+   */
+  readonly lingerMs?: number;
+  /** Interval of the client's `session.heartbeat`, ms. Default 30 000 (the reference's 30 s). */
+  readonly heartbeatMs?: number;
+  /**
    * Where progress goes: lines (speech, responses, cancels, errors, files), and with `live` a status that replaces
    * the previous one (how much of the input was sent), or nothing.
    */
@@ -118,6 +125,7 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     headers,
     // The demo's own heartbeat waits for every append to be heard, which may take a while on a busy server.
     heartbeatTimeoutMs: timeoutMs,
+    ...(options.heartbeatMs === undefined ? {} : { heartbeatIntervalMs: options.heartbeatMs }),
     session: {
       instructions: "Echo what you hear.",
       playback_commit_policy: "ack_only",
@@ -297,6 +305,13 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
   }
   clearInterval(acker);
   ack();
+  if ((options.lingerMs ?? 0) > 0 && !wasInterrupted) {
+    say(`staying connected, silent, for ${((options.lingerMs ?? 0) / 1000).toFixed(1)} s`);
+    await orEnded(sleep(options.lingerMs ?? 0)).catch((error: unknown) => {
+      if (!(error instanceof Interrupted)) throw error;
+      wasInterrupted = true;
+    });
+  }
   closing = true;
   await client.close(5000);
 

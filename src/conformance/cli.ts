@@ -27,9 +27,16 @@ interface ConformOptions {
   readonly clientCases: string;
   readonly unsupported: string[];
   readonly duplexAware: boolean;
+  readonly idleTtlS: number;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+const seconds = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number of seconds above 0");
+  return n;
+};
 
 const port = (value: string): number => {
   const n = Number(value);
@@ -162,6 +169,7 @@ export const registerConformCommand = (program: Command): void => {
       "with --client: the client speaks the duplex extensions (their cases are required)",
       false,
     )
+    .option("--idle-ttl-s <s>", "with --client: the sessions' idle timeout (the lease.idle case)", seconds, 40)
     .option("--grade <file>", "grade a recorded client case again (a report's sessions/<id>.jsonl)")
     .action(async (raw: ConformOptions) => {
       const opts = { ...raw, scenarios: resolve(raw.scenarios), audio: resolve(raw.audio) };
@@ -183,6 +191,7 @@ export const registerConformCommand = (program: Command): void => {
           cases: resolve(opts.clientCases),
           unsupported: opts.unsupported,
           duplexAware: opts.duplexAware,
+          idleTtlS: opts.idleTtlS,
           out: (t) => process.stdout.write(t),
         });
         process.exit(passed ? 0 : 1);

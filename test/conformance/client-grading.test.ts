@@ -10,7 +10,7 @@ import { freePort } from "../../src/cli/server-process.ts";
 import { DuplexClient } from "../../src/client/index.ts";
 import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
 import { referenceTone } from "../../src/conformance/client/graders.ts";
-import { type CaseResult, type ClientHarness, startClientHarness } from "../../src/conformance/client/harness.ts";
+import { type CaseResult, startClientHarness } from "../../src/conformance/client/harness.ts";
 import { renderClientTable, requiredPassed } from "../../src/conformance/client/report.ts";
 import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
 import { encodeWav, readWavFile } from "../../src/infra/audio/index.ts";
@@ -47,6 +47,8 @@ describe("client conformance: the project's DuplexClient app, through duplex con
         "--duplex-aware",
         "--report",
         join(dir, "report"),
+        "--idle-ttl-s",
+        "8",
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -85,10 +87,12 @@ describe("client conformance: the project's DuplexClient app, through duplex con
           out: join(dir, c.id),
           tailMs: 4000,
           serverVad: c.profile === "barge-in",
+          // lease.idle: the app stays, silent, past the peer's idle timeout (8 s), heartbeating every 2 s.
+          ...(c.profile === "lease" ? { lingerMs: 12_000, heartbeatMs: 2000 } : {}),
         });
-        // resume.expired refuses the resume: the demo says it could not resume, and stops.
+        // The resume is refused, or the session was taken over: the demo says it cannot go on, and stops.
         if (c.grader !== "no-retry") return demo;
-        await expect(demo).rejects.toThrow(/resum/);
+        await expect(demo).rejects.toThrow(/resum|replay/);
       }),
     );
     exit = await exited;
@@ -137,23 +141,29 @@ describe("client conformance: the project's DuplexClient app, through duplex con
 
 /**
  * A deliberately broken client (issue 23, "Tested in CI"): it declares 16 kHz but sends audio made at 24 kHz, never
- * stops playing an answer that was cut and acknowledges more than it was sent, and does not resume (which it
- * declares). It fails exactly the cases it breaks.
+ * stops playing an answer that was cut and acknowledges more than it was sent, sends no heartbeat, and does not
+ * resume (which it declares). It fails exactly the cases it breaks.
  */
-const brokenApp = async (url: string, samples: Int16Array, serverVad: boolean): Promise<void> => {
+const brokenApp = async (url: string, samples: Int16Array, serverVad: boolean, stayMs: number): Promise<void> => {
   const client = await DuplexClient.connect(url, {
     session: { input_sample_rate_hz: 16000, ...(serverVad ? { turn_detection: { type: "server_vad" } } : {}) },
     reconnect: null,
+    heartbeatIntervalMs: null,
   });
+  // It acknowledges 1 s more than it received, until 3 s after its microphone ended; then it sends nothing.
+  let acking = true;
   const acker = setInterval(() => {
     for (const r of client.responses)
-      if (r.responseId !== null && r.audioMs > 0 && client.phase === "open")
+      if (acking && r.responseId !== null && r.audioMs > 0 && client.phase === "open")
         client.ackPlayback(r.responseId, Math.floor(r.audioMs) + 1000);
   }, 200);
   try {
     const bytes = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
     await client.streamAudio(bytes, { bytesPerSecond: 32_000, realtime: true }).catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 7000));
+    setTimeout(() => {
+      acking = false;
+    }, 3000);
+    await new Promise((resolve) => setTimeout(resolve, stayMs));
   } finally {
     clearInterval(acker);
     await client.close().catch(() => undefined);
@@ -171,6 +181,7 @@ describe("client conformance: a deliberately broken client", () => {
       script: CLIENT_PEER_SCRIPT,
       unsupported: ["resume"],
       graceS: 16,
+      idleTtlS: 6,
     });
     const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
     const interrupt = (await readWavFile(sharedAudio("interrupt_16k.wav"))).samples;
@@ -187,6 +198,8 @@ describe("client conformance: a deliberately broken client", () => {
           `${harness.url}?case=${c.id}`,
           c.grader === "audio-rate" ? wrongRate : c.profile === "barge-in" ? talkOver : padded,
           c.profile === "barge-in",
+          // lease.idle: it stays, silent, past the idle timeout (6 s) but sends nothing to keep the session.
+          c.profile === "lease" ? 14_000 : 7000,
         ),
       ),
     );
@@ -194,7 +207,7 @@ describe("client conformance: a deliberately broken client", () => {
     results = (await harness.finish()).results;
   }, 120_000);
 
-  it("fails the audio rate, barge-in and playback cases, says it does not resume, and passes the rest", () => {
+  it("fails the audio rate, barge-in, playback and lease cases, says it does not resume, and passes the rest", () => {
     const verdicts = Object.fromEntries(results.map((r) => [r.id, r.grade.verdict]));
     expect(verdicts).toEqual({
       "barge-in.truncate": "fail",
@@ -202,16 +215,22 @@ describe("client conformance: a deliberately broken client", () => {
       "core.error-recovery": "pass",
       "core.forward-compat": "pass",
       "core.handshake": "pass",
+      "lease.idle": "fail",
       "playback.acks": "fail",
       "resume.drop": "unsupported",
       "resume.expired": "unsupported",
       "resume.going-away": "unsupported",
+      "resume.replaced": "unsupported",
       "resume.restart": "unsupported",
+      "resume.resync": "unsupported",
     });
     const why = (id: string) => results.find((r) => r.id === id)?.grade.message ?? "";
     expect(why("core.audio-rate")).toMatch(/heard at 66\d Hz/);
     expect(why("barge-in.truncate")).toMatch(/beyond the \d+ ms it was sent/);
     expect(why("playback.acks")).toMatch(/went beyond what was sent/);
+    expect(why("lease.idle")).toMatch(
+      /^the session expired idle \d+ s after the conversation went quiet \(idle timeout 6 s; 0 heartbeat/,
+    );
   });
 });
 

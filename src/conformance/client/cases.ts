@@ -13,8 +13,8 @@ export interface ClientCase {
   readonly id: string;
   /** The rule it checks, and where it is written. */
   readonly rule: string;
-  /** core (every client), barge-in, resume, playback (the duplex extensions). */
-  readonly profile: "core" | "barge-in" | "resume" | "playback";
+  /** core (every client), barge-in, resume, playback, lease (the duplex extensions). */
+  readonly profile: "core" | "barge-in" | "resume" | "playback" | "lease";
   /** `all`: required of every Realtime client; `duplex`: only of clients of the duplex extensions. */
   readonly required: "all" | "duplex";
   /** What the client's app is asked to do during the case. */
@@ -32,21 +32,31 @@ export const GRADERS = [
   "playback",
   "resume",
   "no-retry",
+  "lease",
 ] as const;
 export type GraderName = (typeof GRADERS)[number];
 
 /**
  * What the peer does when the `nth` (1-based, default 1) server event of type `on` is about to go to the client:
  * `inject` sends `event` first; `extra_field` adds `field`'s keys to that event; `drop` ends the connection with no
- * close frame (the client sees 1006); `close` sends a close frame with `code` and `reason`. `refuse_resume` answers
- * the client's `session.resume` (a client event) with `session_resume_expired`, as for a session that expired, and
- * every later one the same way: none reaches the server.
+ * close frame (the client sees 1006); `close` sends a close frame with `code` and `reason`; `replace` sends
+ * `session.replaced` and closes with 1000, as the server does to a socket another connection's resume superseded.
+ * `refuse_resume` answers the client's `session.resume` (a client event) with `answer`: `session_resume_expired` (an
+ * error, as for a session that expired) or `session.resync_required` (replay impossible: start a new session). After
+ * `replace` or `refuse_resume`, every later `session.resume` of the session is answered `session_resume_expired` by
+ * the peer: none reaches the server.
  */
 export type CaseAction =
   | { readonly on: string; readonly nth: number; readonly do: "inject"; readonly event: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "extra_field"; readonly field: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "drop" }
-  | { readonly on: "session.resume"; readonly nth: number; readonly do: "refuse_resume" }
+  | { readonly on: string; readonly nth: number; readonly do: "replace" }
+  | {
+      readonly on: "session.resume";
+      readonly nth: number;
+      readonly do: "refuse_resume";
+      readonly answer: "session_resume_expired" | "resync_required";
+    }
   | { readonly on: string; readonly nth: number; readonly do: "close"; readonly code: number; readonly reason: string };
 
 const action = z.discriminatedUnion("do", [
@@ -67,11 +77,13 @@ const action = z.discriminatedUnion("do", [
     })
     .strict(),
   z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("drop") }).strict(),
+  z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("replace") }).strict(),
   z
     .object({
       on: z.literal("session.resume"),
       nth: z.number().int().positive().default(1),
       do: z.literal("refuse_resume"),
+      answer: z.enum(["session_resume_expired", "resync_required"]).default("session_resume_expired"),
     })
     .strict(),
   z
@@ -89,7 +101,7 @@ const caseSchema = z
   .object({
     id: z.string().regex(/^[a-z-]+\.[a-z0-9-]+$/, "profile.name, lower case"),
     rule: z.string().min(1),
-    profile: z.enum(["core", "barge-in", "resume", "playback"]),
+    profile: z.enum(["core", "barge-in", "resume", "playback", "lease"]),
     required: z.enum(["all", "duplex"]),
     asks: z.string().min(1),
     actions: z.array(action).default([]),

@@ -17,6 +17,8 @@ export interface ClientConformOptions {
   readonly cases: string;
   readonly unsupported: readonly string[];
   readonly duplexAware: boolean;
+  /** The sessions' idle timeout, s (the `lease.idle` case). */
+  readonly idleTtlS: number;
   readonly out: (text: string) => void;
 }
 
@@ -38,11 +40,13 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
     port: o.port,
     script: CLIENT_PEER_SCRIPT,
     unsupported: o.unsupported,
+    idleTtlS: o.idleTtlS,
     log: o.out,
   });
   o.out(
     `client conformance peer on ${harness.url}\n` +
-      `each connection gets the next case (or the one ?case=ID names); the reference tone is ${tone}\n\n` +
+      `each connection gets the next case (or the one ?case=ID names); the reference tone is ${tone}; ` +
+      `sessions expire after ${o.idleTtlS} s idle (idle_timeout_s)\n\n` +
       cases
         .map((c) => `  ${c.id.padEnd(22)} ${c.required === "all" ? "every client " : "duplex-aware"}  ${c.asks}`)
         .join("\n") +

@@ -459,10 +459,21 @@ const resume: Grader = (input, steps, t0) => {
   const resumed = steps.find(
     (s) => s.at >= dropped.at && s.input === "AttachmentChanged" && s.events.some((e) => e.type === "SessionResumed"),
   );
-  if (resumed === undefined)
-    return input.unsupported.includes("resume")
-      ? grade("unsupported", "the client declared it does not resume", evidence)
-      : grade("fail", "the client did not resume the session after the connection dropped", evidence);
+  if (resumed === undefined) {
+    if (input.unsupported.includes("resume"))
+      return grade("unsupported", "the client declared it does not resume", evidence);
+    const fresh = input.actions.find((a) => a.do === "new_session" && a.at >= dropped.at);
+    if (fresh === undefined)
+      return grade("fail", "the client did not resume the session after the connection dropped", evidence);
+    evidence.push({ revision: null, at_ms: fresh.at - t0, what: "the client connected again with a new session" });
+    return grade(
+      "fail",
+      `the client opened a new session ${fresh.at - dropped.at} ms after the drop instead of resuming this one (what it had been sent since its last ack is lost to it)`,
+      evidence,
+      [],
+      "it opened a new session instead of resuming",
+    );
+  }
   evidence.push({
     revision: resumed.revision,
     at_ms: resumed.at - t0,
@@ -506,45 +517,104 @@ const resume: Grader = (input, steps, t0) => {
   ]);
 };
 
+/**
+ * After the server said the session cannot go on here (`session_resume_expired` or `session.resync_required` to a
+ * resume, `session.replaced` to a socket another one superseded), the client does not try that session again.
+ */
 const noRetry: Grader = (input, _steps, t0) => {
-  const dropped = actionOf(input, ["drop", "close"]);
+  const dropped = actionOf(input, ["drop", "close", "replace"]);
   if (dropped === null)
-    return broken("no answer's audio went out, so the connection was not dropped: the app must ask for an answer");
-  const refused = input.actions.find((a) => a.do === "refuse_resume");
+    return broken("no answer's audio went out, so the connection was not cut: the app must ask for an answer");
   const evidence: Evidence[] = [
     { revision: null, at_ms: dropped.at - t0, what: `peer: ${dropped.do} with ${dropped.on}` },
   ];
-  if (refused === undefined)
+  const ended = dropped.do === "replace" ? dropped : input.actions.find((a) => a.do === "refuse_resume");
+  const fresh = input.actions.find((a) => a.do === "new_session");
+  if (ended === undefined)
     return input.unsupported.includes("resume")
       ? grade("unsupported", "the client declared it does not resume", evidence)
       : grade(
           "informational",
-          "the client did not try to resume, so it could not retry a refused token",
+          `the client did not try to resume${fresh === undefined ? "" : " (it opened a new session)"}, so it could not retry a refused token`,
           evidence,
           [],
           "it did not try to resume",
         );
-  evidence.push({
-    revision: null,
-    at_ms: refused.at - t0,
-    what: "peer: session.resume refused with session_resume_expired",
-  });
+  if (ended !== dropped) evidence.push({ revision: null, at_ms: ended.at - t0, what: "peer: session.resume refused" });
   const retries = input.actions.filter((a) => a.do === "resume_retry");
   for (const r of retries)
     evidence.push({ revision: null, at_ms: r.at - t0, what: "the client sent session.resume again" });
+  const told = dropped.do === "replace" ? "session.replaced" : "the refused resume";
   if (retries.length > 0)
     return grade(
       "fail",
-      `after session_resume_expired it retried the same session ${retries.length} time(s)`,
+      `after ${told} it tried the same session again ${retries.length} time(s)`,
       evidence,
       ["resume"],
-      "it retried a session the server said had expired",
+      "it retried a session the server said it cannot resume",
     );
-  return grade("pass", "after session_resume_expired it did not retry the session", evidence, ["resume"]);
+  if (input.unsupported.includes("resume"))
+    return grade("unsupported", "the client declared it does not resume", evidence);
+  return grade("pass", `after ${told} it did not try the session again`, evidence, ["resume"]);
+};
+
+/**
+ * The lease (BEHAVIOUR.md, "Session lifetime": `idle_ttl_s`): once the conversation is quiet, heartbeats or other
+ * traffic keep the session from expiring idle for longer than its idle timeout (the session object's
+ * `idle_timeout_s`, from the log's SessionOpened and SessionConfigured).
+ */
+const lease: Grader = (input, steps, t0) => {
+  let ttlS: number | null = null;
+  for (const e of input.entries) {
+    const data = e.data as { idleTimeoutS?: number | null; config?: { idleTimeoutS?: number | null } };
+    if (e.type === "SessionOpened" && data.idleTimeoutS !== undefined) ttlS = data.idleTimeoutS;
+    if (e.type === "SessionConfigured" && data.config?.idleTimeoutS !== undefined) ttlS = data.config.idleTimeoutS;
+  }
+  if (ttlS === null) return broken("the session has no idle timeout, so there is no lease to keep");
+  const last = input.entries.at(-1);
+  const expired = input.entries.find(
+    (e) => e.type === "SessionClosed" && (e.data as { reason?: string }).reason === "idle_ttl_expired",
+  );
+  // Quiet from the last response's end (or the last speech), whichever came last.
+  const quietFrom = steps.findLast((s) =>
+    s.events.some((e) => e.type === "ResponseEnded" || e.type === "SpeechStopped" || e.type === "InputCommitted"),
+  );
+  const from = quietFrom?.at ?? t0;
+  const heartbeats = steps.filter((s) => s.at > from && s.command?.type === "session.heartbeat").length;
+  const other = steps.filter((s) => s.at > from && s.command !== null && s.command.type !== "session.heartbeat").length;
+  const evidence: Evidence[] = [];
+  if (quietFrom !== undefined)
+    evidence.push({ revision: quietFrom.revision, at_ms: from - t0, what: "the conversation went quiet" });
+  const kept = `${heartbeats} heartbeat(s) and ${other} other command(s)`;
+  if (expired !== undefined) {
+    evidence.push({ revision: expired.revision, at_ms: expired.metadata.at - t0, what: "session expired: idle" });
+    return grade(
+      "fail",
+      `the session expired idle ${Math.round((expired.metadata.at - from) / 1000)} s after the conversation went quiet (idle timeout ${ttlS} s; ${kept} in between)`,
+      evidence,
+      ["lease"],
+      "the session expired idle: no heartbeat kept it",
+    );
+  }
+  const quietMs = (last?.metadata.at ?? from) - from;
+  if (last !== undefined)
+    evidence.push({ revision: last.revision, at_ms: last.metadata.at - t0, what: `session ended (${last.type})` });
+  if (quietMs <= ttlS * 1000)
+    return broken(
+      `the app left ${Math.round(quietMs / 1000)} s after the conversation went quiet: the case asks it to stay, silent, for longer than the idle timeout (${ttlS} s)`,
+    );
+  return grade(
+    "pass",
+    `quiet for ${Math.round(quietMs / 1000)} s, past the idle timeout of ${ttlS} s: ${kept} kept the session`,
+    evidence,
+    heartbeats > 0 ? ["lease", "heartbeat"] : ["lease"],
+    "heartbeats or traffic kept the idle session alive",
+  );
 };
 
 const GRADER_FUNCTIONS: Record<GraderName, Grader> = {
   "no-retry": noRetry,
+  lease,
   handshake,
   "audio-rate": audioRate,
   "forward-compat": forwardCompat,

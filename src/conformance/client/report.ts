@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { RecordedEntry } from "../../engine/index.ts";
 import { escapeMarkup } from "../../infra/escape-markup.ts";
@@ -120,6 +120,9 @@ export const writeClientReport = async (
 ): Promise<void> => {
   const { renderSessionFile } = await import("../../infra/event-store/index.ts");
   const { streamOf } = await import("../../engine/index.ts");
+  // A report folder used again holds this run only: an earlier run's cases and sessions go first.
+  await rm(join(dir, "cases"), { recursive: true, force: true });
+  await rm(join(dir, "sessions"), { recursive: true, force: true });
   await mkdir(join(dir, "cases"), { recursive: true });
   await mkdir(join(dir, "sessions"), { recursive: true });
   for (const r of report.results) {

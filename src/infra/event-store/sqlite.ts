@@ -16,7 +16,6 @@ import {
   type AppendOutcome,
   type AppendRequest,
   createStoreWriter,
-  type EncodedEntry,
   openStoreFile,
   type StoreWriter,
 } from "./sqlite-writer.ts";
