@@ -152,9 +152,12 @@ export const registerLoadBench = (bench: Command): void => {
     .option("--seconds <s>", "seconds of audio each session streams in real time", positive, 30)
     .option("--url <url>", "a running server's realtime endpoint (no CPU or RSS figures then)")
     .addOption(
-      new Option("--lane <lane>", "native: the model answers when speech stops; turn: server_vad commits and responds")
+      new Option(
+        "--lane <lane>",
+        "turn: server_vad commits and responds, first audio from speech_stopped (what a stock client measures); native: the model answers when speech stops, first audio from the stop sent",
+      )
         .choices(["native", "turn", "both"])
-        .default("native"),
+        .default("turn"),
     )
     .option("--find-capacity", `the largest N with p99 first audio within ${CAPACITY_SLACK_MS} ms of one session's`)
     .option("--max-sessions <n>", "the largest N the capacity search tries", positiveInteger, 512)

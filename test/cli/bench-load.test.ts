@@ -5,6 +5,7 @@ import {
   histogramDelta,
   histogramQuantile,
   parseHistogram,
+  parseSample,
   percentile,
   searchCapacity,
 } from "../../src/cli/load/index.ts";
@@ -39,6 +40,18 @@ describe("load bench percentiles", () => {
       { le: Number.POSITIVE_INFINITY, count: 100 },
     ]);
     expect(parseHistogram(METRICS, "duplex_missing_seconds")).toEqual([]);
+  });
+
+  it("sums a gauge's or a histogram sum's samples over their labels, and only the named metric", () => {
+    const text = `${METRICS}nodejs_gc_duration_seconds_sum{kind="minor"} 0.25
+nodejs_gc_duration_seconds_sum{kind="major"} 0.5
+nodejs_gc_duration_seconds_sum_extra 9
+nodejs_eventloop_lag_p99_seconds 0.0123
+`;
+    expect(parseSample(text, "nodejs_gc_duration_seconds_sum")).toBe(0.75);
+    expect(parseSample(text, "nodejs_eventloop_lag_p99_seconds")).toBe(0.0123);
+    expect(parseSample(text, "duplex_engine_added_seconds_sum")).toBe(0.3);
+    expect(parseSample(text, "nodejs_missing")).toBeNull();
   });
 
   it("interpolates a quantile linearly inside its bucket, from 0 below the first", () => {
@@ -80,12 +93,12 @@ describe("load session tally", () => {
     const tally = createTally();
     tally.speechStopped(1000);
     tally.speechStopped(1500);
-    tally.responseCreated("resp_a");
+    tally.responseCreated("resp_a", 1020);
     tally.audioDelta("resp_a", 1040);
     tally.audioDelta("resp_a", 1090);
     tally.responseDone("resp_a", "completed", undefined);
     expect(tally.settled()).toBe(false);
-    tally.responseCreated("resp_b");
+    tally.responseCreated("resp_b", 1650);
     tally.audioDelta("resp_b", 1700);
     tally.responseDone("resp_b", "completed", undefined);
     expect(tally.settled()).toBe(true);
@@ -95,14 +108,14 @@ describe("load session tally", () => {
   it("counts a barge-in after first audio as interrupted and one before any audio as silent, not received", () => {
     const tally = createTally();
     tally.speechStopped(0);
-    tally.responseCreated("resp_a");
+    tally.responseCreated("resp_a", 20);
     tally.audioDelta("resp_a", 50);
     tally.responseDone("resp_a", "cancelled", "turn_detected");
     tally.speechStopped(100);
-    tally.responseCreated("resp_b");
+    tally.responseCreated("resp_b", 120);
     tally.responseDone("resp_b", "cancelled", "turn_detected");
     tally.speechStopped(200);
-    tally.responseCreated("resp_c");
+    tally.responseCreated("resp_c", 220);
     tally.responseDone("resp_c", "failed", undefined);
     expect(tally.counts()).toMatchObject({
       expected: 3,
@@ -116,13 +129,29 @@ describe("load session tally", () => {
 
   it("keeps a response created with no utterance waiting apart, and unsettled until it ends", () => {
     const tally = createTally();
-    tally.responseCreated("resp_x");
+    tally.responseCreated("resp_x", 0);
     expect(tally.settled()).toBe(false);
-    tally.speechStopped(10);
+    tally.speechStopped(1000);
     tally.responseDone("resp_x", "completed", undefined);
     // The utterance stopped after resp_x was created: it still waits for its own response.
     expect(tally.settled()).toBe(false);
     expect(tally.counts()).toMatchObject({ expected: 1, completed: 0, unprompted: 1, firstAudioMs: [] });
+  });
+
+  it("pairs a response created just before the client placed the stop with that stop, and the next ones in order", () => {
+    const tally = createTally();
+    // The server heard the stop one append before the client placed it (model-native lane).
+    tally.responseCreated("resp_a", 900);
+    tally.audioDelta("resp_a", 920);
+    tally.speechStopped(1000);
+    tally.responseDone("resp_a", "completed", undefined);
+    tally.speechStopped(2000);
+    tally.responseCreated("resp_b", 2010);
+    tally.audioDelta("resp_b", 2030);
+    tally.responseDone("resp_b", "completed", undefined);
+    expect(tally.settled()).toBe(true);
+    // Audio before the placed stop counts as 0 ms, and resp_b answers the second stop, not the first.
+    expect(tally.counts()).toMatchObject({ expected: 2, completed: 2, unprompted: 0, firstAudioMs: [0, 30] });
   });
 });
 
@@ -184,16 +213,19 @@ describe("duplex bench load (CI smoke: 3 sessions, 8 s; the figures are in docs/
     const line = lines[0] ?? {};
     expect(line).toMatchObject({
       bench: "load",
-      lane: "native",
+      lane: "turn",
+      first_audio_from: "speech_stopped received",
       sessions: 3,
       sessions_opened: 3,
       sessions_completed: 3,
       responses_lost: 0,
+      responses_unprompted: 0,
       all_delivered: true,
       errors: {},
       relay_deltas_per_append: 1,
     });
-    // Each session speaks at least two utterances of jfk in 8 s; each is answered (or cut by the next after audio).
+    // Each session streams whole repeats of jfk (8 s asked: one repeat of 12.5 s, its utterances); each is answered
+    // (or cut by the next after audio).
     const expected = Number(line.responses_expected);
     expect(expected).toBeGreaterThanOrEqual(6);
     expect(Number(line.responses_received) + Number(line.responses_interrupted)).toBe(expected);
@@ -202,7 +234,11 @@ describe("duplex bench load (CI smoke: 3 sessions, 8 s; the figures are in docs/
     expect(Number(line.server_cpu_cores)).toBeGreaterThan(0);
     expect(Number(line.server_rss_mib_peak)).toBeGreaterThan(0);
     expect(Number(line.relay_cpu_cores)).toBeGreaterThanOrEqual(0);
-    expect(stderr).toContain("| native | 3 | 3 / 3 |");
+    // The load client's own figures, so that a saturated load client shows.
+    expect(Number(line.client_cpu_cores)).toBeGreaterThan(0);
+    expect(Number(line.client_send_late_ms_p99)).toBeGreaterThanOrEqual(0);
+    expect(typeof line.client_saturated).toBe("boolean");
+    expect(stderr).toContain("| turn | 3 | 3 / 3 |");
   }, 60_000);
 
   it("refuses a session count that is not a whole number, as a usage error", async () => {

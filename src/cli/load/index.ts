@@ -13,6 +13,7 @@ export {
   histogramDelta,
   histogramQuantile,
   parseHistogram,
+  parseSample,
   percentile,
 } from "./stats.ts";
 export { addTallies, createTally, type ResponseOutcome, type Tally, type TallyCounts } from "./tally.ts";

@@ -4,7 +4,11 @@
  * as JSON. It opens `sessions` WebSocket sessions, their starts spread evenly over `rampMs`; each streams its WAV
  * (alternating between the inputs, e.g. 16 and 24 kHz) in real time as 100 ms `input_audio_buffer.append`s, with
  * 1.5 s of silence between repeats, for `seconds`; then it goes on sending silence until every utterance's response
- * has ended (at least 1 s, at most `drainMs`) and closes. On stdout, one JSON object per line:
+ * has ended (at least 1 s, at most `drainMs`) and closes. The stream ends with a whole repeat (its gap included), so
+ * no utterance is cut by the drain. An utterance starts its first-audio clock, in the turn lane, when its
+ * `input_audio_buffer.speech_stopped` arrives, as a user's client measures (docs/benchmarks.md, "Load: the
+ * method"); in the model-native lane, which sends no speech events, when the append that completes its stop is sent.
+ * On stdout, one JSON object per line:
  * `{"type":"started"}` as the first session starts, `{"type":"ended"}` when the last closed, then
  * `{"type":"result", ...}` ({@link LoadClientResult}).
  */
@@ -12,6 +16,7 @@ import { WebSocket } from "ws";
 import { pcm16ToBytes } from "../../infra/audio/pcm.ts";
 import { readWavFile } from "../../infra/audio/wav.ts";
 import { speechOf } from "../input-speech.ts";
+import { percentile } from "./stats.ts";
 import { addTallies, createTally, type TallyCounts } from "./tally.ts";
 
 /** What the load client is asked to do. Times in ms except `seconds`. */
@@ -25,8 +30,8 @@ export interface LoadClientConfig {
   /** The longest a session waits for its last responses after streaming, ms. */
   readonly drainMs: number;
   /**
-   * `native`: no turn detection (the model answers when it hears the user stop; the server sends no speech events,
-   * so the client knows its utterances from its own input, see `framesOf`); `turn`: server_vad.
+   * `native`: the model-native lane (the model answers when it hears the user stop; server VAD's stop does not
+   * commit); `turn`: the turn lane (server VAD's stop commits and creates the response).
    */
   readonly lane: "native" | "turn";
   /** `server`: a duplex server (session.update first, waits for session.updated); `relay`: the bare relay. */
@@ -37,6 +42,9 @@ export interface LoadClientConfig {
 
 /** The load client's result line. */
 export interface LoadClientResult extends TallyCounts {
+  /** The timer lateness of this process's appends (its event loop's health), ms: p99 and max. */
+  readonly sendLateMsP99: number;
+  readonly sendLateMsMax: number;
   readonly type: "result";
   /** Sessions whose socket opened (and, against a server, got `session.updated`). */
   readonly sessionsOpened: number;
@@ -90,6 +98,9 @@ const sleepUntil = (at: number): Promise<void> => {
   return due > 0 ? new Promise((resolve) => setTimeout(resolve, due)) : Promise.resolve();
 };
 
+/** How late each append went out after its time on the audio's clock, ms (every session's, in one list). */
+const late: number[] = [];
+
 interface SessionOutcome {
   readonly opened: boolean;
   readonly completed: boolean;
@@ -135,7 +146,7 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
         tally.speechStopped(at);
         break;
       case "response.created":
-        tally.responseCreated(event.response?.id ?? "");
+        tally.responseCreated(event.response?.id ?? "", at);
         break;
       case "response.done":
         tally.responseDone(
@@ -179,7 +190,10 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
   }
   // Each append at its time on the audio's clock: no drift from late timers.
   const streamStart = performance.now();
-  const streamed = Math.round((config.seconds * 1000) / CHUNK_MS);
+  // Whole repeats: a stream cut inside an utterance would end it with the drain's silence, a stop the model-native
+  // lane's client cannot place (its response would count as unprompted, and the next pairs shift).
+  const streamed =
+    Math.ceil(Math.round((config.seconds * 1000) / CHUNK_MS) / frames.cycle.length) * frames.cycle.length;
   const drainLimit = Math.max(MIN_DRAIN_MS, config.drainMs) / CHUNK_MS;
   let n = 0;
   let drainTimedOut = false;
@@ -190,6 +204,7 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
       drainTimedOut = true;
       break;
     }
+    late.push(performance.now() - (streamStart + n * CHUNK_MS));
     if (!send(draining ? frames.silence : (frames.cycle[n % frames.cycle.length] ?? frames.silence))) break;
     appendsSent += 1;
     // The model-native lane announces no speech: an utterance's stop is the append that completes it.
@@ -231,6 +246,8 @@ const main = async (): Promise<void> => {
     sessionsCompleted: outcomes.filter((o) => o.completed).length,
     sessionsDrainTimedOut: outcomes.filter((o) => o.drainTimedOut).length,
     appendsSent: outcomes.reduce((n, o) => n + o.appendsSent, 0),
+    sendLateMsP99: percentile(late, 99),
+    sendLateMsMax: late.reduce((m, v) => Math.max(m, v), 0),
     wallMs,
     cpuCores: (cpu.user + cpu.system) / 1000 / wallMs,
   };

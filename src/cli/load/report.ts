@@ -3,7 +3,10 @@ import { histogramQuantile, percentile } from "./stats.ts";
 
 /** The `meaning` of a `bench: "load"` line. */
 export const LOAD_MEANING =
-  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time, server VAD) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = utterance stops: speech_stopped seen in the turn lane, the append completing a stop of the client's own input (Silero on the client) in the model-native lane, which sends no speech events; received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_after_stop_ms_* from that stop to the first audio delta on the client, lower is better; engine_added_ms_* interpolated linearly inside the buckets of the server's duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_cpu_cores from /proc/PID/stat over the run's wall time; cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
+  "N realtime sessions (real speech, 16/24 kHz, 100 ms appends in real time) against a duplex server process with the echo runner, the load client in its own process: responses_lost should be 0 (expected = utterance stops: in the turn lane the input_audio_buffer.speech_stopped the client received (server VAD), in the model-native lane, which sends no speech events, the append completing a stop of the client's own input (Silero on the client); received = response.done completed; interrupted = cut by the stream's next utterance after its first audio); first_audio_after_stop_ms_* from that moment (first_audio_from) to the first audio delta's arrival, on the client's clock, as a user's client measures it, lower is better; engine_added_ms_* the server's own figure (runner output to socket write), interpolated linearly inside the buckets of its duplex_engine_added_seconds histogram (a quantile beyond the top finite bucket reads as that bound, a lower bound: engine_added_share_above_top_bucket says how many were above it); server_event_loop_delay_ms_* the server's event-loop delay over the run (prom-client's monitorEventLoopDelay, 10 ms resolution) and server_gc_share the fraction of the run's wall time its V8 spent in GC pauses, both from /metrics; server_cpu_cores from /proc/PID/stat over the run's wall time; client_cpu_cores the load client's own, and client_send_late_ms_p99 how late its appends went out: client_saturated is true when either says the load client, not the server, may be the limit (above 0.8 cores, or p99 late above 20 ms); cpu_per_session_ratio_to_relay = server CPU per session / a bare ws relay's under the same load (same N, same run), lower is better";
+
+/** The load client's own CPU (cores) and its appends' p99 lateness (ms) beyond which its figures are suspect. */
+export const CLIENT_SATURATED = { cpuCores: 0.8, sendLateMsP99: 20 } as const;
 
 const round = (value: number | null, digits: number): number | null => {
   if (value === null || !Number.isFinite(value)) return null;
@@ -42,6 +45,7 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     bench: "load",
     meaning: LOAD_MEANING,
     lane: o.lane,
+    first_audio_from: o.lane === "turn" ? "speech_stopped received" : "stop sent",
     sessions: o.sessions,
     seconds: o.seconds,
     server: o.url ?? "duplex serve (started by the bench, echo runner)",
@@ -66,9 +70,15 @@ export const loadLine = (o: LoadRunOptions, server: RunMeasure, relay: RunMeasur
     engine_added_ms_top_bucket: top === undefined ? null : round(top.le * 1000, 2),
     engine_added_share_above_top_bucket:
       top === undefined || engineCount === 0 ? null : round((engineCount - top.count) / engineCount, 3),
+    server_event_loop_delay_ms_p99: round(server.eventLoopDelayMsP99, 1),
+    server_event_loop_delay_ms_max: round(server.eventLoopDelayMsMax, 1),
+    server_gc_share: server.gcSeconds === null ? null : round(server.gcSeconds / (c.wallMs / 1000), 3),
     server_cpu_cores: round(server.cpuCores, 3),
     server_rss_mib_peak: round(server.rssMibPeak, 1),
     client_cpu_cores: round(c.cpuCores, 3),
+    client_send_late_ms_p99: round(c.sendLateMsP99, 1),
+    client_send_late_ms_max: round(c.sendLateMsMax, 1),
+    client_saturated: c.cpuCores > CLIENT_SATURATED.cpuCores || c.sendLateMsP99 > CLIENT_SATURATED.sendLateMsP99,
     relay_cpu_cores: relay === null ? null : round(relay.cpuCores, 3),
     relay_rss_mib_peak: relay === null ? null : round(relay.rssMibPeak, 1),
     relay_deltas_per_append:
@@ -96,6 +106,8 @@ export const loadTable = (lines: readonly Record<string, unknown>[]): string => 
     "engine added p50 / p99 (ms)",
     "server CPU (cores)",
     "server RSS peak (MiB)",
+    "server loop delay p99 (ms) / GC share",
+    "load client CPU (cores) / send late p99 (ms)",
     "relay CPU (cores)",
     "CPU per session vs relay",
     "errors",
@@ -109,6 +121,8 @@ export const loadTable = (lines: readonly Record<string, unknown>[]): string => 
     `${engineCell(l, 0.5, l.engine_added_ms_p50)} / ${engineCell(l, 0.99, l.engine_added_ms_p99)}`,
     cell(l.server_cpu_cores),
     cell(l.server_rss_mib_peak),
+    `${cell(l.server_event_loop_delay_ms_p99)} / ${cell(l.server_gc_share)}`,
+    `${cell(l.client_cpu_cores)} / ${cell(l.client_send_late_ms_p99)}${l.client_saturated === true ? " (saturated)" : ""}`,
     cell(l.relay_cpu_cores),
     l.cpu_per_session_ratio_to_relay === null ? "-" : `${cell(l.cpu_per_session_ratio_to_relay)}x`,
     Object.entries((l.errors as Record<string, number> | undefined) ?? {})

@@ -7,7 +7,7 @@ import { freePort, startServerProcess } from "../server-process.ts";
 import { spawnScript } from "./child-process.ts";
 import type { LoadClientConfig, LoadClientResult } from "./load-client.ts";
 import { measureCpu, sampleRss } from "./proc.ts";
-import { type HistogramBucket, histogramDelta, parseHistogram } from "./stats.ts";
+import { type HistogramBucket, histogramDelta, parseHistogram, parseSample } from "./stats.ts";
 
 /** One load run's settings. Times in seconds. */
 export interface LoadRunOptions {
@@ -38,7 +38,22 @@ export interface RunMeasure {
   readonly rssMibPeak: number | null;
   /** `duplex_engine_added_seconds` observed during the run (buckets, seconds); null without /metrics. */
   readonly engineAdded: readonly HistogramBucket[] | null;
+  /** The server's event-loop delay over the run (prom-client's, reset by the scrape before it), ms. */
+  readonly eventLoopDelayMsP99: number | null;
+  readonly eventLoopDelayMsMax: number | null;
+  /** Time the server's V8 spent in garbage collection during the run (pauses, every kind), s. */
+  readonly gcSeconds: number | null;
 }
+
+/** What the server's /metrics says of a run: scraped before and after it. */
+type ServerFigures = Pick<RunMeasure, "engineAdded" | "eventLoopDelayMsP99" | "eventLoopDelayMsMax" | "gcSeconds">;
+
+const NO_FIGURES: ServerFigures = {
+  engineAdded: null,
+  eventLoopDelayMsP99: null,
+  eventLoopDelayMsMax: null,
+  gcSeconds: null,
+};
 
 /** The inputs streamed: 16 and 24 kHz, alternating between sessions. */
 export const LOAD_INPUTS = [
@@ -57,7 +72,7 @@ const drive = async (
   url: string,
   target: LoadClientConfig["target"],
   pid: number | null,
-): Promise<Omit<RunMeasure, "engineAdded">> => {
+): Promise<Omit<RunMeasure, keyof ServerFigures>> => {
   const config: LoadClientConfig = {
     url,
     sessions: o.sessions,
@@ -90,16 +105,37 @@ const drive = async (
   }
 };
 
-/** The histogram of engine-added latency now, from the server's /metrics; null when it cannot be read. */
-const scrapeEngineAdded = async (metricsUrl: string): Promise<HistogramBucket[] | null> => {
+/** The server's /metrics now, or null when it cannot be read. */
+const scrape = async (metricsUrl: string): Promise<string | null> => {
   try {
     const response = await fetch(metricsUrl);
-    if (!response.ok) return null;
-    const buckets = parseHistogram(await response.text(), "duplex_engine_added_seconds");
-    return buckets.length === 0 ? null : buckets;
+    return response.ok ? await response.text() : null;
   } catch {
     return null;
   }
+};
+
+/** The run's figures from the scrapes before and after it. */
+const figuresOf = (before: string | null, after: string | null): ServerFigures => {
+  if (after === null) return NO_FIGURES;
+  const engine = parseHistogram(after, "duplex_engine_added_seconds");
+  const ms = (name: string) => {
+    const v = parseSample(after, name);
+    return v === null ? null : v * 1000;
+  };
+  const gcAfter = parseSample(after, "nodejs_gc_duration_seconds_sum");
+  return {
+    engineAdded:
+      engine.length === 0
+        ? null
+        : histogramDelta(engine, before === null ? [] : parseHistogram(before, "duplex_engine_added_seconds")),
+    eventLoopDelayMsP99: ms("nodejs_eventloop_lag_p99_seconds"),
+    eventLoopDelayMsMax: ms("nodejs_eventloop_lag_max_seconds"),
+    gcSeconds:
+      gcAfter === null
+        ? null
+        : gcAfter - ((before === null ? null : parseSample(before, "nodejs_gc_duration_seconds_sum")) ?? 0),
+  };
 };
 
 /** `ws://host:port/...` -> `http://host:port/metrics` (wss -> https). */
@@ -115,10 +151,9 @@ const metricsUrlOf = (url: string): string => {
  */
 export const runAgainstServer = async (o: LoadRunOptions): Promise<RunMeasure> => {
   if (o.url !== undefined) {
-    const before = await scrapeEngineAdded(metricsUrlOf(o.url));
+    const before = await scrape(metricsUrlOf(o.url));
     const measured = await drive(o, o.url, "server", null);
-    const after = await scrapeEngineAdded(metricsUrlOf(o.url));
-    return { ...measured, engineAdded: after === null ? null : histogramDelta(after, before ?? []) };
+    return { ...measured, ...figuresOf(before, await scrape(metricsUrlOf(o.url))) };
   }
   const dir = await mkdtemp(join(tmpdir(), "duplex-load-"));
   const config = join(dir, "config.yaml");
@@ -135,10 +170,9 @@ export const runAgainstServer = async (o: LoadRunOptions): Promise<RunMeasure> =
   const exited = once(child, "exit");
   try {
     const url = `ws://127.0.0.1:${port}/v1/realtime`;
-    const before = await scrapeEngineAdded(metricsUrlOf(url));
+    const before = await scrape(metricsUrlOf(url));
     const measured = await drive(o, url, "server", child.pid ?? null);
-    const after = await scrapeEngineAdded(metricsUrlOf(url));
-    return { ...measured, engineAdded: after === null ? null : histogramDelta(after, before ?? []) };
+    return { ...measured, ...figuresOf(before, await scrape(metricsUrlOf(url))) };
   } finally {
     child.kill("SIGKILL");
     await exited;
@@ -152,7 +186,7 @@ export const runAgainstRelay = async (o: LoadRunOptions): Promise<RunMeasure> =>
   try {
     const { port } = (await relay.line("listening", 60_000)) as { port: number };
     const measured = await drive(o, `ws://127.0.0.1:${port}/`, "relay", relay.child.pid ?? null);
-    return { ...measured, engineAdded: null };
+    return { ...measured, ...NO_FIGURES };
   } finally {
     await relay.stop();
   }

@@ -65,3 +65,14 @@ export const histogramQuantile = (buckets: readonly HistogramBucket[], q: number
   }
   return lower;
 };
+
+/**
+ * The sum of the samples of metric `name` (a gauge or counter, or a histogram's `_sum` / `_count`) in a Prometheus
+ * text exposition, every label set added; null when the metric is absent.
+ */
+export const parseSample = (text: string, name: string): number | null => {
+  let total: number | null = null;
+  for (const match of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)`, "gm")))
+    total = (total ?? 0) + Number(match[1]);
+  return total;
+};

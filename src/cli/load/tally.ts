@@ -58,7 +58,8 @@ export interface TallyCounts {
 /** The bookkeeping of one session: feed it events, read its counts. */
 export interface Tally {
   speechStopped(at: number): void;
-  responseCreated(responseId: string): void;
+  /** `at`: when it arrived, ms (client clock). */
+  responseCreated(responseId: string, at: number): void;
   audioDelta(responseId: string | undefined, at: number): void;
   responseDone(responseId: string, status: string, reason: string | undefined): void;
   error(code: string): void;
@@ -71,10 +72,20 @@ const bump = (record: Record<string, number>, key: string): void => {
   record[key] = (record[key] ?? 0) + 1;
 };
 
+/**
+ * How long before the client places an utterance's stop its response may be created and still answer it, ms. In the
+ * model-native lane the client places a stop from its own input, at the append that completes it; the server's VAD,
+ * on frames aligned differently (and on 24 kHz input resampled), may hear it one append earlier, and answer before
+ * the client has sent the append it expects the stop in.
+ */
+export const EARLY_RESPONSE_MS = 250;
+
 export const createTally = (): Tally => {
   const utterances: Utterance[] = [];
   /** Responses created with no utterance waiting, still streaming. */
   const unpromptedLive = new Set<string>();
+  /** Of those, the ones created less than EARLY_RESPONSE_MS ago: the next stop may be theirs. */
+  const early: { responseId: string; createdAt: number; firstAudioAt: number | null }[] = [];
   let unprompted = 0;
   let audioDeltas = 0;
   const otherEnds: Record<string, number> = {};
@@ -83,13 +94,22 @@ export const createTally = (): Tally => {
     utterances.find((u) => u.answer.phase === "streaming" && u.answer.responseId === responseId);
   return {
     speechStopped(at) {
-      utterances.push({ stoppedAt: at, firstAudioAt: null, answer: { phase: "waiting" } });
+      const utterance: Utterance = { stoppedAt: at, firstAudioAt: null, answer: { phase: "waiting" } };
+      utterances.push(utterance);
+      // A response created just before this stop answers it: its first audio counts from the stop (0 if before).
+      while (early.length > 0 && at - (early[0]?.createdAt ?? at) > EARLY_RESPONSE_MS) early.shift();
+      const answer = early.shift();
+      if (answer === undefined || !unpromptedLive.delete(answer.responseId)) return;
+      unprompted -= 1;
+      utterance.answer = { phase: "streaming", responseId: answer.responseId };
+      if (answer.firstAudioAt !== null) utterance.firstAudioAt = Math.max(at, answer.firstAudioAt);
     },
-    responseCreated(responseId) {
+    responseCreated(responseId, at) {
       const waiting = utterances.find((u) => u.answer.phase === "waiting");
       if (waiting === undefined) {
         unprompted += 1;
         unpromptedLive.add(responseId);
+        early.push({ responseId, createdAt: at, firstAudioAt: null });
         return;
       }
       waiting.answer = { phase: "streaming", responseId };
@@ -99,8 +119,12 @@ export const createTally = (): Tally => {
       if (responseId === undefined) return;
       const u = byResponse(responseId);
       if (u !== undefined && u.firstAudioAt === null) u.firstAudioAt = at;
+      const e = early.find((r) => r.responseId === responseId);
+      if (e !== undefined && e.firstAudioAt === null) e.firstAudioAt = at;
     },
     responseDone(responseId, status, reason) {
+      const i = early.findIndex((r) => r.responseId === responseId);
+      if (i >= 0) early.splice(i, 1);
       if (unpromptedLive.delete(responseId)) return;
       const u = byResponse(responseId);
       const bargeIn = status === "cancelled" && reason === "turn_detected";

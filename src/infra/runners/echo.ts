@@ -81,12 +81,24 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
       const maxSamples = Math.round((maxUtteranceMs * INPUT_RATE) / 1000);
       return all.slice(Math.max(start, end - maxSamples), end);
     };
+    /**
+     * Drops the samples before `untilMs`: whole chunks, then the head of the first one kept as a view (no copy). It
+     * runs on every append outside speech, so it must not copy what is kept (a copy of a second of audio per append
+     * per session was most of the server's garbage under load).
+     */
     const forget = (untilMs: number): void => {
-      const all = flat();
-      const drop = Math.max(0, Math.min(all.length, Math.round(((untilMs - keptFromMs) * INPUT_RATE) / 1000)));
-      kept = [all.slice(drop)];
-      keptSamples = all.length - drop;
+      let drop = Math.max(0, Math.min(keptSamples, Math.round(((untilMs - keptFromMs) * INPUT_RATE) / 1000)));
+      if (drop === 0) return;
+      keptSamples -= drop;
       keptFromMs += (drop * 1000) / INPUT_RATE;
+      let first = 0;
+      while (first < kept.length && (kept[first]?.length ?? 0) <= drop) {
+        drop -= kept[first]?.length ?? 0;
+        first += 1;
+      }
+      kept = kept.slice(first);
+      const head = kept[0];
+      if (head !== undefined && drop > 0) kept[0] = head.subarray(drop);
     };
 
     /**
