@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -30,9 +30,44 @@ export const canonicalBytes = (entry: Pick<NewEntry, "type" | "data" | "metadata
   return Buffer.from(text, "utf8");
 };
 
-/** The chain value of `entry` after `previous`, as 64 lowercase hex digits. */
-export const chainOf = (previous: string, entry: Pick<NewEntry, "type" | "data" | "metadata">): string =>
-  createHash("sha256").update(previous).update("\n").update(canonicalBytes(entry)).digest("hex");
+/**
+ * Stands for the i-th byte array in the JSON text `chainOf` hashes. JSON.stringify writes its NULs as the six
+ * characters `\u0000`, which the pattern below looks for; the process's random nonce keeps a string of the entry
+ * from passing for a slot, and a text whose slots are not exactly the byte arrays in order is hashed whole instead.
+ */
+const NONCE = randomBytes(6).toString("hex");
+const slot = (i: number): string => `\u0000${NONCE}:${i}\u0000`;
+const SLOT = new RegExp(String.raw`"\\u0000${NONCE}:(\d+)\\u0000"`, "g");
+
+/**
+ * The chain value of `entry` after `previous`, as 64 lowercase hex digits: SHA-256 over the same bytes as
+ * `canonicalBytes`, fed to the hash piece by piece (the JSON around each byte array, then its base64), so that no
+ * text of the whole entry, audio included, is built and copied for every entry appended.
+ */
+export const chainOf = (previous: string, entry: Pick<NewEntry, "type" | "data" | "metadata">): string => {
+  const { chain: _chain, ...metadata } = entry.metadata as Record<string, unknown>;
+  const bytes: Uint8Array[] = [];
+  const text = JSON.stringify([entry.type, metadata, entry.data], function (this: unknown, key, value: unknown) {
+    const raw = (this as Record<string, unknown>)[key];
+    if (!(raw instanceof Uint8Array)) return value;
+    bytes.push(raw);
+    return { $b64: slot(bytes.length - 1) };
+  });
+  const hash = createHash("sha256").update(previous).update("\n");
+  const slots = [...text.matchAll(SLOT)];
+  if (slots.length !== bytes.length || slots.some((m, i) => Number(m[1]) !== i))
+    return hash.update(canonicalBytes(entry)).digest("hex");
+  let from = 0;
+  for (const [i, match] of slots.entries()) {
+    const raw = bytes[i] as Uint8Array;
+    const at = match.index ?? 0;
+    // The quotes around the slot stay: the base64 goes between them.
+    hash.update(text.slice(from, at + 1));
+    hash.update(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString("base64"));
+    from = at + match[0].length - 1;
+  }
+  return hash.update(text.slice(from)).digest("hex");
+};
 
 /** `entries` with their `metadata.chain` set, each after the one before; returns them and the new head. */
 export const chained = (head: string, entries: readonly NewEntry[]): { entries: NewEntry[]; head: string } => {
