@@ -444,9 +444,9 @@ export class SessionHost {
           return;
         }
         const before = state;
-        // SessionClosed is a session's last entry: what reaches a closed session (a runner output that was on its
-        // way) changes nothing and is not logged, so readers may take the last entry for the session's end.
-        if (before.phase === "closed") continue;
+        // What reaches a closed session (a runner output that was on its way) changes nothing and is not logged:
+        // after SessionClosed the log holds at most the runner's fault in closing (RunnerFaulted), a fact about it.
+        if (before.phase === "closed" && input.type !== "RunnerFaulted") continue;
         entries.push(inputEntry(input, before));
         const events: DomainEvent[] = decide(before, input);
         for (const event of events) {

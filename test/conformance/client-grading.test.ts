@@ -215,6 +215,7 @@ describe("client conformance: a deliberately broken client", () => {
       "core.error-recovery": "pass",
       "core.forward-compat": "pass",
       "core.handshake": "pass",
+      "core.spellings": "pass",
       "lease.idle": "fail",
       "playback.acks": "fail",
       "resume.drop": "unsupported",

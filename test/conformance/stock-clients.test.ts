@@ -197,6 +197,8 @@ const liveKitApp = async (base: string, c: ClientCase, mic: Int16Array): Promise
     firstAt: number | null;
     receivedMs: number;
     stoppedAtMs: number | null;
+    /** Its audio stream ended (the message is complete): it plays out what it received. */
+    ended: boolean;
   }
   const playouts: Playout[] = [];
   const playedMs = (p: Playout): number =>
@@ -204,7 +206,13 @@ const liveKitApp = async (base: string, c: ClientCase, mic: Int16Array): Promise
   session.on("generation_created", (event: llm.GenerationCreatedEvent) => {
     void (async () => {
       for await (const message of event.messageStream) {
-        const p: Playout = { messageId: message.messageId, firstAt: null, receivedMs: 0, stoppedAtMs: null };
+        const p: Playout = {
+          messageId: message.messageId,
+          firstAt: null,
+          receivedMs: 0,
+          stoppedAtMs: null,
+          ended: false,
+        };
         playouts.push(p);
         void (async () => {
           for await (const _text of message.textStream);
@@ -213,11 +221,15 @@ const liveKitApp = async (base: string, c: ClientCase, mic: Int16Array): Promise
           p.firstAt ??= performance.now();
           p.receivedMs += (frame.samplesPerChannel / frame.sampleRate) * 1000;
         }
+        p.ended = true;
       }
     })().catch(() => undefined);
   });
   session.on("input_speech_started", () => {
-    const playing = playouts.find((p) => p.stoppedAtMs === null && p.firstAt !== null && playedMs(p) < p.receivedMs);
+    // Speaking: a message whose audio is still coming (the player may have caught up with it), or still playing.
+    const playing = playouts.find(
+      (p) => p.stoppedAtMs === null && p.firstAt !== null && (!p.ended || playedMs(p) < p.receivedMs),
+    );
     if (playing === undefined) return;
     playing.stoppedAtMs = Math.floor(playedMs(playing));
     void session.interrupt();

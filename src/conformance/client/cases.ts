@@ -39,7 +39,9 @@ export type GraderName = (typeof GRADERS)[number];
 /**
  * What the peer does when the `nth` (1-based, default 1) server event of type `on` is about to go to the client:
  * `inject` sends `event` first; `extra_field` adds `field`'s keys to that event; `drop` ends the connection with no
- * close frame (the client sees 1006); `close` sends a close frame with `code` and `reason`; `replace` sends
+ * close frame (the client sees 1006); `twin` sends, before the event, the same event under its other dialect's name
+ * (the beta name to a GA client, the GA name to a beta one); `close` sends a close frame with `code` and `reason`;
+ * `replace` sends
  * `session.replaced` and closes with 1000, as the server does to a socket another connection's resume superseded.
  * `refuse_resume` answers the client's `session.resume` (a client event) with `answer`: `session_resume_expired` (an
  * error, as for a session that expired) or `session.resync_required` (replay impossible: start a new session). After
@@ -50,6 +52,7 @@ export type CaseAction =
   | { readonly on: string; readonly nth: number; readonly do: "inject"; readonly event: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "extra_field"; readonly field: Record<string, unknown> }
   | { readonly on: string; readonly nth: number; readonly do: "drop" }
+  | { readonly on: string; readonly nth: number; readonly do: "twin" }
   | { readonly on: string; readonly nth: number; readonly do: "replace" }
   | {
       readonly on: "session.resume";
@@ -78,6 +81,7 @@ const action = z.discriminatedUnion("do", [
     .strict(),
   z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("drop") }).strict(),
   z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("replace") }).strict(),
+  z.object({ on: z.string(), nth: z.number().int().positive().default(1), do: z.literal("twin") }).strict(),
   z
     .object({
       on: z.literal("session.resume"),

@@ -221,12 +221,12 @@ const actionOf = (input: GradeInput, kinds: readonly string[]): PeerAction | nul
 const broken = (message: string): Grade => grade("harness-broken", message, []);
 
 const forwardCompat: Grader = (input, steps, t0) => {
-  const injected = actionOf(input, ["inject", "extra_field"]);
+  const injected = actionOf(input, ["inject", "extra_field", "twin"]);
   if (injected === null)
     return broken("no response started, so nothing unknown was sent: the app must ask for an answer");
-  const evidence: Evidence[] = [
-    { revision: null, at_ms: injected.at - t0, what: `peer: unknown event and field with ${injected.on}` },
-  ];
+  const twin = injected.do === "twin";
+  const what = twin ? `${injected.on} under the other dialect's name` : "an unknown event type and an unknown field";
+  const evidence: Evidence[] = [{ revision: null, at_ms: injected.at - t0, what: `peer: ${what}` }];
   const completed = steps.find(
     (s) => s.at >= injected.at && s.events.some((e) => e.type === "ResponseEnded" && e.data.status === "completed"),
   );
@@ -240,14 +240,19 @@ const forwardCompat: Grader = (input, steps, t0) => {
       what: `the client went on: ${later.command?.type}`,
     });
   if (completed !== undefined && later !== undefined)
-    return grade("pass", "the client ignored the unknown event and field and went on", evidence, [
-      "forward compatibility",
-    ]);
+    return grade(
+      "pass",
+      twin
+        ? "the client took the other dialect's spelling in its stride and went on"
+        : "the client ignored the unknown event and field and went on",
+      evidence,
+      [twin ? "beta and GA spellings" : "forward compatibility"],
+    );
   return grade(
     "fail",
-    "after an unknown event type and an unknown field the client sent nothing more (or no answer completed)",
+    `after ${what} the client sent nothing more (or no answer completed)`,
     evidence,
-    ["forward compatibility"],
+    [twin ? "beta and GA spellings" : "forward compatibility"],
   );
 };
 

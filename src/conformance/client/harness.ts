@@ -96,7 +96,7 @@ const forwardedQuery = (request: IncomingMessage): { path: string; caseId: strin
  * still have been coming. Such a `fail` is reported harness-broken.
  */
 const stoppedEarly = (grade: Grade, entries: readonly RecordedEntry[]): Grade =>
-  grade.verdict === "fail" && entries.at(-1)?.type !== "SessionClosed"
+  grade.verdict === "fail" && !entries.some((e) => e.type === "SessionClosed")
     ? {
         ...grade,
         verdict: "harness-broken",
@@ -114,6 +114,9 @@ const BETA_TO_GA: Record<string, string> = {
   "response.text.delta": "response.output_text.delta",
   "response.text.done": "response.output_text.done",
 };
+
+/** The GA names of those events, to their beta names. */
+const GA_TO_BETA: Record<string, string> = Object.fromEntries(Object.entries(BETA_TO_GA).map(([b, g]) => [g, b]));
 
 /** Starts the peer. @throws Error when a port cannot be bound or the server cannot start. */
 export const startClientHarness = async (o: ClientHarnessOptions): Promise<ClientHarness> => {
@@ -174,7 +177,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
         const last = fresh.at(-1);
         if (last === undefined) continue;
         run.readFrom = last.revision + 1;
-        if (last.type === "SessionClosed") {
+        if (fresh.some((e) => e.type === "SessionClosed")) {
           run.ended = true;
           o.log?.(`case ${run.case.id} ended (session ${run.sessionId})\n`);
         }
@@ -311,6 +314,11 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
         current.actions.push({ do: action.do, on: type, at: Date.now() });
         if (action.do === "refuse_resume") continue;
         if (action.do === "inject") client.send(JSON.stringify(action.event));
+        else if (action.do === "twin") {
+          // The same event under the other dialect's name: the beta name if the client got the GA one, else the GA.
+          const other = spelled === type ? GA_TO_BETA[type] : type;
+          if (other !== undefined) client.send(JSON.stringify({ ...JSON.parse(text), type: other }));
+        }
         else if (action.do === "extra_field") out = JSON.stringify({ ...JSON.parse(out ?? text), ...action.field });
         else {
           // The server sees a dropped socket (1006) either way: the session waits, detached, for a resume.
