@@ -248,12 +248,9 @@ const forwardCompat: Grader = (input, steps, t0) => {
       evidence,
       [twin ? "beta and GA spellings" : "forward compatibility"],
     );
-  return grade(
-    "fail",
-    `after ${what} the client sent nothing more (or no answer completed)`,
-    evidence,
-    [twin ? "beta and GA spellings" : "forward compatibility"],
-  );
+  return grade("fail", `after ${what} the client sent nothing more (or no answer completed)`, evidence, [
+    twin ? "beta and GA spellings" : "forward compatibility",
+  ]);
 };
 
 const errorRecovery: Grader = (input, steps, t0) => {
@@ -273,12 +270,22 @@ const errorRecovery: Grader = (input, steps, t0) => {
 const cutsOf = (steps: Step[]) => {
   const sent = new Map<string, number>();
   const items = new Map<string, string>();
-  const cuts: { response: string; item: string; at: number; revision: number; sentMs: number; reason: string }[] = [];
+  const cuts: {
+    response: string;
+    item: string;
+    at: number;
+    revision: number;
+    sentMs: number;
+    reason: string;
+    firstAudioAt: number;
+  }[] = [];
+  const firstAudioAt = new Map<string, number>();
   const completed = new Set<string>();
   for (const s of steps)
     for (const e of s.events) {
       if (e.type === "AudioDelivered") {
         const id = String(e.data.responseId);
+        if (!firstAudioAt.has(id)) firstAudioAt.set(id, s.at);
         sent.set(id, (sent.get(id) ?? 0) + Number(e.data.durationMs));
         items.set(String(e.data.itemId), id);
       }
@@ -296,6 +303,7 @@ const cutsOf = (steps: Step[]) => {
             revision: e.revision,
             sentMs: sent.get(id) ?? 0,
             reason: String(e.data.reason),
+            firstAudioAt: firstAudioAt.get(id) ?? s.at,
           });
         else if (e.data.status === "completed") completed.add(String(e.data.itemId));
       }
@@ -313,6 +321,16 @@ const reportOf = (
     return { item: command.itemId, response: command.responseId, ms: command.playedMs, kind: "playback.ack" };
   return null;
 };
+
+/**
+ * Which clock a report seems to read (informational, issue 23): within 50 ms of what it was sent, the received
+ * position; otherwise behind it, a played (or wall-clock) position. The two cannot be told apart from the log: a
+ * player that never runs dry plays at the wall clock's pace.
+ */
+const clockOf = (reportedMs: number, sentMs: number, sinceFirstAudioMs: number): string =>
+  Math.abs(reportedMs - sentMs) <= 50
+    ? "the received position"
+    : `a played or wall-clock position (${Math.round(sentMs - reportedMs)} ms behind what it was sent, ${Math.round(sinceFirstAudioMs - reportedMs)} ms behind the wall clock since the first audio)`;
 
 const bargeIn: Grader = (_input, steps, t0) => {
   const { cuts, completed } = cutsOf(steps);
@@ -348,7 +366,7 @@ const bargeIn: Grader = (_input, steps, t0) => {
     evidence.push({
       revision: report.revision,
       at_ms: report.at - t0,
-      what: `${r.kind} at ${r.ms} ms, ${report.at - cut.at} ms after the cut`,
+      what: `${r.kind} at ${r.ms} ms, ${report.at - cut.at} ms after the cut; its clock reads like ${clockOf(r.ms, cut.sentMs, report.at - cut.firstAudioAt)}`,
     });
     if (r.ms > cut.sentMs + 1)
       return grade(

@@ -318,8 +318,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
           // The same event under the other dialect's name: the beta name if the client got the GA one, else the GA.
           const other = spelled === type ? GA_TO_BETA[type] : type;
           if (other !== undefined) client.send(JSON.stringify({ ...JSON.parse(text), type: other }));
-        }
-        else if (action.do === "extra_field") out = JSON.stringify({ ...JSON.parse(out ?? text), ...action.field });
+        } else if (action.do === "extra_field") out = JSON.stringify({ ...JSON.parse(out ?? text), ...action.field });
         else {
           // The server sees a dropped socket (1006) either way: the session waits, detached, for a resume.
           out = null;
