@@ -11,7 +11,7 @@ import { DuplexClient } from "../../src/client/index.ts";
 import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
 import { referenceTone } from "../../src/conformance/client/graders.ts";
 import { type CaseResult, startClientHarness } from "../../src/conformance/client/harness.ts";
-import { renderClientTable, requiredPassed } from "../../src/conformance/client/report.ts";
+import { renderClientTable, renderJUnit, requiredPassed } from "../../src/conformance/client/report.ts";
 import { CLIENT_CASE_DIR, CLIENT_PEER_SCRIPT } from "../../src/conformance/files.ts";
 import { encodeWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio } from "../support/server.ts";
@@ -122,7 +122,7 @@ describe("client conformance: the project's DuplexClient app, through duplex con
       expect(one.grade.evidence.length).toBeGreaterThan(0);
     }
     const junit = await readFile(join(report, "junit.xml"), "utf8");
-    expect(junit).toContain(`tests="${cases.length}" failures="0" skipped="0"`);
+    expect(junit).toContain(`tests="${cases.length}" failures="0" errors="0" skipped="0"`);
     const html = await readFile(join(report, "report.html"), "utf8");
     expect(html.match(/data-verdict="pass"/g)?.length).toBe(cases.length);
     expect(html).not.toMatch(/<script|<link/);
@@ -266,5 +266,7 @@ describe("client conformance: the peer under bad connections", () => {
     const report = { agent: "nobody", duplexAware: false, results };
     expect(requiredPassed(report)).toBe(false);
     expect(renderClientTable(report)).toMatch(/a required case could not run\n$/);
+    // JUnit goes red too: a required case that could not run is an error, not a skip.
+    expect(renderJUnit(report)).toContain('tests="1" failures="0" errors="1" skipped="0"');
   });
 });

@@ -159,6 +159,7 @@ export const startClientHarness = async (o: ClientHarnessOptions): Promise<Clien
       readFrom: 0,
     };
     runs.push(run);
+    o.log?.(`case ${chosen.id} started\n`);
     return run;
   };
 

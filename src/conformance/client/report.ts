@@ -46,6 +46,7 @@ export const renderClientTable = (report: ClientReport): string => {
     r.grade.message,
     revisions(r),
   ]);
+  rows.unshift(["case", "required", "verdict", "why", "log revisions"]);
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => (row[i] ?? "").length), 8));
   const lines = rows.map((row) =>
     [...[0, 1, 2].map((i) => (row[i] ?? "").padEnd(widths[i] ?? 8)), `${row[3]} [${row[4]}]`].join("  "),
@@ -58,22 +59,31 @@ export const renderClientTable = (report: ClientReport): string => {
   return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${lines.join("\n")}\n${verdict}\n`;
 };
 
-/** JUnit XML: one test case per client case; `fail` a failure, `unsupported`/`harness-broken` skipped. */
+/**
+ * JUnit XML: one test case per client case. A required case that failed is a failure, one that could not run
+ * (harness-broken) an error, as the exit code counts them; unsupported cases and optional ones that could not run
+ * are skipped; an optional case's failure is reported, not failed: CI goes red for required cases only.
+ */
 export const renderJUnit = (report: ClientReport): string => {
-  // An optional case's failure is reported, not failed: CI goes red for required cases only.
   const failed = (r: CaseResult) => r.grade.verdict === "fail" && isRequired(report, r);
+  const errored = (r: CaseResult) => r.grade.verdict === "harness-broken" && isRequired(report, r);
   const failures = report.results.filter(failed).length;
-  const skipped = report.results.filter((r) => ["unsupported", "harness-broken"].includes(r.grade.verdict)).length;
+  const errors = report.results.filter(errored).length;
+  const skipped = report.results.filter(
+    (r) => r.grade.verdict === "unsupported" || (r.grade.verdict === "harness-broken" && !errored(r)),
+  ).length;
   const cases = report.results.map((r) => {
     const name = `name="${escapeMarkup(r.id)}" classname="duplex.conform.client.${escapeMarkup(report.agent)}"`;
     const body = failed(r)
       ? `<failure message="${escapeMarkup(r.grade.message)}">${escapeMarkup(revisions(r))}</failure>`
-      : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
-        ? `<skipped message="${escapeMarkup(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
-        : `<system-out>${escapeMarkup(`${r.grade.verdict}${isRequired(report, r) ? "" : " (optional)"}: ${r.grade.message}`)}</system-out>`;
+      : errored(r)
+        ? `<error message="${escapeMarkup(`could not run: ${r.grade.message}`)}"/>`
+        : r.grade.verdict === "unsupported" || r.grade.verdict === "harness-broken"
+          ? `<skipped message="${escapeMarkup(`${r.grade.verdict}: ${r.grade.message}`)}"/>`
+          : `<system-out>${escapeMarkup(`${r.grade.verdict}${isRequired(report, r) ? "" : " (optional)"}: ${r.grade.message}`)}</system-out>`;
     return `    <testcase ${name}>${body}</testcase>`;
   });
-  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeMarkup(report.agent)}" tests="${report.results.length}" failures="${failures}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="${escapeMarkup(report.agent)}" tests="${report.results.length}" failures="${failures}" errors="${errors}" skipped="${skipped}">\n${cases.join("\n")}\n</testsuite>\n`;
 };
 
 const COLOURS: Record<string, string> = {
