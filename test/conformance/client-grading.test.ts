@@ -1,4 +1,4 @@
-import { execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,11 +30,12 @@ describe("client conformance: the project's DuplexClient app, through duplex con
   let exit: number | null = null;
   let stdout = "";
   let cases: ClientCase[] = [];
+  let child: ChildProcess | null = null;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "duplex-client-conform-"));
     cases = await loadClientCases(CLIENT_CASE_DIR);
     const port = await freePort();
-    const child = spawn(
+    const peer = spawn(
       process.execPath,
       [
         "bin/duplex.js",
@@ -52,13 +53,14 @@ describe("client conformance: the project's DuplexClient app, through duplex con
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    child.stdout.on("data", (chunk: Buffer) => {
+    child = peer;
+    const exited = new Promise<number | null>((resolve) => peer.once("exit", (code) => resolve(code)));
+    peer.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
     });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the peer did not start: ${stdout}`)), 30_000);
-      child.stdout.on("data", () => {
+      peer.stdout.on("data", () => {
         if (stdout.includes("waiting for the client")) {
           clearTimeout(timer);
           resolve();
@@ -97,7 +99,11 @@ describe("client conformance: the project's DuplexClient app, through duplex con
     );
     exit = await exited;
   }, 120_000);
-  afterAll(async () => rm(dir, { recursive: true, force: true }));
+  afterAll(async () => {
+    // A run that failed before the peer ended (a demo that could not run) leaves no peer behind.
+    if (child !== null && child.exitCode === null) child.kill("SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+  });
 
   it("passes every case, ends by itself with exit 0, and prints the table", () => {
     expect(exit).toBe(0);
