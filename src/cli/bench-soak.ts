@@ -1,9 +1,11 @@
-import { mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { RealtimeClient } from "../client/index.ts";
+import { SERVER_VAD_DEFAULTS } from "../domain/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
-import { speechOf } from "./input-speech.ts";
+import { type SpeechSegment, speechOf } from "./input-speech.ts";
 import { rssMib } from "./load/proc.ts";
 import { freePort, startServerProcess } from "./server-process.ts";
 
@@ -13,8 +15,9 @@ import { freePort, startServerProcess } from "./server-process.ts";
  * time, and samples the server's resident memory (VmRSS of /proc/PID/status, MiB) once a second. Prints the RSS at
  * the start and the end, its peak, the end-to-start ratio (the baseline: the same process before the stream), RSS and
  * V8 heap in use after each quarter of the stream (flat, or growing), the utterances heard and answered, the seconds
- * of model audio received, and the store's size on disk (MiB, and MB per session-hour of audio streamed). Issue 8:
- * the queue of an overlapping lane must not grow the process; issue 10: the log's size per session-hour.
+ * of model audio received and its share of the stream, and the store's size on disk once its WAL is checkpointed
+ * (MiB; MB per session-hour of audio streamed, in all and its audio blobs alone; entries per session-hour). Issue 8:
+ * the queue of an overlapping lane must not grow the process; issues 10 and 24: the log's size per session-hour.
  */
 export interface SoakOptions {
   readonly audioDir: string;
@@ -24,6 +27,13 @@ export interface SoakOptions {
   readonly lane: "native" | "turn";
   /** `fast`: as fast as the server accepts; `realtime`: 100 ms of audio every 100 ms, as a microphone sends it. */
   readonly pace?: "fast" | "realtime";
+  /**
+   * `stream` (default): speech_60s_16k.wav as it is, looped (the user speaks most of the time, the model answers
+   * over it); `conversation`: each utterance of the file, then the file's own room tone for twice the utterance's
+   * length plus the endpointer's silence window (the model answers, then a pause), so that the user and the model
+   * each speak about a third of the time (issue 24: the log's size at a third).
+   */
+  readonly pattern?: "stream" | "conversation";
   readonly print: (line: Record<string, unknown>) => void;
 }
 
@@ -32,6 +42,72 @@ const heapUsedMib = async (port: number): Promise<number> => {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const bytes = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN);
   return Math.round((bytes / 2 ** 20) * 10) / 10;
+};
+
+/** Samples (16 kHz) of 100 ms; the room tone is the file's quietest tenth of these, in the file's order. */
+const CHUNK = 1600;
+
+/**
+ * The `conversation` pattern of `speech` (PCM16 mono, 16 kHz, its utterances in `segments`): each utterance, then
+ * room tone for twice its length plus the endpointer's silence window. The room tone is the recording's own noise
+ * floor (its quietest 100 ms chunks, looped), not digital silence, which would pack to almost nothing and flatter
+ * the log's size.
+ */
+const conversationOf = (speech: Int16Array, segments: readonly SpeechSegment[]): Int16Array => {
+  const chunks: { at: number; rms: number }[] = [];
+  for (let at = 0; at + CHUNK <= speech.length; at += CHUNK) {
+    let sum = 0;
+    for (let i = at; i < at + CHUNK; i++) sum += (speech[i] as number) ** 2;
+    chunks.push({ at, rms: Math.sqrt(sum / CHUNK) });
+  }
+  const quiet = [...chunks]
+    .sort((a, b) => a.rms - b.rms)
+    .slice(0, Math.max(1, Math.floor(chunks.length / 10)))
+    .sort((a, b) => a.at - b.at);
+  const tone = new Int16Array(quiet.length * CHUNK);
+  for (const [i, c] of quiet.entries()) tone.set(speech.subarray(c.at, c.at + CHUNK), i * CHUNK);
+  const parts: Int16Array[] = [];
+  let toneAt = 0;
+  for (const { startMs, endMs } of segments) {
+    const utterance = speech.subarray(Math.round(startMs * 16), Math.round(endMs * 16));
+    parts.push(utterance);
+    let left = 2 * utterance.length + SERVER_VAD_DEFAULTS.silenceDurationMs * 16;
+    while (left > 0) {
+      const take = Math.min(left, tone.length - toneAt);
+      parts.push(tone.subarray(toneAt, toneAt + take));
+      toneAt = (toneAt + take) % tone.length;
+      left -= take;
+    }
+  }
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+};
+
+/**
+ * The store in `dir` as a log keeps it: its WAL checkpointed into the file first (the WAL is a bounded buffer of at
+ * most a few MiB, not growth per hour), then the file's bytes, its audio blobs' bytes and its entries.
+ * @throws SqliteError when the file cannot be opened.
+ */
+const storeFigures = (dir: string): { bytes: number; blobBytes: number; entries: number } => {
+  const db = new Database(join(dir, "duplex.sqlite"));
+  try {
+    db.pragma("wal_checkpoint(TRUNCATE)");
+    const row = db
+      .prepare<[], { blob: number | null; entries: number }>(
+        "SELECT sum(length(bin)) AS blob, count(*) AS entries FROM entries",
+      )
+      .get();
+    const pages = db.pragma("page_count", { simple: true }) as number;
+    const pageSize = db.pragma("page_size", { simple: true }) as number;
+    return { bytes: pages * pageSize, blobBytes: row?.blob ?? 0, entries: row?.entries ?? 0 };
+  } finally {
+    db.close();
+  }
 };
 
 export const benchSoak = async (o: SoakOptions): Promise<void> => {
@@ -45,7 +121,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     if (!Number.isNaN(mib)) samples.push(mib);
   }, 1000);
   try {
-    const speech = (await readWavFile(join(o.audioDir, "speech_60s_16k.wav"))).samples;
+    const file = (await readWavFile(join(o.audioDir, "speech_60s_16k.wav"))).samples;
+    const speech = o.pattern === "conversation" ? conversationOf(file, await speechOf(file, 16000)) : file;
     // The model-native lane sends no speech events: its utterances are where the file's speech stops (Silero on the
     // client, with the server VAD's rule), counted each time the loop passes one.
     const stops = o.lane === "turn" ? [] : (await speechOf(speech, 16000)).map((s) => s.stoppedAtMs);
@@ -105,12 +182,14 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     rssByQuarter.push(rssEnd);
     heapByQuarter.push(await heapUsedMib(port));
     await client.close();
-    let storeBytes = 0;
-    for (const file of ["duplex.sqlite", "duplex.sqlite-wal"])
-      storeBytes += await stat(join(dir, file)).then(
-        (s) => s.size,
-        () => 0,
-      );
+    // The server stops first, so the checkpoint has the file to itself.
+    await new Promise<void>((resolve) => {
+      child.once("exit", () => resolve());
+      child.kill("SIGKILL");
+    });
+    const store = storeFigures(dir);
+    const perHour = (bytes: number): number => Math.round((bytes / 1e6) * (3600 / o.seconds));
+    const audioOutS = audioOutBytes / 48_000;
     o.print({
       bench: "soak",
       meaning:
@@ -128,9 +207,13 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       heap_used_mib_by_quarter: heapByQuarter,
       utterances,
       responses,
-      store_mib: Math.round(storeBytes / 2 ** 20),
-      store_mb_per_session_hour: Math.round((storeBytes / 1e6) * (3600 / o.seconds)),
-      audio_out_s: Math.round(audioOutBytes / 48_000),
+      pattern: o.pattern ?? "stream",
+      audio_out_s: Math.round(audioOutS),
+      model_speaking_share: Math.round((audioOutS / o.seconds) * 100) / 100,
+      store_mib: Math.round(store.bytes / 2 ** 20),
+      store_mb_per_session_hour: perHour(store.bytes),
+      store_audio_mb_per_session_hour: perHour(store.blobBytes),
+      store_entries_per_session_hour: Math.round(store.entries * (3600 / o.seconds)),
     });
   } finally {
     clearInterval(sampler);

@@ -27,6 +27,7 @@ export interface BenchOptions {
   readonly soakSeconds?: number;
   readonly soakLane?: "native" | "turn";
   readonly soakPace?: "fast" | "realtime";
+  readonly soakPattern?: "stream" | "conversation";
   /** Sessions the idle bench opens (200). */
   readonly idleSessions?: number;
   /** The postgres bench: a server to use (absent: a throwaway one), and seconds of each pgbench comparison (5). */
@@ -280,6 +281,7 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
         seconds: b.soakSeconds ?? 600,
         lane: b.soakLane ?? "native",
         pace: b.soakPace ?? "fast",
+        pattern: b.soakPattern ?? "stream",
         print: b.print,
       }),
   };

@@ -194,6 +194,14 @@ const bench = program
       .choices(["fast", "realtime"])
       .default("fast"),
   )
+  .addOption(
+    new Option(
+      "--soak-pattern <pattern>",
+      "stream: the speech file as it is; conversation: each utterance, then room tone while the model answers (each speaks about a third)",
+    )
+      .choices(["stream", "conversation"])
+      .default("stream"),
+  )
   .option("--audio <dir>", "folder of the test audio (../shared/audio beside the package)", AUDIO_DIR)
   .option("--postgres-url <url>", "the postgres bench's server (default: a throwaway one, Debian's postgresql)")
   .option("--postgres-seconds <s>", "seconds of each pgbench comparison of the postgres bench", positive, 5)
@@ -207,6 +215,7 @@ const bench = program
       soakSeconds: number;
       soakLane: string;
       soakPace: string;
+      soakPattern: string;
       idleSessions: number;
     }) => {
       const { runBench } = await import("./bench.ts");
@@ -217,6 +226,7 @@ const bench = program
           soakSeconds: opts.soakSeconds,
           soakLane: opts.soakLane === "turn" ? "turn" : "native",
           soakPace: opts.soakPace === "realtime" ? "realtime" : "fast",
+          soakPattern: opts.soakPattern === "conversation" ? "conversation" : "stream",
           idleSessions: opts.idleSessions,
           ...(opts.postgresUrl === undefined ? {} : { postgresUrl: opts.postgresUrl }),
           postgresSeconds: opts.postgresSeconds,
