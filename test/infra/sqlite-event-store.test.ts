@@ -6,6 +6,7 @@ import { firstValueFrom } from "rxjs";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type EntryMetadata, type NewEntry, WrongExpectedRevisionError } from "../../src/engine/ports/event-store.ts";
 import { createSqliteEventStore, EventStoreClosedError } from "../../src/infra/event-store/index.ts";
+import { unpackText } from "../../src/infra/event-store/text-packing.ts";
 import { eventStoreContract } from "../contract/event-store.contract.ts";
 
 const folders: string[] = [];
@@ -92,12 +93,18 @@ describe("sqlite event store", () => {
 
     const raw = new Database(path, { readonly: true });
     opened.push({ close: () => void raw.close() });
-    const rows = raw.prepare("SELECT data, bin FROM entries ORDER BY position").all() as {
-      data: string;
+    const rows = raw.prepare("SELECT data, bin, metadata, text_codec FROM entries ORDER BY position").all() as {
+      data: string | Buffer;
       bin: Buffer | null;
+      metadata: string;
+      text_codec: string | null;
     }[];
 
-    expect(rows.map((row) => row.data)).toEqual(['{"pcm":{"$bin":[0,2]},"tail":{"$bin":[2,2]}}', '{"$$bin":"user"}']);
+    // The texts may be packed (text-packing.ts): the JSON is read through the codec the row names.
+    expect(rows.map((row) => unpackText(row.data, row.metadata, row.text_codec).json)).toEqual([
+      '{"pcm":{"$bin":[0,2]},"tail":{"$bin":[2,2]}}',
+      '{"$$bin":"user"}',
+    ]);
     expect(rows[0]?.bin?.toString("hex")).toBe("deadbeef");
     expect(rows[1]?.bin).toBeNull();
   });
@@ -159,5 +166,68 @@ describe("sqlite event store", () => {
     await expect(store.read("s")).rejects.toBeInstanceOf(EventStoreClosedError);
     await expect(store.listStreams("")).rejects.toBeInstanceOf(EventStoreClosedError);
     await expect(firstValueFrom(store.subscribe("s"))).rejects.toBeInstanceOf(EventStoreClosedError);
+  });
+
+  it("migrates a file of layout 1 (stream names in every row): entries, positions, streams and the position counter kept", async () => {
+    const path = join(freshFolder(), "layout1.sqlite");
+    const old = new Database(path);
+    old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
+      revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
+      bin_codec TEXT, UNIQUE (stream, revision));
+      CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
+      first_at REAL NOT NULL, last_at REAL NOT NULL);
+      CREATE INDEX streams_by_first_position ON streams (first_position);`);
+    const insert = old.prepare(
+      'INSERT INTO entries (stream, revision, type, data, bin, metadata) VALUES (?, ?, ?, ?, ?, \'{"at":5,"epoch":0,"turnId":0}\')',
+    );
+    // Stream b began first; a, then b again; a third stream's entries (positions 5 and 6) were deleted with it.
+    insert.run("b", 0, "b0", '{"pcm":{"$bin":[0,2]}}', Uint8Array.of(1, 2));
+    insert.run("a", 0, "a0", "null", null);
+    insert.run("b", 1, "b1", "null", null);
+    insert.run("a", 1, "a1", "null", null);
+    insert.run("gone", 0, "g0", "null", null);
+    insert.run("gone", 1, "g1", "null", null);
+    old.exec(`DELETE FROM entries WHERE stream = 'gone';
+      INSERT INTO streams VALUES ('b', 1, 1, 5, 5), ('a', 1, 2, 5, 5);`);
+    old.close();
+
+    const store = open(path);
+    expect((await store.read("b")).map((e) => [e.position, e.revision, e.type, e.data])).toEqual([
+      [1, 0, "b0", { pcm: Uint8Array.of(1, 2) }],
+      [3, 1, "b1", null],
+    ]);
+    expect((await store.listStreams("")).map((s) => [s.stream, s.revision])).toEqual([
+      ["b", 1],
+      ["a", 1],
+    ]);
+    // The counter stood at 6: a new entry takes 7, not a position the deleted stream had.
+    await store.append("a", [entry("a2")], 1);
+    expect((await store.read("a")).map((e) => [e.position, e.type])).toEqual([
+      [2, "a0"],
+      [4, "a1"],
+      [7, "a2"],
+    ]);
+    const raw = new Database(path, { readonly: true });
+    opened.push({ close: () => void raw.close() });
+    expect(raw.pragma("user_version", { simple: true })).toBe(2);
+    expect(
+      raw
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        .all()
+        .map((r) => (r as { name: string }).name),
+    ).toEqual(["entries", "sqlite_sequence", "streams"]);
+  });
+
+  it("refuses a file of a newer layout than its own, leaving it as it was", () => {
+    const path = join(freshFolder(), "layout3.sqlite");
+    const newer = new Database(path);
+    newer.pragma("user_version = 3");
+    newer.exec("CREATE TABLE entries (position INTEGER PRIMARY KEY, shape TEXT)");
+    newer.close();
+
+    expect(() => createSqliteEventStore({ path })).toThrow(/has layout 3, newer than this server's \(2\)/);
+    const raw = new Database(path, { readonly: true });
+    opened.push({ close: () => void raw.close() });
+    expect(raw.pragma("user_version", { simple: true })).toBe(3);
   });
 });

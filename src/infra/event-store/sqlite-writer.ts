@@ -4,6 +4,7 @@ import Database from "better-sqlite3";
 import type { ExpectedRevision } from "../../engine/ports/event-store.ts";
 import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
 import type { EncodedEntry } from "./codec.ts";
+import { packText, type TextCodec, unpackText } from "./text-packing.ts";
 
 /**
  * The write side of the sqlite event store: the file's layout, and group commit of appends. The store runs it on a
@@ -11,34 +12,46 @@ import type { EncodedEntry } from "./codec.ts";
  * the calling thread for `:memory:`.
  */
 
+/**
+ * Layout 2 (`PRAGMA user_version = 2`, issue 24: the log's size): entries name their stream by the integer `id` of
+ * its row in `streams`, not by its name, which was about 45 bytes in every row and again in the (stream, revision)
+ * index, a tenth of a conversation's log. Layout 1 (user_version 0: every file before it) is migrated on open.
+ */
+const LAYOUT = 2;
+
 const SCHEMA = `
-CREATE TABLE IF NOT EXISTS entries (
-  position INTEGER PRIMARY KEY AUTOINCREMENT,
-  stream TEXT NOT NULL,
-  revision INTEGER NOT NULL,
-  type TEXT NOT NULL,
-  data TEXT NOT NULL,
-  bin BLOB,
-  metadata TEXT NOT NULL,
-  bin_codec TEXT,
-  UNIQUE (stream, revision)
-);
 CREATE TABLE IF NOT EXISTS streams (
-  stream TEXT PRIMARY KEY,
+  id INTEGER PRIMARY KEY,
+  stream TEXT NOT NULL UNIQUE,
   revision INTEGER NOT NULL,
   first_position INTEGER NOT NULL,
   first_at REAL NOT NULL,
   last_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS streams_by_first_position ON streams (first_position);
+CREATE TABLE IF NOT EXISTS entries (
+  position INTEGER PRIMARY KEY AUTOINCREMENT,
+  stream_id INTEGER NOT NULL,
+  revision INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  data TEXT NOT NULL,
+  bin BLOB,
+  metadata TEXT NOT NULL,
+  bin_codec TEXT,
+  text_codec TEXT,
+  UNIQUE (stream_id, revision)
+);
 `;
 
 /**
  * Opens (creating it and its parent folder when missing) a store file or `":memory:"`, with its pragmas and
  * tables. Pragmas: `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never
  * corrupt the file), 16 KiB pages for a new file, the WAL checkpointed every 4 MiB and cut back to that size.
+ * A file of layout 1 is migrated to layout 2 in one transaction (every row copied: seconds for a file of hundreds
+ * of MB, and as much free disk again while it runs); positions, revisions and the position counter are kept.
  *
- * @throws SqliteError (from better-sqlite3) when the file cannot be opened or is not a store.
+ * @throws SqliteError (from better-sqlite3) when the file cannot be opened or is not a store, or the migration
+ *   fails (nothing of it is kept then). @throws Error when the file's layout is newer than this code's.
  */
 export function openStoreFile(path: string): Database.Database {
   if (path !== ":memory:" && path !== "") mkdirSync(dirname(path), { recursive: true });
@@ -52,11 +65,45 @@ export function openStoreFile(path: string): Database.Database {
   db.pragma("wal_autocheckpoint = 256");
   db.pragma(`journal_size_limit = ${4 * 1024 * 1024}`);
   db.pragma("synchronous = NORMAL");
-  db.exec(SCHEMA);
-  // Files from before blob packing lack the column: their blobs are raw (NULL codec).
-  const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')").all();
-  if (!columns.some((c) => c.name === "bin_codec")) db.exec("ALTER TABLE entries ADD COLUMN bin_codec TEXT");
+  db.transaction(() => {
+    const layout = db.pragma("user_version", { simple: true }) as number;
+    if (layout > LAYOUT)
+      throw new Error(`store file ${path} has layout ${layout}, newer than this server's (${LAYOUT})`);
+    const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')").all();
+    if (layout < LAYOUT && columns.length > 0) migrateLayout1(db, new Set(columns.map((c) => c.name)));
+    else db.exec(SCHEMA);
+    db.pragma(`user_version = ${LAYOUT}`);
+  }).immediate();
   return db;
+}
+
+/**
+ * Layout 1 to 2, inside the caller's transaction: the tables renamed aside, the new ones created, streams copied in
+ * the order they began and entries with their positions, the AUTOINCREMENT counter carried over (a deleted last
+ * stream leaves it above the largest position left, and a position is never given twice). Files from before blob
+ * packing lack `bin_codec` (their blobs are raw: NULL); texts of layout 1 are plain (NULL `text_codec`).
+ */
+function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>): void {
+  const counter = (name: string): number =>
+    db.prepare<[string], { seq: number }>("SELECT seq FROM sqlite_sequence WHERE name = ?").get(name)?.seq ?? 0;
+  const before = counter("entries");
+  db.exec(`
+    ALTER TABLE entries RENAME TO entries_layout1;
+    ALTER TABLE streams RENAME TO streams_layout1;
+    DROP INDEX IF EXISTS streams_by_first_position;
+    ${SCHEMA}
+    INSERT INTO streams (stream, revision, first_position, first_at, last_at)
+      SELECT stream, revision, first_position, first_at, last_at FROM streams_layout1 ORDER BY first_position;
+    INSERT INTO entries (position, stream_id, revision, type, data, bin, metadata, bin_codec, text_codec)
+      SELECT e.position, s.id, e.revision, e.type, e.data, e.bin, e.metadata,
+        ${columns.has("bin_codec") ? "e.bin_codec" : "NULL"}, NULL
+      FROM entries_layout1 e JOIN streams s ON s.stream = e.stream ORDER BY e.position;
+    DROP TABLE entries_layout1;
+    DROP TABLE streams_layout1;
+  `);
+  const seq = Math.max(before, counter("entries"), counter("entries_layout1"));
+  db.prepare("DELETE FROM sqlite_sequence WHERE name IN ('entries', 'entries_layout1')").run();
+  if (seq > 0) db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('entries', ?)").run(seq);
 }
 
 export type { EncodedEntry };
@@ -95,59 +142,79 @@ export interface StoreWriter {
    * others go on. Should the transaction itself fail (a full disk, a UNIQUE violation from another writer), each
    * request is retried in a transaction of its own, so every outcome names its own cause.
    *
-   * Blobs are packed (blob-packing.ts) before the transaction, synchronously.
+   * Blobs (blob-packing.ts) and texts (text-packing.ts) are packed before the transaction, synchronously.
    */
   writeGroup(requests: readonly AppendRequest[]): AppendOutcome[];
   /** Removes a stream and its entries; false when there was none. @throws SqliteError from the driver. */
   deleteStream(stream: string): boolean;
 }
 
-/** A request with its blobs packed. */
+/** A request with its blobs and texts packed (null: stored as they are). */
 interface Packed {
   readonly request: AppendRequest;
   readonly packed: readonly ({ readonly bytes: Uint8Array; readonly codec: BlobCodec } | null)[];
+  readonly texts: readonly ({ readonly bytes: Uint8Array; readonly codec: TextCodec } | null)[];
 }
 
 /** Creates the writer of `db` (opened by {@link openStoreFile}). */
 export function createStoreWriter(db: Database.Database): StoreWriter {
-  const selectStream = db.prepare<[string], { revision: number }>("SELECT revision FROM streams WHERE stream = ?");
-  const insertEntry = db.prepare<[string, number, string, string, Uint8Array | null, string, BlobCodec]>(
-    "INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES (?, ?, ?, ?, ?, ?, ?)",
+  const selectStream = db.prepare<[string], { id: number; revision: number }>(
+    "SELECT id, revision FROM streams WHERE stream = ?",
   );
-  const insertStream = db.prepare<[string, number, number, number, number]>(
-    "INSERT INTO streams (stream, revision, first_position, first_at, last_at) VALUES (?, ?, ?, ?, ?)",
-  );
-  const updateStream = db.prepare<[number, number, string]>(
-    "UPDATE streams SET revision = ?, last_at = ? WHERE stream = ?",
-  );
-  const selectRange = db.prepare<
-    [string, number, number],
-    { position: number; type: string; data: string; bin: Uint8Array | null; metadata: string; bin_codec: string | null }
+  const insertEntry = db.prepare<
+    [number, number, string, string | Uint8Array, Uint8Array | null, string, BlobCodec, TextCodec]
   >(
-    "SELECT position, type, data, bin, metadata, bin_codec FROM entries WHERE stream = ? AND revision BETWEEN ? AND ? ORDER BY revision",
+    "INSERT INTO entries (stream_id, revision, type, data, bin, metadata, bin_codec, text_codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   );
-  const deleteEntries = db.prepare<[string]>("DELETE FROM entries WHERE stream = ?");
-  const deleteStreamRow = db.prepare<[string]>("DELETE FROM streams WHERE stream = ?");
+  // A new stream's row comes before its entries (they name its id); its first position is set after the first.
+  const insertStream = db.prepare<[string, number, number]>(
+    "INSERT INTO streams (stream, revision, first_position, first_at, last_at) VALUES (?, -1, 0, ?, ?)",
+  );
+  const updateStream = db.prepare<[number, number, number]>(
+    "UPDATE streams SET revision = ?, last_at = ? WHERE id = ?",
+  );
+  const setFirstPosition = db.prepare<[number, number]>("UPDATE streams SET first_position = ? WHERE id = ?");
+  const selectRange = db.prepare<
+    [number, number, number],
+    {
+      position: number;
+      type: string;
+      data: string | Uint8Array;
+      bin: Uint8Array | null;
+      metadata: string;
+      bin_codec: string | null;
+      text_codec: string | null;
+    }
+  >(
+    "SELECT position, type, data, bin, metadata, bin_codec, text_codec FROM entries WHERE stream_id = ? AND revision BETWEEN ? AND ? ORDER BY revision",
+  );
+  const deleteEntries = db.prepare<[number]>("DELETE FROM entries WHERE stream_id = ?");
+  const deleteStreamRow = db.prepare<[number]>("DELETE FROM streams WHERE id = ?");
 
   const currentRevision = (stream: string): number | "no_stream" => selectStream.get(stream)?.revision ?? "no_stream";
 
-  const writeOne = ({ request, packed }: Packed): AppendOutcome => {
+  const writeOne = ({ request, packed, texts }: Packed): AppendOutcome => {
     const { stream, expected, entries } = request;
-    const actual = currentRevision(stream);
+    const streamRow = selectStream.get(stream);
+    const actual = streamRow?.revision ?? "no_stream";
     if (expected !== "any" && expected !== actual) {
       // A retry of an append that was stored (its reply lost): the same entries right after `expected`.
       const first = expected === "no_stream" ? 0 : expected + 1;
-      const stored = entries.length === 0 ? [] : selectRange.all(stream, first, first + entries.length - 1);
+      const stored =
+        entries.length === 0 || streamRow === undefined
+          ? []
+          : selectRange.all(streamRow.id, first, first + entries.length - 1);
       const same =
         stored.length === entries.length &&
         stored.length > 0 &&
         stored.every((row, i) => {
           const entry = entries[i] as EncodedEntry;
           const bin = row.bin === null ? null : unpackBlob(row.bin, row.bin_codec);
+          const text = unpackText(row.data, row.metadata, row.text_codec);
           return (
             row.type === entry.type &&
-            row.data === entry.json &&
-            row.metadata === entry.metadata &&
+            text.json === entry.json &&
+            text.metadata === entry.metadata &&
             (bin === null ? entry.blob === null : entry.blob !== null && Buffer.from(bin).equals(entry.blob))
           );
         });
@@ -162,24 +229,28 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
     }
     let revision = actual === "no_stream" ? -1 : actual;
     const positions: number[] = [];
+    const first = entries[0];
+    if (first === undefined) return { ok: true, revision, positions };
+    const id = streamRow?.id ?? Number(insertStream.run(stream, first.at, first.at).lastInsertRowid);
     for (const [i, entry] of entries.entries()) {
       revision += 1;
       const bin = packed[i] ?? null;
+      const text = texts[i] ?? null;
       const { lastInsertRowid } = insertEntry.run(
-        stream,
+        id,
         revision,
         entry.type,
-        entry.json,
+        text?.bytes ?? entry.json,
         bin?.bytes ?? null,
-        entry.metadata,
+        text === null ? entry.metadata : "",
         bin?.codec ?? null,
+        text?.codec ?? null,
       );
       const position = Number(lastInsertRowid);
       positions.push(position);
-      if (revision === 0) insertStream.run(stream, revision, position, entry.at, entry.at);
+      if (revision === 0) setFirstPosition.run(position, id);
     }
-    const last = entries.at(-1);
-    if (last !== undefined && revision > 0) updateStream.run(revision, last.at, stream);
+    updateStream.run(revision, (entries.at(-1) as EncodedEntry).at, id);
     return { ok: true, revision, positions };
   };
 
@@ -201,6 +272,7 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
       group = requests.map((request) => ({
         request,
         packed: request.entries.map((entry) => (entry.blob === null ? null : packBlob(entry.blob))),
+        texts: request.entries.map((entry) => packText(entry.json, entry.metadata)),
       }));
     } catch (error) {
       return requests.map((request) => failureOf(error, request.stream));
@@ -220,8 +292,10 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
   };
 
   const deleteStream = db.transaction((stream: string): boolean => {
-    deleteEntries.run(stream);
-    return deleteStreamRow.run(stream).changes > 0;
+    const row = selectStream.get(stream);
+    if (row === undefined) return false;
+    deleteEntries.run(row.id);
+    return deleteStreamRow.run(row.id).changes > 0;
   });
 
   return { writeGroup, deleteStream: (stream) => deleteStream.immediate(stream) };

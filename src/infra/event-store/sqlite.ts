@@ -19,6 +19,7 @@ import {
   openStoreFile,
   type StoreWriter,
 } from "./sqlite-writer.ts";
+import { unpackText } from "./text-packing.ts";
 
 /** Options of `createSqliteEventStore`. */
 export interface SqliteEventStoreOptions {
@@ -58,11 +59,14 @@ interface EntryRow {
   readonly stream: string;
   readonly revision: number;
   readonly type: string;
-  readonly data: string;
+  /** JSON text, or the packed bytes of it and the metadata (`text_codec`). */
+  readonly data: string | Uint8Array;
   readonly bin: Uint8Array | null;
   readonly metadata: string;
   /** How `bin` is packed (blob-packing.ts); null: raw. Absent in files written before it existed. */
   readonly bin_codec: string | null;
+  /** How `data` and `metadata` are packed (text-packing.ts); null: plain. Added with the column where it lacked. */
+  readonly text_codec: string | null;
 }
 
 interface StreamRow {
@@ -75,9 +79,10 @@ interface StreamRow {
 /**
  * The embedded EventStore adapter (DESIGN.md, "Ports": sqlite via better-sqlite3, WAL, one file).
  *
- * Layout (sqlite-writer.ts): table `entries` holds one row per entry (`position` is the global 1-based position,
- * `revision` the 0-based revision in its stream, `data` the JSON of `encodeData` and `bin` its blob, packed by
- * blob-packing.ts, `metadata` plain JSON); table `streams` holds one row per stream (last revision, first position,
+ * Layout 2 (sqlite-writer.ts; files of layout 1 are migrated on open): table `entries` holds one row per entry
+ * (`position` is the global 1-based position, `stream_id` its stream's row in `streams`, `revision` the 0-based
+ * revision in its stream, `data` the JSON of `encodeData` and `bin` its blob, packed by
+ * blob-packing.ts, `metadata` plain JSON; or `data` the packed bytes of both texts, per `text_codec`, text-packing.ts); table `streams` holds one row per stream (last revision, first position,
  * `metadata.at` of the first and last entries, in ms) for `listStreams` and the revision check. Pragmas:
  * `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never corrupt the file).
  *
@@ -102,14 +107,20 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
   const writer: GroupWriter =
     options.writer === "main" || memory ? mainThreadWriter(createStoreWriter(db)) : workerWriter(options.path);
 
+  // CROSS JOIN keeps the join order as written: the stream's row, then its entries by (stream_id, revision); or
+  // the entries by position, each with its stream's name by id.
+  const COLUMNS = "e.position, s.stream, e.revision, e.type, e.data, e.bin, e.metadata, e.bin_codec, e.text_codec";
   const selectFromStream = db.prepare<[string, number, number], EntryRow>(
-    "SELECT * FROM entries WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?",
+    `SELECT ${COLUMNS} FROM streams s CROSS JOIN entries e ON e.stream_id = s.id
+     WHERE s.stream = ? AND e.revision >= ? ORDER BY e.revision LIMIT ?`,
   );
   const selectFromAll = db.prepare<[number, number], EntryRow>(
-    "SELECT * FROM entries WHERE position >= ? ORDER BY position LIMIT ?",
+    `SELECT ${COLUMNS} FROM entries e CROSS JOIN streams s ON s.id = e.stream_id
+     WHERE e.position >= ? ORDER BY e.position LIMIT ?`,
   );
   const selectAllOfStream = db.prepare<[string, number], EntryRow>(
-    "SELECT * FROM entries WHERE stream = ? AND revision >= ? ORDER BY revision",
+    `SELECT ${COLUMNS} FROM streams s CROSS JOIN entries e ON e.stream_id = s.id
+     WHERE s.stream = ? AND e.revision >= ? ORDER BY e.revision`,
   );
   // substr rather than LIKE, where `_` and `%` in a prefix would be wildcards.
   const selectStreams = db.prepare<{ prefix: string }, StreamRow>(
@@ -172,6 +183,7 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
           bin: entry.blob,
           metadata: entry.metadata,
           bin_codec: null,
+          text_codec: null,
         })),
       );
     return outcome.revision;
@@ -276,13 +288,14 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
 }
 
 function toRecorded(row: EntryRow): RecordedEntry {
+  const text = unpackText(row.data, row.metadata, row.text_codec ?? null);
   return {
     stream: row.stream,
     revision: row.revision,
     position: row.position,
     type: row.type,
-    data: decodeData({ json: row.data, blob: row.bin === null ? null : unpackBlob(row.bin, row.bin_codec ?? null) }),
-    metadata: JSON.parse(row.metadata),
+    data: decodeData({ json: text.json, blob: row.bin === null ? null : unpackBlob(row.bin, row.bin_codec ?? null) }),
+    metadata: JSON.parse(text.metadata),
   };
 }
 
