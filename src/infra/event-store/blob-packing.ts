@@ -18,14 +18,26 @@ import { brotliDecompressSync } from "node:zlib";
  * package codes raw PCM chunks losslessly without a container around each (libFLAC builds add stream headers and a
  * WebAssembly call per chunk).
  *
- * Codecs, as stored beside the blob: `null` (raw bytes), `PCM16_RICE`, and `PCM16_BROTLI` (read only: files written
- * before the Rice coder).
+ * `PCM16_LPC_RICE` (issue 24: the log's size) predicts each sample from the 8 before it, with coefficients fitted
+ * to the blob (its autocorrelation, Levinson-Durbin, as FLAC's LPC subframes: "SUBFRAME_LPC" of the format above)
+ * and quantized to 16-bit integers with a right shift; the first 8 samples keep the second-order predictor. Its
+ * layout: the sample count (32-bit LE), the order (one byte), the shift (one byte), the coefficients (16-bit LE,
+ * `c[0]` weighing the previous sample), then the Rice-coded residual as above. The prediction is
+ * `floor(sum(c[j] x[n-1-j]) / 2^shift)`, exact in doubles (|sum| < 2^34). A blob takes it when its residual is
+ * smaller by more than the coefficients cost: on the soak's conversation (docs/benchmarks.md, "The log's size") it
+ * keeps 5% fewer bytes of 16 kHz speech and room tone, and 10% fewer of the echo's 24 kHz output, for about twice
+ * the time to pack.
+ *
+ * Codecs, as stored beside the blob: `null` (raw bytes), `PCM16_RICE`, `PCM16_LPC_RICE`, and `PCM16_BROTLI` (read
+ * only: files written before the Rice coder).
  */
 export const PCM16_RICE = "pcm16-d2-rice";
+/** Linear prediction of order 8 fitted to the blob, then the same Rice coding. */
+export const PCM16_LPC_RICE = "pcm16-lpc8-rice";
 /** Files written before the Rice coder: the residual in byte planes (low bytes, then high), brotli-compressed. */
 export const PCM16_BROTLI = "pcm16-d2-brotli";
 
-export type BlobCodec = typeof PCM16_RICE | null;
+export type BlobCodec = typeof PCM16_RICE | typeof PCM16_LPC_RICE | null;
 
 /** Blobs shorter than this (bytes) are stored raw: the header and block parameters would eat what packing saves. */
 const MIN_PACKED_BYTES = 64;
@@ -35,6 +47,14 @@ const ESCAPE = 16;
 const RAW_BITS = 18;
 const K_BITS = 5;
 const MAX_K = 17;
+/** The linear predictor's order, and the most fraction bits of its quantized coefficients. */
+const LPC_ORDER = 8;
+const LPC_PRECISION = 12;
+/** The largest order and shift a stored header may name (a corrupt header is refused, not trusted). */
+const MAX_STORED_ORDER = 32;
+const MAX_STORED_SHIFT = 15;
+/** Residuals at or beyond this (before zigzag) do not fit the 18-bit escape: the blob keeps the second order. */
+const RESIDUAL_LIMIT = 1 << 17;
 
 /** Zigzag residuals of the second-order predictor, for `samples` (PCM16). */
 const residualsOf = (samples: Int16Array): Int32Array => {
@@ -59,18 +79,27 @@ const riceParameter = (sum: number, count: number): number => {
   return k;
 };
 
-const riceEncode = (blob: Uint8Array): Uint8Array => {
+/** `blob`'s PCM16 samples, a view where its offset allows, else a copy of exactly its bytes. */
+const samplesOf = (blob: Uint8Array): Int16Array => {
   const n = blob.byteLength >> 1;
-  const samples =
-    blob.byteOffset % 2 === 0
-      ? new Int16Array(blob.buffer, blob.byteOffset, n)
-      : // A copy of exactly its bytes (a Buffer's slice() would share the whole buffer).
-        new Int16Array(new Uint8Array(blob).buffer, 0, n);
-  const res = residualsOf(samples);
+  return blob.byteOffset % 2 === 0
+    ? new Int16Array(blob.buffer, blob.byteOffset, n)
+    : // A copy of exactly its bytes (a Buffer's slice() would share the whole buffer).
+      new Int16Array(new Uint8Array(blob).buffer, 0, n);
+};
+
+/**
+ * Rice-codes the zigzag residuals `res` after a header of `headerBytes` bytes, which the caller fills in; the
+ * sample count goes in its first 4 bytes.
+ */
+const riceEncode = (res: Int32Array, headerBytes: number): Uint8Array => {
+  const n = res.length;
   // At worst every sample is escaped (35 bits), plus the header and the blocks' parameters.
-  const out = new Uint8Array(4 + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8));
+  const out = new Uint8Array(
+    headerBytes + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8),
+  );
   new DataView(out.buffer).setUint32(0, n, true);
-  let pos = 4;
+  let pos = headerBytes;
   // `acc` holds the `bits` not yet flushed to `out`: fewer than 8 after a code, up to 12 after a block's k.
   let acc = 0;
   let bits = 0;
@@ -121,21 +150,22 @@ const riceEncode = (blob: Uint8Array): Uint8Array => {
 
 const cutShort = (): RangeError => new RangeError("entry blob: Rice-coded bytes end before their samples");
 
-/** @throws RangeError when `bytes` end before their sample count is decoded, or hold a malformed escape. */
-const riceDecode = (bytes: Uint8Array): Uint8Array => {
-  if (bytes.byteLength < 4) throw new RangeError("entry blob: Rice-coded bytes shorter than their header");
+/**
+ * The zigzag residuals Rice-coded in `bytes` after a header of `headerBytes` bytes (the sample count in its first 4).
+ * @throws RangeError when `bytes` end before their sample count is decoded, or hold a malformed escape.
+ */
+const riceDecode = (bytes: Uint8Array, headerBytes: number): Int32Array => {
+  if (bytes.byteLength < headerBytes) throw new RangeError("entry blob: Rice-coded bytes shorter than their header");
   const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
   const length = bytes.byteLength;
   // Every sample takes at least one bit: a larger count is corrupt (and would allocate for nothing).
-  if (n > (length - 4) * 8) throw cutShort();
-  const samples = new Int16Array(n);
-  let pos = 4;
+  if (n > (length - headerBytes) * 8) throw cutShort();
+  const values = new Int32Array(n);
+  let pos = headerBytes;
   // `acc` holds the next `bits` bits, most significant first; refilled a byte at a time up to 24-31 bits. The refill
   // is written out where it is needed: as a closure over `acc`, `bits` and `pos` it made unpacking 1.7 times slower.
   let acc = 0;
   let bits = 0;
-  let p1 = 0;
-  let p2 = 0;
   for (let b = 0; b < n; b += BLOCK) {
     const end = Math.min(b + BLOCK, n);
     while (bits <= 23 && pos < length) {
@@ -184,11 +214,117 @@ const riceDecode = (bytes: Uint8Array): Uint8Array => {
         v = acc >>> bits;
         acc &= (1 << bits) - 1;
       }
-      const x = (((v >>> 1) ^ -(v & 1)) + 2 * p1 - p2) | 0;
-      samples[i] = x;
-      p2 = p1;
-      p1 = x;
+      values[i] = v;
     }
+  }
+  return values;
+};
+
+/** PCM16 bytes of the second-order predictor's zigzag residuals `values` (its first `upTo` samples, or all). */
+const secondOrderSamples = (values: Int32Array, samples: Int16Array, upTo = values.length): void => {
+  let p1 = 0;
+  let p2 = 0;
+  for (let i = 0; i < upTo; i++) {
+    const v = values[i] as number;
+    const x = (((v >>> 1) ^ -(v & 1)) + 2 * p1 - p2) | 0;
+    samples[i] = x;
+    p2 = p1;
+    p1 = x;
+  }
+};
+
+/**
+ * The order-`LPC_ORDER` predictor fitted to `samples` (autocorrelation, Levinson-Durbin) with its coefficients
+ * quantized, and the zigzag residuals it leaves; null when it cannot serve (silence, too few samples, an unstable
+ * fit, or a residual beyond the escape's range).
+ */
+const lpcOf = (
+  samples: Int16Array,
+): {
+  readonly coefficients: Int16Array;
+  readonly shift: number;
+  readonly res: Int32Array;
+  readonly sum: number;
+} | null => {
+  const n = samples.length;
+  const p = LPC_ORDER;
+  if (n <= 4 * p) return null;
+  const r = new Float64Array(p + 1);
+  for (let lag = 0; lag <= p; lag++) {
+    let sum = 0;
+    for (let i = lag; i < n; i++) sum += (samples[i] as number) * (samples[i - lag] as number);
+    r[lag] = sum;
+  }
+  if ((r[0] as number) === 0) return null;
+  // Levinson-Durbin: a[0..p-1] with x[n] ~ sum(a[j] x[n-1-j]).
+  let a = new Float64Array(p);
+  let error = (r[0] as number) * (1 + 1e-9);
+  for (let m = 0; m < p; m++) {
+    let acc = r[m + 1] as number;
+    for (let j = 0; j < m; j++) acc -= (a[j] as number) * (r[m - j] as number);
+    const k = acc / error;
+    if (!(Math.abs(k) < 1)) return null;
+    const next = new Float64Array(p);
+    next[m] = k;
+    for (let j = 0; j < m; j++) next[j] = (a[j] as number) - k * (a[m - 1 - j] as number);
+    a = next;
+    error *= 1 - k * k;
+  }
+  let largest = 0;
+  for (const c of a) largest = Math.max(largest, Math.abs(c));
+  let shift = LPC_PRECISION;
+  while (shift > 0 && largest * 2 ** shift >= 32767) shift--;
+  const coefficients = Int16Array.from(a, (c) => Math.round(c * 2 ** shift));
+  const res = new Int32Array(n);
+  const scale = 2 ** shift;
+  let total = 0;
+  let p1 = 0;
+  let p2 = 0;
+  for (let i = 0; i < n; i++) {
+    const x = samples[i] as number;
+    let d: number;
+    if (i < p) d = x - 2 * p1 + p2;
+    else {
+      let sum = 0;
+      for (let j = 0; j < p; j++) sum += (coefficients[j] as number) * (samples[i - 1 - j] as number);
+      d = x - Math.floor(sum / scale);
+      if (d >= RESIDUAL_LIMIT || d < -RESIDUAL_LIMIT) return null;
+    }
+    const v = (d << 1) ^ (d >> 31);
+    res[i] = v;
+    total += v;
+    p2 = p1;
+    p1 = x;
+  }
+  return { coefficients, shift, res, sum: total };
+};
+
+/** Header bytes of `PCM16_LPC_RICE` with `order` coefficients: count, order, shift, coefficients. */
+const lpcHeaderBytes = (order: number): number => 6 + 2 * order;
+
+/** @throws RangeError for a header out of range or bytes cut short. */
+const lpcDecode = (bytes: Uint8Array): Uint8Array => {
+  if (bytes.byteLength < 6) throw new RangeError("entry blob: LPC-coded bytes shorter than their header");
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const order = view.getUint8(4);
+  const shift = view.getUint8(5);
+  if (order === 0 || order > MAX_STORED_ORDER || shift > MAX_STORED_SHIFT) {
+    throw new RangeError(`entry blob: LPC order ${order} or shift ${shift} out of range`);
+  }
+  const header = lpcHeaderBytes(order);
+  const values = riceDecode(bytes, header);
+  const coefficients = Array.from({ length: order }, (_, j) => view.getInt16(6 + 2 * j, true));
+  const n = values.length;
+  const samples = new Int16Array(n);
+  secondOrderSamples(values, samples, Math.min(order, n));
+  const scale = 2 ** shift;
+  for (let i = order; i < n; i++) {
+    let sum = 0;
+    for (let j = 0; j < order; j++) sum += (coefficients[j] as number) * (samples[i - 1 - j] as number);
+    const v = values[i] as number;
+    const x = ((v >>> 1) ^ -(v & 1)) + Math.floor(sum / scale);
+    if (x > 32767 || x < -32768) throw new RangeError("entry blob: LPC-coded sample beyond 16 bits");
+    samples[i] = x;
   }
   return new Uint8Array(samples.buffer);
 };
@@ -217,19 +353,44 @@ const samplesOfPlanes = (planes: Uint8Array): Uint8Array => {
  */
 export const packBlob = (blob: Uint8Array): { readonly bytes: Uint8Array; readonly codec: BlobCodec } => {
   if (blob.byteLength < MIN_PACKED_BYTES || blob.byteLength % 2 !== 0) return { bytes: blob, codec: null };
-  const packed = riceEncode(blob);
+  const samples = samplesOf(blob);
+  const second = residualsOf(samples);
+  const lpc = lpcOf(samples);
+  let secondSum = 0;
+  for (const v of second) secondSum += v;
+  // Rice codes take about log2(mean) bits a sample: the fit pays when it shrinks the mean residual by more than its
+  // header's bytes spread over the samples would cost (a 3% margin covers 22 bytes on a 100 ms chunk).
+  let packed: Uint8Array;
+  let codec: BlobCodec;
+  if (lpc !== null && lpc.sum < secondSum * 0.97) {
+    packed = riceEncode(lpc.res, lpcHeaderBytes(LPC_ORDER));
+    const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
+    view.setUint8(4, LPC_ORDER);
+    view.setUint8(5, lpc.shift);
+    for (const [j, c] of lpc.coefficients.entries()) view.setInt16(6 + 2 * j, c, true);
+    codec = PCM16_LPC_RICE;
+  } else {
+    packed = riceEncode(second, 4);
+    codec = PCM16_RICE;
+  }
   if (packed.byteLength >= blob.byteLength) return { bytes: blob, codec: null };
-  return { bytes: packed, codec: PCM16_RICE };
+  return { bytes: packed, codec };
 };
 
 /**
  * Unpacks stored bytes into the blob that was packed.
- * @throws RangeError for a codec this version does not know, or Rice-coded bytes that are cut short; Error from
- *   node:zlib for corrupt brotli bytes.
+ * @throws RangeError for a codec this version does not know, Rice-coded bytes that are cut short, or an LPC header
+ *   out of range; Error from node:zlib for corrupt brotli bytes.
  */
 export const unpackBlob = (bytes: Uint8Array, codec: string | null): Uint8Array => {
   if (codec === null) return bytes;
-  if (codec === PCM16_RICE) return riceDecode(bytes);
+  if (codec === PCM16_RICE) {
+    const values = riceDecode(bytes, 4);
+    const samples = new Int16Array(values.length);
+    secondOrderSamples(values, samples);
+    return new Uint8Array(samples.buffer);
+  }
+  if (codec === PCM16_LPC_RICE) return lpcDecode(bytes);
   if (codec === PCM16_BROTLI) return samplesOfPlanes(brotliDecompressSync(bytes));
   throw new RangeError(`entry blob: unknown codec ${JSON.stringify(codec)}`);
 };
