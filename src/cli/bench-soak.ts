@@ -139,6 +139,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     const rssStart = rssMib(pid);
     const started = performance.now();
     const appends = Math.round(o.seconds * 10);
+    const heartbeatEvery = o.pace === "realtime" ? 300 : 50;
     let utterances = 0;
     /** Bytes of the model's audio received (24 kHz PCM16), from the deltas' base64 length. */
     let audioOutBytes = 0;
@@ -168,8 +169,10 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
         const due = started + (n + 1) * 100 - performance.now();
         if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
       }
-      // As fast as accepted: wait for the server to have handled each second of audio before sending more.
-      if (n % 10 === 9) {
+      // A heartbeat, waiting for its ack: as fast as accepted, every 5 s of audio (the flow control: the server has
+      // handled what came before); in real time every 30 s, DuplexClient's default interval. Each is two entries of
+      // the log (the command, the ack): one a second, as before, was 7% of a conversation's entries.
+      if (n % heartbeatEvery === heartbeatEvery - 1) {
         client.send({ type: "session.heartbeat" });
         await client.waitFor("session.heartbeat_ack", { timeoutMs: 60_000 });
         count();
