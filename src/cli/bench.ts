@@ -6,7 +6,9 @@ import Database from "better-sqlite3";
 import { CHAIN_GENESIS, chained, replayEntries, streamOf } from "../engine/index.ts";
 import { readWavFile } from "../infra/audio/index.ts";
 import { parseConfig } from "../infra/config.ts";
+import { packBlob, unpackBlob } from "../infra/event-store/blob-packing.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
+import { packText, unpackText } from "../infra/event-store/text-packing.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { startServer } from "../server/index.ts";
 import { benchIdle } from "./bench-idle.ts";
@@ -58,6 +60,49 @@ const benchVad = async (o: BenchOptions): Promise<void> => {
     frames_per_s: Math.round((frames / took) * 1000),
     x_real_time: Math.round(audioMs / took),
   });
+};
+
+/**
+ * What packing costs the writer thread (issue 24): microseconds to pack and unpack 100 ms chunks of real 16 kHz speech
+ * (speech_60s_16k.wav, 200 chunks, after one pass of warm-up) and an AudioBuffered entry's texts, with the share of
+ * bytes each keeps.
+ */
+const packingFigures = async (audioDir: string): Promise<Record<string, number>> => {
+  const speech = (await readWavFile(join(audioDir, "speech_60s_16k.wav"))).samples;
+  const chunks = Array.from(
+    { length: 200 },
+    (_, k) => new Uint8Array(speech.buffer, speech.byteOffset + k * 3200, 3200),
+  );
+  const json =
+    '{"durationMs":100,"bytes":3200,"clockMs":299900,"vadFrames":9371,"endpointer":{"phase":"speech","runStartMs":null,"silenceStartMs":299808,"floorMs":290432}}';
+  const metadata =
+    '{"at":1796184420623,"epoch":0,"turnId":26,"wire":[],"chain":"024de8836994c4b7ef7657dc93ac6eac11505e1924e7ae29920b91fd235cc381"}';
+  const timeUs = (passes: number, work: () => void): number => {
+    work();
+    const started = performance.now();
+    for (let p = 0; p < passes; p += 1) work();
+    return ((performance.now() - started) * 1000) / passes;
+  };
+  const packed = chunks.map((chunk) => packBlob(chunk));
+  const text = packText(json, metadata);
+  const round = (x: number): number => Math.round(x * 10) / 10;
+  return {
+    pack_audio_us_per_100ms: round(
+      timeUs(5, () => {
+        for (const c of chunks) packBlob(c);
+      }) / chunks.length,
+    ),
+    unpack_audio_us_per_100ms: round(
+      timeUs(5, () => {
+        for (const p of packed) unpackBlob(p.bytes, p.codec);
+      }) / chunks.length,
+    ),
+    audio_kept_share: Math.round((packed.reduce((n, p) => n + p.bytes.byteLength, 0) / (3200 * 200)) * 1000) / 1000,
+    pack_text_us_per_entry: round(timeUs(2000, () => packText(json, metadata))),
+    unpack_text_us_per_entry: round(text === null ? 0 : timeUs(2000, () => unpackText(text.bytes, "", text.codec))),
+    text_kept_share:
+      Math.round(((text?.bytes.byteLength ?? 0) / Buffer.byteLength(`${json}\n${metadata}`)) * 1000) / 1000,
+  };
 };
 
 /** Appends of one entry with 3200 bytes of audio (100 ms at 16 kHz), against raw better-sqlite3 inserts. */
@@ -133,10 +178,11 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
     let head = CHAIN_GENESIS;
     for (const drain of drainsToChain) head = chained(head, drain).head;
     const chainMs = ms(started);
+    const packing = await packingFigures(o.audioDir);
     o.print({
       bench: "store_append",
       meaning:
-        "single-entry appends with 3.2 kB of audio, one after another: entries_per_s, higher is better; ratio_to_raw = our time / raw better-sqlite3 inserts, lower is better (1 = no overhead); group_*: 200 sessions appending at once, 3 entries a drain (one with 100 ms of jfk_16k.wav, 3.2 kB), each waiting for its last: entries per second through group commit, higher is better; chain_*: the hash chain over the same drains on the event loop, us per entry and as a share of the group append's time, lower is better",
+        "single-entry appends with 3.2 kB of audio, one after another: entries_per_s, higher is better; ratio_to_raw = our time / raw better-sqlite3 inserts, lower is better (1 = no overhead); group_*: 200 sessions appending at once, 3 entries a drain (one with 100 ms of jfk_16k.wav, 3.2 kB), each waiting for its last: entries per second through group commit, higher is better; pack_*/unpack_*: us to pack and unpack 100 ms of real 16 kHz speech and an AudioBuffered entry's texts on one thread, against raw_insert_us_per_entry, and the share of bytes each keeps, lower is better; chain_*: the hash chain over the same drains on the event loop, us per entry and as a share of the group append's time, lower is better",
       appends: n,
       entries_per_s: Math.round((n / storeMs) * 1000),
       raw_inserts_per_s: Math.round((n / rawMs) * 1000),
@@ -146,6 +192,8 @@ const benchStore = async (o: BenchOptions): Promise<void> => {
       group_entries_per_s: Math.round(((sessions * drains * 3) / groupMs) * 1000),
       chain_us_per_entry: Math.round(((chainMs * 1000) / (sessions * drains * 3)) * 10) / 10,
       chain_share_of_group_append: Math.round((chainMs / groupMs) * 1000) / 1000,
+      raw_insert_us_per_entry: Math.round(((rawMs * 1000) / n) * 10) / 10,
+      ...packing,
     });
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -56,9 +56,25 @@ const MAX_STORED_SHIFT = 15;
 /** Residuals at or beyond this (before zigzag) do not fit the 18-bit escape: the blob keeps the second order. */
 const RESIDUAL_LIMIT = 1 << 17;
 
-/** Zigzag residuals of the second-order predictor, for `samples` (PCM16). */
+/**
+ * Scratch arrays reused from call to call (packing runs synchronously on one thread): allocating a typed array of
+ * a few KB took about 20 us on the machines this runs on, as long as coding its samples (docs/benchmarks.md, "The
+ * log's size"). Grown when a longer blob comes.
+ */
+const scratch = {
+  second: new Int32Array(4800),
+  lpc: new Int32Array(4800),
+  values: new Int32Array(4800),
+  out: new Uint8Array(24000),
+};
+const scratchInts = (key: "second" | "lpc" | "values", n: number): Int32Array => {
+  if (scratch[key].length < n) scratch[key] = new Int32Array(n);
+  return scratch[key];
+};
+
+/** Zigzag residuals of the second-order predictor, for `samples` (PCM16), in a scratch array (the first n). */
 const residualsOf = (samples: Int16Array): Int32Array => {
-  const out = new Int32Array(samples.length);
+  const out = scratchInts("second", samples.length);
   let p1 = 0;
   let p2 = 0;
   for (let i = 0; i < samples.length; i++) {
@@ -92,12 +108,12 @@ const samplesOf = (blob: Uint8Array): Int16Array => {
  * Rice-codes the zigzag residuals `res` after a header of `headerBytes` bytes, which the caller fills in; the
  * sample count goes in its first 4 bytes.
  */
-const riceEncode = (res: Int32Array, headerBytes: number): Uint8Array => {
-  const n = res.length;
-  // At worst every sample is escaped (35 bits), plus the header and the blocks' parameters.
-  const out = new Uint8Array(
-    headerBytes + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8),
-  );
+const riceEncode = (res: Int32Array, n: number, headerBytes: number): Uint8Array => {
+  // At worst every sample is escaped (35 bits), plus the header and the blocks' parameters: a scratch buffer of that
+  // size, and the bytes written copied out of it at the end.
+  const worst = headerBytes + Math.ceil((n * (ESCAPE + 1 + RAW_BITS) + Math.ceil(n / BLOCK) * K_BITS) / 8);
+  if (scratch.out.length < worst) scratch.out = new Uint8Array(worst);
+  const out = scratch.out;
   new DataView(out.buffer).setUint32(0, n, true);
   let pos = headerBytes;
   // `acc` holds the `bits` not yet flushed to `out`: fewer than 8 after a code, up to 12 after a block's k.
@@ -145,7 +161,7 @@ const riceEncode = (res: Int32Array, headerBytes: number): Uint8Array => {
     }
   }
   if (bits > 0) out[pos++] = acc << (8 - bits);
-  return out.subarray(0, pos);
+  return out.slice(0, pos);
 };
 
 const cutShort = (): RangeError => new RangeError("entry blob: Rice-coded bytes end before their samples");
@@ -160,7 +176,7 @@ const riceDecode = (bytes: Uint8Array, headerBytes: number): Int32Array => {
   const length = bytes.byteLength;
   // Every sample takes at least one bit: a larger count is corrupt (and would allocate for nothing).
   if (n > (length - headerBytes) * 8) throw cutShort();
-  const values = new Int32Array(n);
+  const values = scratchInts("values", n);
   let pos = headerBytes;
   // `acc` holds the next `bits` bits, most significant first; refilled a byte at a time up to 24-31 bits. The refill
   // is written out where it is needed: as a closure over `acc`, `bits` and `pos` it made unpacking 1.7 times slower.
@@ -220,8 +236,8 @@ const riceDecode = (bytes: Uint8Array, headerBytes: number): Int32Array => {
   return values;
 };
 
-/** PCM16 bytes of the second-order predictor's zigzag residuals `values` (its first `upTo` samples, or all). */
-const secondOrderSamples = (values: Int32Array, samples: Int16Array, upTo = values.length): void => {
+/** `samples` of the second-order predictor's zigzag residuals `values`, up to `upTo`. */
+const secondOrderSamples = (values: Int32Array, samples: Int16Array, upTo: number): void => {
   let p1 = 0;
   let p2 = 0;
   for (let i = 0; i < upTo; i++) {
@@ -235,13 +251,14 @@ const secondOrderSamples = (values: Int32Array, samples: Int16Array, upTo = valu
 
 /**
  * The order-`LPC_ORDER` predictor fitted to `samples` (autocorrelation, Levinson-Durbin) with its coefficients
- * quantized, and the zigzag residuals it leaves; null when it cannot serve (silence, too few samples, an unstable
- * fit, or a residual beyond the escape's range).
+ * quantized, and the zigzag residuals it leaves (in a scratch array: the first n); null when it cannot serve
+ * (silence, too few samples, an unstable fit, or a residual beyond the escape's range). Written for order 8 with
+ * plain locals: the generic loop over the coefficients took half as long again.
  */
 const lpcOf = (
   samples: Int16Array,
 ): {
-  readonly coefficients: Int16Array;
+  readonly coefficients: readonly number[];
   readonly shift: number;
   readonly res: Int32Array;
   readonly sum: number;
@@ -249,22 +266,23 @@ const lpcOf = (
   const n = samples.length;
   const p = LPC_ORDER;
   if (n <= 4 * p) return null;
-  const r = new Float64Array(p + 1);
+  const r: number[] = [];
   for (let lag = 0; lag <= p; lag++) {
     let sum = 0;
     for (let i = lag; i < n; i++) sum += (samples[i] as number) * (samples[i - lag] as number);
-    r[lag] = sum;
+    r.push(sum);
   }
-  if ((r[0] as number) === 0) return null;
+  const r0 = r[0] as number;
+  if (r0 === 0) return null;
   // Levinson-Durbin: a[0..p-1] with x[n] ~ sum(a[j] x[n-1-j]).
-  let a = new Float64Array(p);
-  let error = (r[0] as number) * (1 + 1e-9);
+  let a: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  let error = r0 * (1 + 1e-9);
   for (let m = 0; m < p; m++) {
     let acc = r[m + 1] as number;
     for (let j = 0; j < m; j++) acc -= (a[j] as number) * (r[m - j] as number);
     const k = acc / error;
     if (!(Math.abs(k) < 1)) return null;
-    const next = new Float64Array(p);
+    const next = a.slice();
     next[m] = k;
     for (let j = 0; j < m; j++) next[j] = (a[j] as number) - k * (a[m - 1 - j] as number);
     a = next;
@@ -274,27 +292,47 @@ const lpcOf = (
   for (const c of a) largest = Math.max(largest, Math.abs(c));
   let shift = LPC_PRECISION;
   while (shift > 0 && largest * 2 ** shift >= 32767) shift--;
-  const coefficients = Int16Array.from(a, (c) => Math.round(c * 2 ** shift));
-  const res = new Int32Array(n);
+  const coefficients = a.map((c) => Math.round(c * 2 ** shift));
+  const [c0, c1, c2, c3, c4, c5, c6, c7] = coefficients as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const res = scratchInts("lpc", n);
   const scale = 2 ** shift;
+  // The first p samples: the second-order predictor, as the decoder starts.
   let total = 0;
   let p1 = 0;
   let p2 = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < p; i++) {
     const x = samples[i] as number;
-    let d: number;
-    if (i < p) d = x - 2 * p1 + p2;
-    else {
-      let sum = 0;
-      for (let j = 0; j < p; j++) sum += (coefficients[j] as number) * (samples[i - 1 - j] as number);
-      d = x - Math.floor(sum / scale);
-      if (d >= RESIDUAL_LIMIT || d < -RESIDUAL_LIMIT) return null;
-    }
+    const d = x - 2 * p1 + p2;
     const v = (d << 1) ^ (d >> 31);
     res[i] = v;
     total += v;
     p2 = p1;
     p1 = x;
+  }
+  for (let i = p; i < n; i++) {
+    const sum =
+      c0 * (samples[i - 1] as number) +
+      c1 * (samples[i - 2] as number) +
+      c2 * (samples[i - 3] as number) +
+      c3 * (samples[i - 4] as number) +
+      c4 * (samples[i - 5] as number) +
+      c5 * (samples[i - 6] as number) +
+      c6 * (samples[i - 7] as number) +
+      c7 * (samples[i - 8] as number);
+    const d = (samples[i] as number) - Math.floor(sum / scale);
+    if (d >= RESIDUAL_LIMIT || d < -RESIDUAL_LIMIT) return null;
+    const v = (d << 1) ^ (d >> 31);
+    res[i] = v;
+    total += v;
   }
   return { coefficients, shift, res, sum: total };
 };
@@ -314,7 +352,7 @@ const lpcDecode = (bytes: Uint8Array): Uint8Array => {
   const header = lpcHeaderBytes(order);
   const values = riceDecode(bytes, header);
   const coefficients = Array.from({ length: order }, (_, j) => view.getInt16(6 + 2 * j, true));
-  const n = values.length;
+  const n = view.getUint32(0, true);
   const samples = new Int16Array(n);
   secondOrderSamples(values, samples, Math.min(order, n));
   const scale = 2 ** shift;
@@ -354,23 +392,24 @@ const samplesOfPlanes = (planes: Uint8Array): Uint8Array => {
 export const packBlob = (blob: Uint8Array): { readonly bytes: Uint8Array; readonly codec: BlobCodec } => {
   if (blob.byteLength < MIN_PACKED_BYTES || blob.byteLength % 2 !== 0) return { bytes: blob, codec: null };
   const samples = samplesOf(blob);
+  const n = samples.length;
   const second = residualsOf(samples);
   const lpc = lpcOf(samples);
   let secondSum = 0;
-  for (const v of second) secondSum += v;
+  for (let i = 0; i < n; i++) secondSum += second[i] as number;
   // Rice codes take about log2(mean) bits a sample: the fit pays when it shrinks the mean residual by more than its
   // header's bytes spread over the samples would cost (a 3% margin covers 22 bytes on a 100 ms chunk).
   let packed: Uint8Array;
   let codec: BlobCodec;
   if (lpc !== null && lpc.sum < secondSum * 0.97) {
-    packed = riceEncode(lpc.res, lpcHeaderBytes(LPC_ORDER));
+    packed = riceEncode(lpc.res, n, lpcHeaderBytes(LPC_ORDER));
     const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
     view.setUint8(4, LPC_ORDER);
     view.setUint8(5, lpc.shift);
     for (const [j, c] of lpc.coefficients.entries()) view.setInt16(6 + 2 * j, c, true);
     codec = PCM16_LPC_RICE;
   } else {
-    packed = riceEncode(second, 4);
+    packed = riceEncode(second, n, 4);
     codec = PCM16_RICE;
   }
   if (packed.byteLength >= blob.byteLength) return { bytes: blob, codec: null };
@@ -386,8 +425,9 @@ export const unpackBlob = (bytes: Uint8Array, codec: string | null): Uint8Array 
   if (codec === null) return bytes;
   if (codec === PCM16_RICE) {
     const values = riceDecode(bytes, 4);
-    const samples = new Int16Array(values.length);
-    secondOrderSamples(values, samples);
+    const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
+    const samples = new Int16Array(n);
+    secondOrderSamples(values, samples, n);
     return new Uint8Array(samples.buffer);
   }
   if (codec === PCM16_LPC_RICE) return lpcDecode(bytes);

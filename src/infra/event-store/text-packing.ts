@@ -10,8 +10,8 @@ import { deflateRawSync, inflateRawSync } from "node:zlib";
  * even a 100-byte entry finds its keys in the window. A soak's entries keep about 45% of their text bytes; what is
  * left is mostly digests, timestamps and VAD probabilities.
  *
- * Cost: 10-15 us per entry to pack (on the writer thread) and about 9 to unpack (on the reader), measured with
- * `duplex bench --only soak` and docs/benchmarks.md, "The log's size".
+ * Cost: about 15 us per entry to pack (on the writer thread) and 8 to unpack (on the reader): `duplex bench --only
+ * store` (pack_text_us_per_entry) and docs/benchmarks.md, "The log's size".
  *
  * Codecs, as stored beside the text (`text_codec`): `null` (plain: `data` and `metadata` as JSON text) and
  * `JSON_DEFLATE_D1` (`data` holds the packed bytes of both, `metadata` is empty). The dictionary of a codec never
@@ -48,6 +48,12 @@ const DICTIONARY_D1 = Buffer.from(
   ].join(""),
 );
 
+/**
+ * DEFLATE's window: 4 KiB (2^12) holds the whole dictionary (2445 bytes) and any entry that matters; with the
+ * default 32 KiB window and hash tables each call spent three times as long setting them up (41 against 15 us).
+ */
+const ZLIB_OPTIONS = { dictionary: DICTIONARY_D1, windowBits: 12, memLevel: 4 } as const;
+
 /** Texts shorter than this (bytes, both together) are stored plain: a few bytes of keys gain nothing. */
 const MIN_PACKED_BYTES = 48;
 
@@ -64,7 +70,7 @@ export const packText = (
 ): { readonly bytes: Uint8Array; readonly codec: TextCodec } | null => {
   const plain = Buffer.from(`${json}\n${metadata}`);
   if (plain.byteLength < MIN_PACKED_BYTES) return null;
-  const bytes = deflateRawSync(plain, { dictionary: DICTIONARY_D1 });
+  const bytes = deflateRawSync(plain, ZLIB_OPTIONS);
   return bytes.byteLength < plain.byteLength ? { bytes, codec: JSON_DEFLATE_D1 } : null;
 };
 
@@ -81,7 +87,7 @@ export const unpackText = (
   if (codec === null) return { json: typeof data === "string" ? data : Buffer.from(data).toString(), metadata };
   if (codec !== JSON_DEFLATE_D1) throw new RangeError(`entry text: unknown codec ${JSON.stringify(codec)}`);
   if (typeof data === "string") throw new RangeError(`entry text: ${codec} text stored as a string, not bytes`);
-  const plain = inflateRawSync(data, { dictionary: DICTIONARY_D1 });
+  const plain = inflateRawSync(data, { dictionary: DICTIONARY_D1, windowBits: ZLIB_OPTIONS.windowBits });
   const split = plain.indexOf(SEPARATOR);
   if (split < 0) throw new RangeError(`entry text: ${codec} text without its metadata`);
   return { json: plain.toString("utf8", 0, split), metadata: plain.toString("utf8", split + 1) };
