@@ -212,7 +212,8 @@ describe("the sqlite store with packed blobs", () => {
       db.close();
       expect(rows).toEqual([
         { type: "A", bin_codec: null, n: audio.byteLength },
-        { type: "B", bin_codec: PCM16_LPC_RICE, n: expect.any(Number) },
+        // Layout 2 stores codecs as ids: 3 is pcm16-lpc8-rice (sqlite-writer.ts, binCodecs).
+        { type: "B", bin_codec: 3, n: expect.any(Number) },
       ]);
       expect((rows[1] as { n: number }).n).toBeLessThan(audio.byteLength);
     } finally {

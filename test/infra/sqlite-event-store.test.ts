@@ -5,7 +5,9 @@ import Database from "better-sqlite3";
 import { firstValueFrom } from "rxjs";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type EntryMetadata, type NewEntry, WrongExpectedRevisionError } from "../../src/engine/ports/event-store.ts";
+import { packBlob } from "../../src/infra/event-store/blob-packing.ts";
 import { createSqliteEventStore, EventStoreClosedError } from "../../src/infra/event-store/index.ts";
+import { textCodecs } from "../../src/infra/event-store/sqlite-writer.ts";
 import { unpackText } from "../../src/infra/event-store/text-packing.ts";
 import { eventStoreContract } from "../contract/event-store.contract.ts";
 
@@ -97,11 +99,11 @@ describe("sqlite event store", () => {
       data: string | Buffer;
       bin: Buffer | null;
       metadata: string;
-      text_codec: string | null;
+      text_codec: number | null;
     }[];
 
     // The texts may be packed (text-packing.ts): the JSON is read through the codec the row names.
-    expect(rows.map((row) => unpackText(row.data, row.metadata, row.text_codec).json)).toEqual([
+    expect(rows.map((row) => unpackText(row.data, row.metadata, textCodecs.name(row.text_codec)).json)).toEqual([
       '{"pcm":{"$bin":[0,2]},"tail":{"$bin":[2,2]}}',
       '{"$$bin":"user"}',
     ]);
@@ -178,15 +180,17 @@ describe("sqlite event store", () => {
       first_at REAL NOT NULL, last_at REAL NOT NULL);
       CREATE INDEX streams_by_first_position ON streams (first_position);`);
     const insert = old.prepare(
-      'INSERT INTO entries (stream, revision, type, data, bin, metadata) VALUES (?, ?, ?, ?, ?, \'{"at":5,"epoch":0,"turnId":0}\')',
+      'INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES (?, ?, ?, ?, ?, \'{"at":5,"epoch":0,"turnId":0}\', ?)',
     );
+    // Stream a's first entry holds 100 ms of silence packed under layout 1, its codec by name (pcm16-d2-rice).
+    const silence = packBlob(new Uint8Array(3200));
     // Stream b began first; a, then b again; a third stream's entries (positions 5 and 6) were deleted with it.
-    insert.run("b", 0, "b0", '{"pcm":{"$bin":[0,2]}}', Uint8Array.of(1, 2));
-    insert.run("a", 0, "a0", "null", null);
-    insert.run("b", 1, "b1", "null", null);
-    insert.run("a", 1, "a1", "null", null);
-    insert.run("gone", 0, "g0", "null", null);
-    insert.run("gone", 1, "g1", "null", null);
+    insert.run("b", 0, "b0", '{"pcm":{"$bin":[0,2]}}', Uint8Array.of(1, 2), null);
+    insert.run("a", 0, "a0", '{"pcm":{"$bin":[0,3200]}}', silence.bytes, silence.codec);
+    insert.run("b", 1, "b1", "null", null, null);
+    insert.run("a", 1, "a1", "null", null, null);
+    insert.run("gone", 0, "g0", "null", null, null);
+    insert.run("gone", 1, "g1", "null", null, null);
     old.exec(`DELETE FROM entries WHERE stream = 'gone';
       INSERT INTO streams VALUES ('b', 1, 1, 5, 5), ('a', 1, 2, 5, 5);`);
     old.close();
@@ -207,6 +211,8 @@ describe("sqlite event store", () => {
       [4, "a1"],
       [7, "a2"],
     ]);
+    // A blob packed under layout 1 (its codec by name) reads back after the migration (by id).
+    expect((await store.read("a"))[0]?.data).toEqual({ pcm: new Uint8Array(3200) });
     const raw = new Database(path, { readonly: true });
     opened.push({ close: () => void raw.close() });
     expect(raw.pragma("user_version", { simple: true })).toBe(2);

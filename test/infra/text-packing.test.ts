@@ -73,7 +73,8 @@ describe("text packing", () => {
       db.close();
       expect(rows).toEqual([
         { text_codec: null, metadata: audioBuffered.metadata, kind: "text" },
-        { text_codec: JSON_DEFLATE_D1, metadata: "", kind: "blob" },
+        // Layout 2 stores codecs as ids: 1 is json-deflate-d1 (sqlite-writer.ts, textCodecs).
+        { text_codec: 1, metadata: "", kind: "blob" },
       ]);
     } finally {
       await rm(dir, { recursive: true, force: true });

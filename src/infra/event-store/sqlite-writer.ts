@@ -2,9 +2,9 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { ExpectedRevision } from "../../engine/ports/event-store.ts";
-import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
+import { type BlobCodec, PCM16_BROTLI, PCM16_LPC_RICE, PCM16_RICE, packBlob, unpackBlob } from "./blob-packing.ts";
 import type { EncodedEntry } from "./codec.ts";
-import { packText, type TextCodec, unpackText } from "./text-packing.ts";
+import { JSON_DEFLATE_D1, packText, unpackText } from "./text-packing.ts";
 
 /**
  * The write side of the sqlite event store: the file's layout, and group commit of appends. The store runs it on a
@@ -18,6 +18,23 @@ import { packText, type TextCodec, unpackText } from "./text-packing.ts";
  * index, a tenth of a conversation's log. Layout 1 (user_version 0: every file before it) is migrated on open.
  */
 const LAYOUT = 2;
+
+/**
+ * A codec column of layout 2: small integers for the codecs' names (a 15-byte name in nearly every row was 2 MB
+ * per session-hour). `name` of an id this version does not know gives `#ID`, which the unpacking refuses as an
+ * unknown codec.
+ */
+const codecColumn = (names: readonly string[]) => ({
+  id: (name: string | null): number | null => (name === null ? null : names.indexOf(name) + 1 || -1),
+  name: (id: number | null): string | null => (id === null ? null : (names[id - 1] ?? `#${id}`)),
+  /** SQL mapping a layout-1 name column to its id (-1 for a name not known here). */
+  sqlOf: (column: string): string =>
+    `CASE WHEN ${column} IS NULL THEN NULL ${names.map((n, i) => `WHEN ${column} = '${n}' THEN ${i + 1}`).join(" ")} ELSE -1 END`,
+});
+/** `entries.bin_codec`: 1, 2, 3 for these (blob-packing.ts). */
+export const binCodecs = codecColumn([PCM16_RICE, PCM16_BROTLI, PCM16_LPC_RICE]);
+/** `entries.text_codec`: 1 for this (text-packing.ts). */
+export const textCodecs = codecColumn([JSON_DEFLATE_D1]);
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS streams (
@@ -37,8 +54,8 @@ CREATE TABLE IF NOT EXISTS entries (
   data TEXT NOT NULL,
   bin BLOB,
   metadata TEXT NOT NULL,
-  bin_codec TEXT,
-  text_codec TEXT,
+  bin_codec INTEGER,
+  text_codec INTEGER,
   UNIQUE (stream_id, revision)
 );
 `;
@@ -81,7 +98,8 @@ export function openStoreFile(path: string): Database.Database {
  * Layout 1 to 2, inside the caller's transaction: the tables renamed aside, the new ones created, streams copied in
  * the order they began and entries with their positions, the AUTOINCREMENT counter carried over (a deleted last
  * stream leaves it above the largest position left, and a position is never given twice). Files from before blob
- * packing lack `bin_codec` (their blobs are raw: NULL); texts of layout 1 are plain (NULL `text_codec`).
+ * packing lack `bin_codec` (their blobs are raw: NULL), and the names it held become ids; texts of layout 1 are
+ * plain (NULL `text_codec`).
  */
 function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>): void {
   const counter = (name: string): number =>
@@ -96,7 +114,7 @@ function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>): vo
       SELECT stream, revision, first_position, first_at, last_at FROM streams_layout1 ORDER BY first_position;
     INSERT INTO entries (position, stream_id, revision, type, data, bin, metadata, bin_codec, text_codec)
       SELECT e.position, s.id, e.revision, e.type, e.data, e.bin, e.metadata,
-        ${columns.has("bin_codec") ? "e.bin_codec" : "NULL"}, NULL
+        ${columns.has("bin_codec") ? binCodecs.sqlOf("e.bin_codec") : "NULL"}, NULL
       FROM entries_layout1 e JOIN streams s ON s.stream = e.stream ORDER BY e.position;
     DROP TABLE entries_layout1;
     DROP TABLE streams_layout1;
@@ -153,7 +171,7 @@ export interface StoreWriter {
 interface Packed {
   readonly request: AppendRequest;
   readonly packed: readonly ({ readonly bytes: Uint8Array; readonly codec: BlobCodec } | null)[];
-  readonly texts: readonly ({ readonly bytes: Uint8Array; readonly codec: TextCodec } | null)[];
+  readonly texts: readonly ({ readonly bytes: Uint8Array; readonly codec: string | null } | null)[];
 }
 
 /** Creates the writer of `db` (opened by {@link openStoreFile}). */
@@ -162,7 +180,7 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
     "SELECT id, revision FROM streams WHERE stream = ?",
   );
   const insertEntry = db.prepare<
-    [number, number, string, string | Uint8Array, Uint8Array | null, string, BlobCodec, TextCodec]
+    [number, number, string, string | Uint8Array, Uint8Array | null, string, number | null, number | null]
   >(
     "INSERT INTO entries (stream_id, revision, type, data, bin, metadata, bin_codec, text_codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   );
@@ -182,8 +200,8 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
       data: string | Uint8Array;
       bin: Uint8Array | null;
       metadata: string;
-      bin_codec: string | null;
-      text_codec: string | null;
+      bin_codec: number | null;
+      text_codec: number | null;
     }
   >(
     "SELECT position, type, data, bin, metadata, bin_codec, text_codec FROM entries WHERE stream_id = ? AND revision BETWEEN ? AND ? ORDER BY revision",
@@ -209,8 +227,8 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
         stored.length > 0 &&
         stored.every((row, i) => {
           const entry = entries[i] as EncodedEntry;
-          const bin = row.bin === null ? null : unpackBlob(row.bin, row.bin_codec);
-          const text = unpackText(row.data, row.metadata, row.text_codec);
+          const bin = row.bin === null ? null : unpackBlob(row.bin, binCodecs.name(row.bin_codec));
+          const text = unpackText(row.data, row.metadata, textCodecs.name(row.text_codec));
           return (
             row.type === entry.type &&
             text.json === entry.json &&
@@ -243,8 +261,8 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
         text?.bytes ?? entry.json,
         bin?.bytes ?? null,
         text === null ? entry.metadata : "",
-        bin?.codec ?? null,
-        text?.codec ?? null,
+        binCodecs.id(bin?.codec ?? null),
+        textCodecs.id(text?.codec ?? null),
       );
       const position = Number(lastInsertRowid);
       positions.push(position);

@@ -15,9 +15,11 @@ import { decodeData, encodeEntries } from "./codec.ts";
 import {
   type AppendOutcome,
   type AppendRequest,
+  binCodecs,
   createStoreWriter,
   openStoreFile,
   type StoreWriter,
+  textCodecs,
 } from "./sqlite-writer.ts";
 import { unpackText } from "./text-packing.ts";
 
@@ -63,10 +65,10 @@ interface EntryRow {
   readonly data: string | Uint8Array;
   readonly bin: Uint8Array | null;
   readonly metadata: string;
-  /** How `bin` is packed (blob-packing.ts); null: raw. Absent in files written before it existed. */
-  readonly bin_codec: string | null;
-  /** How `data` and `metadata` are packed (text-packing.ts); null: plain. Added with the column where it lacked. */
-  readonly text_codec: string | null;
+  /** How `bin` is packed (blob-packing.ts; the id of its name, sqlite-writer.ts `binCodecs`); null: raw. */
+  readonly bin_codec: number | null;
+  /** How `data` and `metadata` are packed (text-packing.ts; `textCodecs`); null: plain. */
+  readonly text_codec: number | null;
 }
 
 interface StreamRow {
@@ -288,13 +290,16 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
 }
 
 function toRecorded(row: EntryRow): RecordedEntry {
-  const text = unpackText(row.data, row.metadata, row.text_codec ?? null);
+  const text = unpackText(row.data, row.metadata, textCodecs.name(row.text_codec ?? null));
   return {
     stream: row.stream,
     revision: row.revision,
     position: row.position,
     type: row.type,
-    data: decodeData({ json: text.json, blob: row.bin === null ? null : unpackBlob(row.bin, row.bin_codec ?? null) }),
+    data: decodeData({
+      json: text.json,
+      blob: row.bin === null ? null : unpackBlob(row.bin, binCodecs.name(row.bin_codec ?? null)),
+    }),
     metadata: JSON.parse(text.metadata),
   };
 }
