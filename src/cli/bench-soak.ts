@@ -186,10 +186,13 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     heapByQuarter.push(await heapUsedMib(port));
     await client.close();
     // The server stops first, so the checkpoint has the file to itself.
-    await new Promise<void>((resolve) => {
-      child.once("exit", () => resolve());
-      child.kill("SIGKILL");
-    });
+    // (A server that already exited, a crash during the run, fires no "exit" again.)
+    if (child.exitCode === null && child.signalCode === null) {
+      await new Promise<void>((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGKILL");
+      });
+    }
     const store = storeFigures(dir);
     const perHour = (bytes: number): number => Math.round((bytes / 1e6) * (3600 / o.seconds));
     const audioOutS = audioOutBytes / 48_000;

@@ -36,7 +36,8 @@ const openStore = async (dataDir: string): Promise<EventStore> => {
   if (!existsSync(path))
     throw new Error(`no event store in ${resolve(dataDir)} (expected ${path}); give the --data of a server`);
   const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
-  return createSqliteEventStore({ path });
+  // Reading does not migrate: a server of an earlier version may still be writing the file.
+  return createSqliteEventStore({ path, migrate: false });
 };
 
 /** A recorded session as a command reads it: its entries, the chain head a file's header records, and its name. */

@@ -236,4 +236,45 @@ describe("sqlite event store", () => {
     opened.push({ close: () => void raw.close() });
     expect(raw.pragma("user_version", { simple: true })).toBe(3);
   });
+
+  it("leaves a file of layout 1 as it was when asked not to migrate, or when a blob names a codec it does not know", () => {
+    const layout1 = (codec: string | null): string => {
+      const path = join(freshFolder(), "layout1.sqlite");
+      const old = new Database(path);
+      old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
+        revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
+        bin_codec TEXT, UNIQUE (stream, revision));
+        CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
+        first_at REAL NOT NULL, last_at REAL NOT NULL);`);
+      old
+        .prepare(
+          "INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES ('s', 0, 'A', ?, ?, '{}', ?)",
+        )
+        .run('{"pcm":{"$bin":[0,4]}}', Uint8Array.of(1, 2, 3, 4), codec);
+      old.exec("INSERT INTO streams VALUES ('s', 0, 1, 1, 1)");
+      old.close();
+      return path;
+    };
+    const unchanged = (path: string): void => {
+      const raw = new Database(path, { readonly: true });
+      try {
+        expect(raw.pragma("user_version", { simple: true })).toBe(0);
+        expect(raw.prepare("SELECT stream, bin_codec FROM entries").all()).toHaveLength(1);
+      } finally {
+        raw.close();
+      }
+    };
+
+    const plain = layout1(null);
+    expect(() => createSqliteEventStore({ path: plain, migrate: false })).toThrow(
+      /has layout 1 \(user_version 0\): the server migrates it to layout 2 when it next starts on it/,
+    );
+    unchanged(plain);
+
+    const foreign = layout1("pcm16-opus");
+    expect(() => createSqliteEventStore({ path: foreign })).toThrow(
+      /blobs packed with "pcm16-opus", a codec this version does not know; nothing migrated/,
+    );
+    unchanged(foreign);
+  });
 });

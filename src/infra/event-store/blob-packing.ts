@@ -23,13 +23,14 @@ import { brotliDecompressSync } from "node:zlib";
  * and quantized to 16-bit integers with a right shift; the first 8 samples keep the second-order predictor. Its
  * layout: the sample count (32-bit LE), the order (one byte), the shift (one byte), the coefficients (16-bit LE,
  * `c[0]` weighing the previous sample), then the Rice-coded residual as above. The prediction is
- * `floor(sum(c[j] x[n-1-j]) / 2^shift)`, exact in doubles (|sum| < 2^34). A blob takes it when its residual is
- * smaller by more than the coefficients cost: on the soak's conversation (docs/benchmarks.md, "The log's size") it
+ * `floor(sum(c[j] x[n-1-j]) / 2^shift)`, exact in doubles (|sum| < 2^34). A blob takes it when the sum of its
+ * zigzag residuals is more than 3% below the second order's (about what the 22-byte header costs on a 100 ms
+ * chunk; a blob neither shrinks is stored raw): on the soak's conversation (docs/benchmarks.md, "The log's size") it
  * keeps 5% fewer bytes of 16 kHz speech and room tone, and 10% fewer of the echo's 24 kHz output, for about twice
  * the time to pack.
  *
- * Codecs, as stored beside the blob: `null` (raw bytes), `PCM16_RICE`, `PCM16_LPC_RICE`, and `PCM16_BROTLI` (read
- * only: files written before the Rice coder).
+ * Codecs (the SQLite store keeps an id for each beside the blob, sqlite-writer.ts `binCodecs`): `null` (raw bytes),
+ * `PCM16_RICE`, `PCM16_LPC_RICE`, and `PCM16_BROTLI` (read only: files written before the Rice coder).
  */
 export const PCM16_RICE = "pcm16-d2-rice";
 /** Linear prediction of order 8 fitted to the blob, then the same Rice coding. */

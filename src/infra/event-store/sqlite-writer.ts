@@ -64,34 +64,62 @@ CREATE TABLE IF NOT EXISTS entries (
  * Opens (creating it and its parent folder when missing) a store file or `":memory:"`, with its pragmas and
  * tables. Pragmas: `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never
  * corrupt the file), 16 KiB pages for a new file, the WAL checkpointed every 4 MiB and cut back to that size.
- * A file of layout 1 is migrated to layout 2 in one transaction (every row copied: seconds for a file of hundreds
- * of MB, and as much free disk again while it runs); positions, revisions and the position counter are kept.
+ * A file of the current layout is not written to by opening it. A file of layout 1 is migrated to layout 2 in one
+ * transaction when `migrate` is not false (the caller holds the store's lock: the server does): every row is copied,
+ * seconds for a file of hundreds of MB, and the disk needs room for the copy twice over while it runs (in the WAL,
+ * then in the file, which keeps the old tables' pages as free pages); positions, revisions, codecs and the position
+ * counter are kept.
  *
  * @throws SqliteError (from better-sqlite3) when the file cannot be opened or is not a store, or the migration
- *   fails (nothing of it is kept then). @throws Error when the file's layout is newer than this code's.
+ *   fails (nothing of it is kept then). @throws Error when the file's layout is newer than this code's, when it is
+ *   of layout 1 and `migrate` is false, or when its blobs name a codec this version does not know (nothing
+ *   migrated). The file is closed before any of these is thrown.
  */
-export function openStoreFile(path: string): Database.Database {
+export function openStoreFile(path: string, options: { readonly migrate?: boolean } = {}): Database.Database {
   if (path !== ":memory:" && path !== "") mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
-  // Rows of 100 ms of packed audio (1-3 KB) leave half of a 4 KiB page empty; 16 KiB pages hold several. Only a
-  // new file takes the size (an existing one keeps its own).
-  db.pragma("page_size = 16384");
-  db.pragma("journal_mode = WAL");
-  // The WAL is checkpointed every 4 MiB (the default, 1000 pages, would be 16 MiB at this page size) and cut back to
-  // that size afterwards, so it does not stay at its largest on disk.
-  db.pragma("wal_autocheckpoint = 256");
-  db.pragma(`journal_size_limit = ${4 * 1024 * 1024}`);
-  db.pragma("synchronous = NORMAL");
-  db.transaction(() => {
-    const layout = db.pragma("user_version", { simple: true }) as number;
-    if (layout > LAYOUT)
-      throw new Error(`store file ${path} has layout ${layout}, newer than this server's (${LAYOUT})`);
-    const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')").all();
-    if (layout < LAYOUT && columns.length > 0) migrateLayout1(db, new Set(columns.map((c) => c.name)));
-    else db.exec(SCHEMA);
-    db.pragma(`user_version = ${LAYOUT}`);
-  }).immediate();
-  return db;
+  try {
+    // Rows of 100 ms of packed audio (1-3 KB) leave half of a 4 KiB page empty; 16 KiB pages hold several. Only a
+    // new file takes the size (an existing one keeps its own).
+    db.pragma("page_size = 16384");
+    db.pragma("journal_mode = WAL");
+    // The WAL is checkpointed every 4 MiB (the default, 1000 pages, would be 16 MiB at this page size) and cut back
+    // to that size afterwards, so it does not stay at its largest on disk.
+    db.pragma("wal_autocheckpoint = 256");
+    db.pragma(`journal_size_limit = ${4 * 1024 * 1024}`);
+    db.pragma("synchronous = NORMAL");
+    const layoutOf = (): { layout: number; columns: Set<string> } => ({
+      layout: db.pragma("user_version", { simple: true }) as number,
+      columns: new Set(
+        db
+          .prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')")
+          .all()
+          .map((c) => c.name),
+      ),
+    });
+    const seen = layoutOf();
+    if (seen.layout > LAYOUT) {
+      throw new Error(`store file ${path} has layout ${seen.layout}, newer than this server's (${LAYOUT})`);
+    }
+    if (seen.layout === LAYOUT && seen.columns.size > 0) return db;
+    if (seen.columns.size > 0 && options.migrate === false) {
+      throw new Error(
+        `store file ${path} has layout 1 (user_version ${seen.layout}): the server migrates it to layout ${LAYOUT} when it next starts on it (duplex serve --data ...)`,
+      );
+    }
+    db.transaction(() => {
+      // Read again under the write lock: another process may have created or migrated it meanwhile.
+      const { layout, columns } = layoutOf();
+      if (layout === LAYOUT && columns.size > 0) return;
+      if (columns.size > 0) migrateLayout1(db, columns, path);
+      else db.exec(SCHEMA);
+      db.pragma(`user_version = ${LAYOUT}`);
+    }).immediate();
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
 }
 
 /**
@@ -100,11 +128,28 @@ export function openStoreFile(path: string): Database.Database {
  * stream leaves it above the largest position left, and a position is never given twice). Files from before blob
  * packing lack `bin_codec` (their blobs are raw: NULL), and the names it held become ids; texts of layout 1 are
  * plain (NULL `text_codec`).
+ * @throws Error when a blob names a codec this version does not know, or when the copy does not hold every entry
+ *   (an entry of a stream without its row): the caller's transaction then keeps nothing.
  */
-function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>): void {
+function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>, path: string): void {
   const counter = (name: string): number =>
     db.prepare<[string], { seq: number }>("SELECT seq FROM sqlite_sequence WHERE name = ?").get(name)?.seq ?? 0;
+  const count = (table: string): number =>
+    db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM ${table}`).get()?.n ?? 0;
+  if (columns.has("bin_codec")) {
+    const unknown = db
+      .prepare<[], { codec: string }>("SELECT DISTINCT bin_codec AS codec FROM entries WHERE bin_codec IS NOT NULL")
+      .all()
+      .map((r) => r.codec)
+      .filter((codec) => (binCodecs.id(codec) ?? -1) < 0);
+    if (unknown.length > 0) {
+      throw new Error(
+        `store file ${path}: blobs packed with ${unknown.map((c) => JSON.stringify(c)).join(", ")}, a codec this version does not know; nothing migrated`,
+      );
+    }
+  }
   const before = counter("entries");
+  const entries = count("entries");
   db.exec(`
     ALTER TABLE entries RENAME TO entries_layout1;
     ALTER TABLE streams RENAME TO streams_layout1;
@@ -116,9 +161,13 @@ function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>): vo
       SELECT e.position, s.id, e.revision, e.type, e.data, e.bin, e.metadata,
         ${columns.has("bin_codec") ? binCodecs.sqlOf("e.bin_codec") : "NULL"}, NULL
       FROM entries_layout1 e JOIN streams s ON s.stream = e.stream ORDER BY e.position;
-    DROP TABLE entries_layout1;
-    DROP TABLE streams_layout1;
   `);
+  if (count("entries") !== entries) {
+    throw new Error(
+      `store file ${path}: ${entries - count("entries")} of ${entries} entries belong to no stream row; nothing migrated`,
+    );
+  }
+  db.exec("DROP TABLE entries_layout1; DROP TABLE streams_layout1;");
   const seq = Math.max(before, counter("entries"), counter("entries_layout1"));
   db.prepare("DELETE FROM sqlite_sequence WHERE name IN ('entries', 'entries_layout1')").run();
   if (seq > 0) db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('entries', ?)").run(seq);

@@ -36,6 +36,12 @@ export interface SqliteEventStoreOptions {
    * the calling thread, one transaction per event-loop turn. Reads run on the calling thread either way.
    */
   readonly writer?: "worker" | "main";
+  /**
+   * Whether opening may migrate a file of an earlier layout (default true: the server, which holds the store's
+   * lock). Commands that only read pass false: they get an error naming the file's layout instead, and opening
+   * them writes nothing.
+   */
+  readonly migrate?: boolean;
 }
 
 /**
@@ -104,7 +110,7 @@ interface StreamRow {
  *   file, or dies, fails every append from then on with its error.
  */
 export function createSqliteEventStore(options: SqliteEventStoreOptions): EventStore {
-  const db = openStoreFile(options.path);
+  const db = openStoreFile(options.path, options.migrate === false ? { migrate: false } : {});
   const memory = options.path === ":memory:" || options.path === "";
   const writer: GroupWriter =
     options.writer === "main" || memory ? mainThreadWriter(createStoreWriter(db)) : workerWriter(options.path);

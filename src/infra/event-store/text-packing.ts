@@ -13,17 +13,20 @@ import { deflateRawSync, inflateRawSync } from "node:zlib";
  * Cost: about 15 us per entry to pack (on the writer thread) and 8 to unpack (on the reader): `duplex bench --only
  * store` (pack_text_us_per_entry) and docs/benchmarks.md, "The log's size".
  *
- * Codecs, as stored beside the text (`text_codec`): `null` (plain: `data` and `metadata` as JSON text) and
- * `JSON_DEFLATE_D1` (`data` holds the packed bytes of both, `metadata` is empty). The dictionary of a codec never
- * changes: a new dictionary is a new codec name, and the old one stays readable.
+ * Codecs (the SQLite store keeps an id for each beside the text, sqlite-writer.ts `textCodecs`): `null` (plain:
+ * `data` and `metadata` as JSON text) and `JSON_DEFLATE_D1` (`data` holds the packed bytes of both, `metadata` is
+ * empty; a 4 KiB window). The dictionary and window of a codec never change: a new one is a new codec name, and the
+ * old one stays readable.
  */
 export const JSON_DEFLATE_D1 = "json-deflate-d1";
 
 export type TextCodec = typeof JSON_DEFLATE_D1 | null;
 
 /**
- * The preset dictionary of `JSON_DEFLATE_D1` (at most 32 KiB, DEFLATE's window): entries as a soak session writes
- * them, the rarest first, since DEFLATE codes nearer matches in fewer bits. Frozen: files depend on every byte.
+ * The preset dictionary of `JSON_DEFLATE_D1` (within the 4 KiB window): entries as a soak session writes them, the
+ * rarest first, since DEFLATE codes nearer matches in fewer bits and a match reaches back at most the window's
+ * length (about 1.4 KB into an entry, the dictionary's first entries are out of reach; the frequent ones at its end
+ * stay in it). Frozen: files depend on every byte.
  */
 const DICTIONARY_D1 = Buffer.from(
   [
@@ -49,10 +52,12 @@ const DICTIONARY_D1 = Buffer.from(
 );
 
 /**
- * DEFLATE's window: 4 KiB (2^12) holds the whole dictionary (2445 bytes) and any entry that matters; with the
+ * DEFLATE's window: 4 KiB (2^12) holds the whole dictionary (2445 bytes) and the start of any entry; with the
  * default 32 KiB window and hash tables each call spent three times as long setting them up (41 against 15 us).
+ * The output's chunk is 1 KiB (most entries pack to about 100 bytes): with the default 16 KiB, each packed text kept
+ * 16 KiB alive until its group committed.
  */
-const ZLIB_OPTIONS = { dictionary: DICTIONARY_D1, windowBits: 12, memLevel: 4 } as const;
+const ZLIB_OPTIONS = { dictionary: DICTIONARY_D1, windowBits: 12, memLevel: 4, chunkSize: 1024 } as const;
 
 /** Texts shorter than this (bytes, both together) are stored plain: a few bytes of keys gain nothing. */
 const MIN_PACKED_BYTES = 48;
@@ -87,7 +92,11 @@ export const unpackText = (
   if (codec === null) return { json: typeof data === "string" ? data : Buffer.from(data).toString(), metadata };
   if (codec !== JSON_DEFLATE_D1) throw new RangeError(`entry text: unknown codec ${JSON.stringify(codec)}`);
   if (typeof data === "string") throw new RangeError(`entry text: ${codec} text stored as a string, not bytes`);
-  const plain = inflateRawSync(data, { dictionary: DICTIONARY_D1, windowBits: ZLIB_OPTIONS.windowBits });
+  const plain = inflateRawSync(data, {
+    dictionary: DICTIONARY_D1,
+    windowBits: ZLIB_OPTIONS.windowBits,
+    chunkSize: ZLIB_OPTIONS.chunkSize,
+  });
   const split = plain.indexOf(SEPARATOR);
   if (split < 0) throw new RangeError(`entry text: ${codec} text without its metadata`);
   return { json: plain.toString("utf8", 0, split), metadata: plain.toString("utf8", split + 1) };
