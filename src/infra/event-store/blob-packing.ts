@@ -48,6 +48,8 @@ const ESCAPE = 16;
 const RAW_BITS = 18;
 const K_BITS = 5;
 const MAX_K = 17;
+/** Eight numbers: the order-8 predictor's coefficients, or the last eight samples, held in locals. */
+type Eight = [number, number, number, number, number, number, number, number];
 /** The linear predictor's order, and the most fraction bits of its quantized coefficients. */
 const LPC_ORDER = 8;
 const LPC_PRECISION = 12;
@@ -294,16 +296,7 @@ const lpcOf = (
   let shift = LPC_PRECISION;
   while (shift > 0 && largest * 2 ** shift >= 32767) shift--;
   const coefficients = a.map((c) => Math.round(c * 2 ** shift));
-  const [c0, c1, c2, c3, c4, c5, c6, c7] = coefficients as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
+  const [c0, c1, c2, c3, c4, c5, c6, c7] = coefficients as Eight;
   const res = scratchInts("lpc", n);
   // 2^-shift: multiplying by it is exact (a power of two) and cheaper than dividing by 2^shift.
   const unit = 2 ** -shift;
@@ -363,26 +356,8 @@ const lpcDecode = (bytes: Uint8Array): Uint8Array => {
   if (order === LPC_ORDER && n > order) {
     // The order this version writes, with the last eight samples in locals: the generic loop below took five
     // times as long.
-    const [c0, c1, c2, c3, c4, c5, c6, c7] = coefficients as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
-    let [s8, s7, s6, s5, s4, s3, s2, s1] = Array.from(samples.subarray(0, 8)) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
+    const [c0, c1, c2, c3, c4, c5, c6, c7] = coefficients as Eight;
+    let [s8, s7, s6, s5, s4, s3, s2, s1] = Array.from(samples.subarray(0, 8)) as Eight;
     for (let i = 8; i < n; i++) {
       const v = values[i] as number;
       const x =
