@@ -105,6 +105,11 @@ export type ResumeRefusal = {
 
 /** The longest delay `setTimeout` honours, ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/**
+ * Reads of a session's log a takeover by resume makes before it gives up (`session_resume_expired`): each lost race
+ * with an append of the old owner costs one; an owner still appending after three has not let the session go.
+ */
+const ADOPT_ATTEMPTS = 3;
 
 /**
  * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
@@ -490,23 +495,29 @@ export const createEngine = (deps: EngineDeps): Engine => {
         message: `unknown or expired session: ${sessionId}`,
       } as const;
       if (leases === null) return expired;
-      const entries = await deps.store.read(streamOf(sessionId));
-      if (entries.length === 0) return expired;
-      const log = withUnansweredAppends(foldLog(entries), entries);
-      if (log.state.phase !== "open") return expired;
-      // The token is checked against the log before the session moves: a wrong one moves nothing.
-      const logged = log.state.resumeTokenSha256;
-      if (logged === null || !equalDigests(logged, sha256Hex(resumeToken)))
-        return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
-      const again = hosts.get(sessionId);
-      if (again !== undefined && !again.isFenced) return again;
-      const host = rebuild(entries, log, ownerOf(entries).epoch + 1);
-      // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
-      // them, and a host that lost is fenced (its `onFenced` forgets it).
-      await host.settled();
-      if (host.isFenced || host.isClosed) return expired;
-      deps.observe?.tookOver?.("resume");
-      return host;
+      // The takeover is appended after a read of the log: an append of the old owner in between (the detach of the
+      // socket that just dropped, say) fences the new host, and the log is read again with that append in it.
+      for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
+        const entries = await deps.store.read(streamOf(sessionId));
+        if (entries.length === 0) return expired;
+        const log = withUnansweredAppends(foldLog(entries), entries);
+        if (log.state.phase !== "open") return expired;
+        // The token is checked against the log before the session moves: a wrong one moves nothing.
+        const logged = log.state.resumeTokenSha256;
+        if (logged === null || !equalDigests(logged, sha256Hex(resumeToken)))
+          return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+        const again = hosts.get(sessionId);
+        if (again !== undefined && !again.isFenced) return again;
+        const host = rebuild(entries, log, ownerOf(entries).epoch + 1);
+        // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
+        // them, and a host that lost is fenced (its `onFenced` forgets it).
+        await host.settled();
+        if (host.isClosed && !host.isFenced) return expired;
+        if (host.isFenced) continue;
+        deps.observe?.tookOver?.("resume");
+        return host;
+      }
+      return expired;
     },
     async sweep() {
       if (leases === null) return [];

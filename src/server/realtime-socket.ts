@@ -109,7 +109,16 @@ export const serveRealtimeSocket = (
   let used = true;
   /** Admission refused the session on connect: the first frame may still resume one, or is refused. */
   let refused: AdmissionRefusal | null = null;
-  const firstMessage = setTimeout(() => {
+  /** Frames that arrived while a session was being taken over from another node, handled once it is held here. */
+  let adopting: [RawData, boolean][] | null = null;
+  /** The first-message timeout passed while a resume was taking the session over from another node. */
+  let timedOutWhileAdopting = false;
+  const timeOut = (): void => {
+    if (adopting !== null) {
+      // The client's first event did arrive (a session.resume): its answer waits for the takeover, not the clock.
+      timedOutWhileAdopting = true;
+      return;
+    }
     if (state === "bound" && !used && host !== null) {
       // A session opened on connect that heard nothing: it closes and holds no capacity.
       log.info({ sessionId: host.sessionId, code: "config_timeout" }, "session closed unused: no client event");
@@ -123,7 +132,8 @@ export const serveRealtimeSocket = (
     const code = refused === null ? "config_timeout" : refused.code;
     refuse(code, refused?.message ?? "no session.update arrived within the first message timeout", null);
     socket.close(ERROR_CODES[code].closeCode, code);
-  }, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
+  };
+  const firstMessage = setTimeout(timeOut, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
 
   /** Live output written to the socket and not yet handed to the kernel (ws calls back once it is). */
   let unsentBytes = 0;
@@ -253,9 +263,6 @@ export const serveRealtimeSocket = (
     return opened;
   };
 
-  /** Frames that arrived while a session was being taken over from another node, handled once it is held here. */
-  let adopting: [RawData, boolean][] | null = null;
-
   /**
    * `session.resume` of a session this node does not hold, with other nodes on the store (issue 22, part 4): the
    * session is taken over first (`engine.adopt`), then resumed as any other; the socket's later frames wait.
@@ -276,11 +283,14 @@ export const serveRealtimeSocket = (
           refuse(adopted.code, adopted.message, frame.eventId, frame.sessionId);
         else resumeHeld(frame);
         for (const [data, isBinary] of waiting) onMessage(data, isBinary);
+        // A refused resume after the timeout leaves a socket with nothing: it ends as the timeout says.
+        if (timedOutWhileAdopting) timeOut();
       },
       (error: unknown) => {
         adopting = null;
         log.error({ err: error, sessionId: frame.sessionId }, "takeover failed: the session log could not be read");
         refuse("internal_error", "the session could not be taken over: its log could not be read", frame.eventId);
+        if (timedOutWhileAdopting) timeOut();
       },
     );
   };

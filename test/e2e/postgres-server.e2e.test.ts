@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { freshDatabase } from "../../src/cli/postgres-temp.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
@@ -55,4 +56,70 @@ describe.skipIf(url === null)("a server whose event store is PostgreSQL", () => 
     };
     expect(shown.state).toBe("closed");
   });
+});
+
+describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", () => {
+  it("a resume that takes the session over from the other node outlasts the first-message timeout and races the old owner's last append: it is answered", async () => {
+    const store = { kind: "postgres", url: await freshDatabase(url ?? ""), poll_ms: 50 };
+    const node1 = await startTestServer({ event_store: store, node: { id: "node-1", lease_s: 30 } });
+    const node2 = await startTestServer(
+      { event_store: store, node: { id: "node-2", lease_s: 30 } },
+      { firstMessageTimeoutMs: 300 },
+    );
+    const blocker = new pg.Client(store.url);
+    await blocker.connect();
+    try {
+      const first = await RealtimeClient.connect(node1.url);
+      const created = await first.waitFor("session.created", { since: 0 });
+      const id = String((created.session as { id: string }).id);
+      first.send({ type: "session.update", session: { instructions: "Be brief." } });
+      await first.waitFor("session.updated", { since: 0 });
+      const seen = first.lastSeq();
+
+      // The takeover reads the session's log: held up by a lock on the log's table for well past the timeout. The
+      // socket drops under the lock, so node 1's append of the detach waits too and races node 2's takeover.
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE duplex_entries IN ACCESS EXCLUSIVE MODE");
+      await first.terminate();
+      const again = await RealtimeClient.connect(`${node2.url}?autostart=0`);
+      again.send({
+        type: "session.resume",
+        session_id: id,
+        resume_token: created.resume_token,
+        last_received_server_event_seq: seen,
+      });
+      // A resume with a wrong token, refused once the log is read: past the timeout, the socket then times out.
+      const wrong = await RealtimeClient.connect(`${node2.url}?autostart=0`);
+      wrong.send({
+        type: "session.resume",
+        session_id: id,
+        resume_token: "not-the-token",
+        last_received_server_event_seq: 0,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(again.types()).toEqual([]);
+      expect(wrong.types()).toEqual([]);
+      await blocker.query("COMMIT");
+
+      expect((await wrong.closed).code).toBe(1008);
+      expect(wrong.received.map((r) => r.event.error)).toMatchObject([
+        { code: "invalid_resume_token" },
+        { code: "config_timeout" },
+      ]);
+
+      expect(await again.waitFor("session.resumed", { since: 0, timeoutMs: 10_000 })).toMatchObject({
+        session_id: id,
+        attachment_generation: 2,
+      });
+      expect(again.types()).not.toContain("error");
+      again.send({ type: "session.heartbeat" });
+      expect(await again.waitFor("session.heartbeat_ack")).toMatchObject({ session_id: id });
+      again.send({ type: "session.close" });
+      await again.closed;
+    } finally {
+      await blocker.end();
+      await node2.stop();
+      await node1.stop();
+    }
+  }, 60_000);
 });
