@@ -50,15 +50,21 @@ const microphoneFor = async (c: ClientCase): Promise<Int16Array> => {
 const betaReferenceApp = async (base: string, c: ClientCase, mic: Int16Array): Promise<void> => {
   const client = new BetaReferenceClient({ url: `${base}?case=${c.id}`, apiKey: "unused" });
   client.updateSession({ turn_detection: { type: "server_vad" }, input_audio_format: "pcm16" });
-  const firstAudio = new Map<string, number>();
+  // The console app's player (wavtools' WavStreamPlayer): each track plays from its first delta at real time, and
+  // never past the samples it was given (it runs dry and waits); its played offset is what cancelResponse sends.
+  const tracks = new Map<string, { startedAt: number; receivedSamples: number }>();
   client.on("conversation.updated", (event) => {
     const e = event as unknown as { item: { id: string }; delta?: { audio?: Int16Array } };
-    if (e.delta?.audio !== undefined && !firstAudio.has(e.item.id)) firstAudio.set(e.item.id, performance.now());
+    if (e.delta?.audio === undefined) return;
+    const track = tracks.get(e.item.id) ?? { startedAt: performance.now(), receivedSamples: 0 };
+    track.receivedSamples += e.delta.audio.length;
+    tracks.set(e.item.id, track);
   });
   client.on("conversation.interrupted", () => {
-    const [trackId, started] = [...firstAudio.entries()].at(-1) ?? [];
-    if (trackId === undefined || started === undefined) return;
-    void client.cancelResponse(trackId, Math.floor(((performance.now() - started) / 1000) * RATE));
+    const [trackId, track] = [...tracks.entries()].at(-1) ?? [];
+    if (trackId === undefined || track === undefined) return;
+    const wallSamples = Math.floor(((performance.now() - track.startedAt) / 1000) * RATE);
+    void client.cancelResponse(trackId, Math.min(wallSamples, track.receivedSamples));
   });
   let created = 0;
   let done = 0;
