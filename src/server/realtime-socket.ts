@@ -169,11 +169,29 @@ export const serveRealtimeSocket = (
     setTimeout(() => socket.terminate(), BACKPRESSURE_CLOSE_MS).unref();
   };
 
+  /**
+   * The events of one drain (an answer's audio and transcript deltas, a barge-in's burst) go to the kernel in one
+   * write: the TCP socket under ws is corked until the end of this tick (ws writes each frame as it is sent).
+   */
+  const tcp = (socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    tcp?.uncork();
+  };
+  const batchWrites = (): void => {
+    if (corked || tcp === undefined) return;
+    corked = true;
+    tcp.cork();
+    process.nextTick(uncork);
+  };
+
   const sink: SessionSink = {
     send: (json, replayed = false) => {
       if (socket.readyState !== socket.OPEN || state === "detached") return;
       const text = renderForDialect(json, dialect);
       // A resume's replay is read from the log and already in memory: only live output counts against the limit.
+      batchWrites();
       if (replayed) {
         socket.send(text);
         return;
