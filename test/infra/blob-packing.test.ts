@@ -15,6 +15,7 @@ import {
   unpackBlob,
 } from "../../src/infra/event-store/blob-packing.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { createLayout1File } from "../support/layout1.ts";
 import { sharedAudio } from "../support/server.ts";
 
 const bytesOf = (samples: Int16Array): Uint8Array =>
@@ -188,12 +189,7 @@ describe("the sqlite store with packed blobs", () => {
     const path = join(dir, "old.sqlite");
     try {
       const audio = bytesOf((await readWavFile(sharedAudio("jfk_16k.wav"))).samples.subarray(0, 1600));
-      const old = new Database(path);
-      old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
-        revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
-        UNIQUE (stream, revision));
-        CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
-        first_at REAL NOT NULL, last_at REAL NOT NULL);`);
+      const old = createLayout1File(path, { binCodec: false });
       old
         .prepare("INSERT INTO entries (stream, revision, type, data, bin, metadata) VALUES (?, 0, 'A', ?, ?, ?)")
         .run("s", JSON.stringify({ audio: { $bin: [0, audio.byteLength] } }), audio, JSON.stringify({ at: 1 }));

@@ -10,6 +10,7 @@ import { createSqliteEventStore, EventStoreClosedError } from "../../src/infra/e
 import { textCodecs } from "../../src/infra/event-store/sqlite-writer.ts";
 import { unpackText } from "../../src/infra/event-store/text-packing.ts";
 import { eventStoreContract } from "../contract/event-store.contract.ts";
+import { createLayout1File } from "../support/layout1.ts";
 
 const folders: string[] = [];
 
@@ -172,13 +173,7 @@ describe("sqlite event store", () => {
 
   it("migrates a file of layout 1 (stream names in every row): entries, positions, streams and the position counter kept", async () => {
     const path = join(freshFolder(), "layout1.sqlite");
-    const old = new Database(path);
-    old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
-      revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
-      bin_codec TEXT, UNIQUE (stream, revision));
-      CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
-      first_at REAL NOT NULL, last_at REAL NOT NULL);
-      CREATE INDEX streams_by_first_position ON streams (first_position);`);
+    const old = createLayout1File(path);
     const insert = old.prepare(
       'INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES (?, ?, ?, ?, ?, \'{"at":5,"epoch":0,"turnId":0}\', ?)',
     );
@@ -240,12 +235,7 @@ describe("sqlite event store", () => {
   it("leaves a file of layout 1 as it was when asked not to migrate, or when a blob names a codec it does not know", () => {
     const layout1 = (codec: string | null): string => {
       const path = join(freshFolder(), "layout1.sqlite");
-      const old = new Database(path);
-      old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
-        revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
-        bin_codec TEXT, UNIQUE (stream, revision));
-        CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
-        first_at REAL NOT NULL, last_at REAL NOT NULL);`);
+      const old = createLayout1File(path);
       old
         .prepare(
           "INSERT INTO entries (stream, revision, type, data, bin, metadata, bin_codec) VALUES ('s', 0, 'A', ?, ?, '{}', ?)",

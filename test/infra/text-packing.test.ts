@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { JSON_DEFLATE_D1, packText, unpackText } from "../../src/infra/event-store/text-packing.ts";
+import { createLayout1File } from "../support/layout1.ts";
 
 /** An audio append's AudioBuffered entry and its metadata, as a session writes ten of them a second. */
 const audioBuffered = {
@@ -46,12 +47,7 @@ describe("text packing", () => {
     const dir = await mkdtemp(join(tmpdir(), "duplex-text-packing-"));
     const path = join(dir, "old.sqlite");
     try {
-      const old = new Database(path);
-      old.exec(`CREATE TABLE entries (position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
-        revision INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, bin BLOB, metadata TEXT NOT NULL,
-        bin_codec TEXT, UNIQUE (stream, revision));
-        CREATE TABLE streams (stream TEXT PRIMARY KEY, revision INTEGER NOT NULL, first_position INTEGER NOT NULL,
-        first_at REAL NOT NULL, last_at REAL NOT NULL);`);
+      const old = createLayout1File(path);
       old
         .prepare("INSERT INTO entries (stream, revision, type, data, metadata) VALUES ('s', 0, 'AudioBuffered', ?, ?)")
         .run(audioBuffered.json, audioBuffered.metadata);
