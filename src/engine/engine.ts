@@ -5,7 +5,15 @@ import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projection
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
-import { foldLog, ownerOf, type RecoveredLog, STREAM_PREFIX, streamOf, withUnansweredAppends } from "./log.ts";
+import {
+  foldLog,
+  ownerOf,
+  type RecoveredLog,
+  type SessionOwner,
+  STREAM_PREFIX,
+  streamOf,
+  withUnansweredAppends,
+} from "./log.ts";
 import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
 
@@ -497,9 +505,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
       if (leases === null) return expired;
       // The takeover is appended after a read of the log: an append of the old owner in between (the detach of the
       // socket that just dropped, say) fences the new host, and the log is read again with that append in it.
+      let lastOwner: SessionOwner | null = null;
       for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
         const entries = await deps.store.read(streamOf(sessionId));
         if (entries.length === 0) return expired;
+        // Only a lost race with the owner read before is tried again: a session another node took meanwhile (or
+        // this node's own takeover, given up since) is not taken back.
+        const owner = ownerOf(entries);
+        if (lastOwner !== null && (owner.node !== lastOwner.node || owner.epoch !== lastOwner.epoch)) return expired;
+        lastOwner = owner;
         const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open") return expired;
         // The token is checked against the log before the session moves: a wrong one moves nothing.
@@ -508,7 +522,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
           return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
         const again = hosts.get(sessionId);
         if (again !== undefined && !again.isFenced) return again;
-        const host = rebuild(entries, log, ownerOf(entries).epoch + 1);
+        const host = rebuild(entries, log, owner.epoch + 1);
         // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
         // them, and a host that lost is fenced (its `onFenced` forgets it).
         await host.settled();

@@ -53,6 +53,11 @@ export const readRealtimeQuery = (params: URLSearchParams): RealtimeQuery => {
 
 /** First message timeout (BEHAVIOUR.md, "Defaults and limits"): 10 s. */
 export const FIRST_MESSAGE_TIMEOUT_MS = 10_000;
+/**
+ * Frames a socket may send while its `session.resume` takes the session over from another node (20 s of 100 ms
+ * appends); each one beyond is answered with `input_backpressure` and dropped.
+ */
+const MAX_FRAMES_WHILE_ADOPTING = 200;
 
 /**
  * Output buffer per socket (BEHAVIOUR.md, "Defaults and limits"): live server events written but not yet handed to
@@ -113,12 +118,33 @@ export const serveRealtimeSocket = (
   let adopting: [RawData, boolean][] | null = null;
   /** The first-message timeout passed while a resume was taking the session over from another node. */
   let timedOutWhileAdopting = false;
+  /** Counts takeovers started; a takeover given up (past its deadline) is told apart from a later one by it. */
+  let adoption = 0;
+  let adoptionDeadline: NodeJS.Timeout | null = null;
+  const firstMessageMs = options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS;
   const timeOut = (): void => {
     if (adopting !== null) {
-      // The client's first event did arrive (a session.resume): its answer waits for the takeover, not the clock.
+      // The client's first event did arrive (a session.resume): its answer waits for the takeover, not the clock,
+      // for one more timeout; a store that answers nothing in that time lets the socket go (its frames with it).
       timedOutWhileAdopting = true;
+      adoptionDeadline ??= setTimeout(() => {
+        if (adopting === null) return;
+        adopting = null;
+        adoption += 1;
+        log.error({ address: options.remote?.address ?? null }, "takeover given up: the session log did not answer");
+        refuse(
+          "internal_error",
+          "the session could not be taken over in time: its log did not answer; resume again",
+          null,
+        );
+        // A session opened on connect and never used ends with the socket.
+        if (host !== null && !used) engine.abandon(host, sink);
+        state = "closed";
+        socket.close(ERROR_CODES.internal_error.closeCode, "internal_error");
+      }, firstMessageMs);
       return;
     }
+    timedOutWhileAdopting = false;
     if (state === "bound" && !used && host !== null) {
       // A session opened on connect that heard nothing: it closes and holds no capacity.
       log.info({ sessionId: host.sessionId, code: "config_timeout" }, "session closed unused: no client event");
@@ -131,9 +157,11 @@ export const serveRealtimeSocket = (
     if (state !== "new") return;
     const code = refused === null ? "config_timeout" : refused.code;
     refuse(code, refused?.message ?? "no session.update arrived within the first message timeout", null);
+    // Frames that cross the close open nothing.
+    state = "closed";
     socket.close(ERROR_CODES[code].closeCode, code);
   };
-  const firstMessage = setTimeout(timeOut, options.firstMessageTimeoutMs ?? FIRST_MESSAGE_TIMEOUT_MS);
+  const firstMessage = setTimeout(timeOut, firstMessageMs);
 
   /** Live output written to the socket and not yet handed to the kernel (ws calls back once it is). */
   let unsentBytes = 0;
@@ -292,25 +320,48 @@ export const serveRealtimeSocket = (
       return;
     }
     adopting = [];
-    void engine.adopt(frame.sessionId, frame.resumeToken).then(
-      (adopted) => {
-        const waiting = adopting ?? [];
-        adopting = null;
-        // adopt refuses with session_resume_expired or invalid_resume_token only (never a journal code).
-        if ("code" in adopted && (adopted.code === "session_resume_expired" || adopted.code === "invalid_resume_token"))
-          refuse(adopted.code, adopted.message, frame.eventId, frame.sessionId);
-        else resumeHeld(frame);
-        for (const [data, isBinary] of waiting) onMessage(data, isBinary);
+    adoption += 1;
+    const mine = adoption;
+    const settled = (): void => {
+      if (adoptionDeadline !== null) clearTimeout(adoptionDeadline);
+      adoptionDeadline = null;
+    };
+    void engine
+      .adopt(frame.sessionId, frame.resumeToken)
+      .then(
+        (adopted) => {
+          // Given up past its deadline: the session, taken over or not, waits detached for the client's next resume.
+          if (mine !== adoption) return;
+          settled();
+          const waiting = adopting ?? [];
+          adopting = null;
+          // The client went away meanwhile: the session taken over stays detached, its grace running.
+          if (socket.readyState !== socket.OPEN) return;
+          // adopt refuses with session_resume_expired or invalid_resume_token only (never a journal code).
+          if (
+            "code" in adopted &&
+            (adopted.code === "session_resume_expired" || adopted.code === "invalid_resume_token")
+          )
+            refuse(adopted.code, adopted.message, frame.eventId, frame.sessionId);
+          else resumeHeld(frame);
+          for (const [data, isBinary] of waiting) onMessage(data, isBinary);
+        },
+        (error: unknown) => {
+          if (mine !== adoption) return;
+          settled();
+          adopting = null;
+          log.error({ err: error, sessionId: frame.sessionId }, "takeover failed: the session log could not be read");
+          refuse("internal_error", "the session could not be taken over: its log could not be read", frame.eventId);
+        },
+      )
+      .catch((error: unknown) => {
+        log.error({ err: error, sessionId: frame.sessionId }, "a resume's takeover ended in an error");
+      })
+      .finally(() => {
         // A refused resume after the timeout leaves a socket with nothing: it ends as the timeout says.
-        if (timedOutWhileAdopting) timeOut();
-      },
-      (error: unknown) => {
-        adopting = null;
-        log.error({ err: error, sessionId: frame.sessionId }, "takeover failed: the session log could not be read");
-        refuse("internal_error", "the session could not be taken over: its log could not be read", frame.eventId);
-        if (timedOutWhileAdopting) timeOut();
-      },
-    );
+        if (mine === adoption && adopting === null && timedOutWhileAdopting && socket.readyState === socket.OPEN)
+          timeOut();
+      });
   };
 
   /** `session.resume` as the socket's first client event; a session opened on connect and unused is abandoned. */
@@ -399,8 +450,16 @@ export const serveRealtimeSocket = (
   if (engine.capabilities.refAudio !== "required" && options.query?.autostart !== false) setImmediate(openOnConnect);
 
   socket.on("message", (data, isBinary) => {
-    if (adopting !== null) adopting.push([data, isBinary]);
-    else onMessage(data, isBinary);
+    if (adopting === null) onMessage(data, isBinary);
+    else if (adopting.length < MAX_FRAMES_WHILE_ADOPTING) adopting.push([data, isBinary]);
+    else
+      socket.send(
+        handshakeError(
+          "input_backpressure",
+          `more than ${MAX_FRAMES_WHILE_ADOPTING} frames arrived while the resumed session was being taken over; this one was dropped`,
+          isBinary ? null : sniffEventId(head(data, 2048)),
+        ),
+      );
   });
 
   function onMessage(data: RawData, isBinary: boolean): void {

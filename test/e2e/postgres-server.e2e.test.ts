@@ -64,7 +64,7 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
     const node1 = await startTestServer({ event_store: store, node: { id: "node-1", lease_s: 30 } });
     const node2 = await startTestServer(
       { event_store: store, node: { id: "node-2", lease_s: 30 } },
-      { firstMessageTimeoutMs: 300 },
+      { firstMessageTimeoutMs: 1000 },
     );
     const blocker = new pg.Client(store.url);
     await blocker.connect();
@@ -76,8 +76,9 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
       await first.waitFor("session.updated", { since: 0 });
       const seen = first.lastSeq();
 
-      // The takeover reads the session's log: held up by a lock on the log's table for well past the timeout. The
-      // socket drops under the lock, so node 1's append of the detach waits too and races node 2's takeover.
+      // The takeover reads the session's log: held up by a lock on the log's table past the timeout (not past a second
+      // one, when the takeover is given up). The socket drops under the lock, so node 1's append of the detach waits
+      // too and races node 2's takeover.
       await blocker.query("BEGIN");
       await blocker.query("LOCK TABLE duplex_entries IN ACCESS EXCLUSIVE MODE");
       await first.terminate();
@@ -96,7 +97,7 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
         resume_token: "not-the-token",
         last_received_server_event_seq: 0,
       });
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await new Promise((resolve) => setTimeout(resolve, 1500));
       expect(again.types()).toEqual([]);
       expect(wrong.types()).toEqual([]);
       await blocker.query("COMMIT");
@@ -120,6 +121,110 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
       await blocker.end();
       await node2.stop();
       await node1.stop();
+    }
+  }, 60_000);
+  it("a takeover whose log does not answer within twice the timeout lets the socket go (frames beyond 200 refused meanwhile); a later resume takes the session", async () => {
+    const store = { kind: "postgres", url: await freshDatabase(url ?? ""), poll_ms: 50 };
+    const node1 = await startTestServer({ event_store: store, node: { id: "node-1", lease_s: 30 } });
+    const node2 = await startTestServer(
+      { event_store: store, node: { id: "node-2", lease_s: 30 } },
+      { firstMessageTimeoutMs: 300 },
+    );
+    const blocker = new pg.Client(store.url);
+    await blocker.connect();
+    try {
+      const first = await RealtimeClient.connect(node1.url);
+      const created = await first.waitFor("session.created", { since: 0 });
+      const id = String((created.session as { id: string }).id);
+      first.send({ type: "session.update", session: {} });
+      await first.waitFor("session.updated", { since: 0 });
+      await first.terminate();
+      await expect.poll(async () => (await node1.store.read(streamOf(id))).at(-1)?.type).toBe("SessionDetached");
+      const resume = { type: "session.resume", session_id: id, resume_token: created.resume_token };
+
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE duplex_entries IN ACCESS EXCLUSIVE MODE");
+      const stuck = await RealtimeClient.connect(`${node2.url}?autostart=0`);
+      stuck.send({ ...resume, last_received_server_event_seq: 0 });
+      for (let i = 0; i < 201; i += 1) stuck.send({ type: "session.heartbeat", event_id: `hb_${i}` });
+      expect((await stuck.closed).code).toBe(1011);
+      expect(
+        stuck.received.map((r) => [
+          r.event.type,
+          (r.event.error as { code?: string }).code,
+          (r.event.error as { event_id?: string }).event_id,
+        ]),
+      ).toEqual([
+        ["error", "input_backpressure", "hb_200"],
+        ["error", "internal_error", null],
+      ]);
+      await blocker.query("COMMIT");
+
+      const again = await RealtimeClient.connect(`${node2.url}?autostart=0`);
+      again.send({ ...resume, last_received_server_event_seq: 0 });
+      expect(await again.waitFor("session.resumed", { since: 0, timeoutMs: 10_000 })).toMatchObject({ session_id: id });
+      again.send({ type: "session.close" });
+      await again.closed;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      await blocker.end();
+      await node2.stop();
+      await node1.stop();
+    }
+  }, 60_000);
+  it("two nodes taking the same session over at once: one resumes it, the other refuses, and does not take it back", async () => {
+    const store = { kind: "postgres", url: await freshDatabase(url ?? ""), poll_ms: 50 };
+    const nodes = [
+      await startTestServer({ event_store: store, node: { id: "node-1", lease_s: 30 } }),
+      await startTestServer({ event_store: store, node: { id: "node-2", lease_s: 30 } }),
+      await startTestServer({ event_store: store, node: { id: "node-3", lease_s: 30 } }),
+    ];
+    const blocker = new pg.Client(store.url);
+    await blocker.connect();
+    try {
+      const first = await RealtimeClient.connect(nodes[0]?.url ?? "");
+      const created = await first.waitFor("session.created", { since: 0 });
+      const id = String((created.session as { id: string }).id);
+      first.send({ type: "session.update", session: {} });
+      await first.waitFor("session.updated", { since: 0 });
+      const seen = first.lastSeq();
+      await first.terminate();
+      await expect.poll(async () => (await nodes[0]?.store.read(streamOf(id)))?.at(-1)?.type).toBe("SessionDetached");
+
+      // Both takeovers read the log while it is locked, so both read the same owner and append at the same epoch.
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE duplex_entries IN ACCESS EXCLUSIVE MODE");
+      const clients = [
+        await RealtimeClient.connect(`${nodes[1]?.url}?autostart=0`),
+        await RealtimeClient.connect(`${nodes[2]?.url}?autostart=0`),
+      ];
+      for (const c of clients)
+        c.send({
+          type: "session.resume",
+          session_id: id,
+          resume_token: created.resume_token,
+          last_received_server_event_seq: seen,
+        });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await blocker.query("COMMIT");
+
+      await expect.poll(() => clients.map((c) => c.types().length).join(), { timeout: 10_000 }).toBe("1,1");
+      const outcomes = clients.map((c) => c.received[0]?.event);
+      const winner = outcomes.findIndex((e) => e?.type === "session.resumed");
+      expect(winner).toBeGreaterThanOrEqual(0);
+      expect(outcomes[1 - winner]).toMatchObject({ type: "error", error: { code: "session_resume_expired" } });
+      // The winner keeps the session: a heartbeat later is answered, and nothing else came.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const held = clients[winner] as RealtimeClient;
+      held.send({ type: "session.heartbeat" });
+      expect(await held.waitFor("session.heartbeat_ack")).toMatchObject({ session_id: id });
+      expect(held.types()).toEqual(["session.resumed", "session.heartbeat_ack"]);
+      held.send({ type: "session.close" });
+      await held.closed;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => undefined);
+      await blocker.end();
+      for (const node of nodes.reverse()) await node.stop();
     }
   }, 60_000);
 });
