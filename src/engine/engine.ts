@@ -210,6 +210,8 @@ export const createEngine = (deps: EngineDeps): Engine => {
     timers.delete(id);
   };
 
+  /** Hosts rebuilt to take a session over whose claim (`SessionOwned`) is not appended yet. */
+  const claiming = new WeakSet<SessionHost>();
   /** A host with its VAD stream and runner binding, registered as live. */
   const createHost = (
     sessionId: SessionId,
@@ -244,11 +246,16 @@ export const createEngine = (deps: EngineDeps): Engine => {
         ...(deps.observe?.delivered === undefined ? {} : { onDelivered: deps.observe.delivered }),
         measureJournal: limits.resumeReplayMaxBytes !== null,
         onFenced: (fenced, reason) => {
-          deps.log?.warn(
-            { sessionId: fenced.sessionId, node: nodeId, reason },
-            "session given up: another node owns it",
-          );
-          deps.observe?.fenced?.();
+          // A takeover whose claim lost to another append never held the session: not a session given up.
+          if (claiming.has(fenced))
+            deps.log?.debug({ sessionId: fenced.sessionId, node: nodeId }, "takeover lost to another append");
+          else {
+            deps.log?.warn(
+              { sessionId: fenced.sessionId, node: nodeId, reason },
+              "session given up: another node owns it",
+            );
+            deps.observe?.fenced?.();
+          }
           clearTimers(fenced.sessionId);
           if (hosts.get(fenced.sessionId) === fenced) hosts.delete(fenced.sessionId);
           ending.delete(fenced.sessionId);
@@ -338,6 +345,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     takeoverEpoch: number | null,
   ): SessionHost => {
     const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
+    if (takeoverEpoch !== null && nodeId !== null) claiming.add(host);
     void host.enqueue(
       takeoverEpoch === null || nodeId === null
         ? { type: "SessionRecovered", at: now(), data: { reason: "server_restart" } }
@@ -526,6 +534,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
         // them, and a host that lost is fenced (its `onFenced` forgets it).
         await host.settled();
+        claiming.delete(host);
         if (host.isClosed && !host.isFenced) return expired;
         if (host.isFenced) continue;
         deps.observe?.tookOver?.("resume");
@@ -550,6 +559,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         if (await leases.holds(owner.node)) continue;
         const host = rebuild(entries, log, owner.epoch + 1);
         await host.settled();
+        claiming.delete(host);
         if (host.isFenced) continue;
         deps.observe?.tookOver?.("lease_expired");
         taken.push(id);

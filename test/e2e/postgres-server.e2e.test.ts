@@ -213,6 +213,11 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
       const winner = outcomes.findIndex((e) => e?.type === "session.resumed");
       expect(winner).toBeGreaterThanOrEqual(0);
       expect(outcomes[1 - winner]).toMatchObject({ type: "error", error: { code: "session_resume_expired" } });
+      // The loser lost a race for a session it never held: no session given up on either node.
+      for (const node of nodes.slice(1)) {
+        const metrics = await (await fetch(`http://127.0.0.1:${node.port}/metrics`)).text();
+        expect(metrics).toMatch(/^duplex_fence_refusals_total(\{[^}]*\})? 0$/m);
+      }
       // The winner keeps the session: a heartbeat later is answered, and nothing else came.
       await new Promise((resolve) => setTimeout(resolve, 500));
       const held = clients[winner] as RealtimeClient;
