@@ -345,7 +345,6 @@ export const createEngine = (deps: EngineDeps): Engine => {
     takeoverEpoch: number | null,
   ): SessionHost => {
     const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
-    if (takeoverEpoch !== null && nodeId !== null) claiming.add(host);
     void host.enqueue(
       takeoverEpoch === null || nodeId === null
         ? { type: "SessionRecovered", at: now(), data: { reason: "server_restart" } }
@@ -354,6 +353,22 @@ export const createEngine = (deps: EngineDeps): Engine => {
     const lastAt = entries.at(-1)?.metadata.at ?? now();
     host.markDetached(lastAt);
     armGrace(host, Math.max(0, limits.disconnectGraceS * 1000 - (now() - lastAt)));
+    return host;
+  };
+
+  /**
+   * Rebuilds a session that `owner` held and appends this node's claim (`SessionOwned`, the next epoch); resolves
+   * once the claim is decided: the host is fenced when another append came first.
+   */
+  const takeOver = async (
+    entries: readonly RecordedEntry[],
+    log: ReturnType<typeof withUnansweredAppends>,
+    owner: SessionOwner,
+  ): Promise<SessionHost> => {
+    const host = rebuild(entries, log, owner.epoch + 1);
+    claiming.add(host);
+    await host.settled();
+    claiming.delete(host);
     return host;
   };
 
@@ -530,13 +545,11 @@ export const createEngine = (deps: EngineDeps): Engine => {
           return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
         const again = hosts.get(sessionId);
         if (again !== undefined && !again.isFenced) return again;
-        const host = rebuild(entries, log, owner.epoch + 1);
         // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
         // them, and a host that lost is fenced (its `onFenced` forgets it).
-        await host.settled();
-        claiming.delete(host);
-        if (host.isClosed && !host.isFenced) return expired;
+        const host = await takeOver(entries, log, owner);
         if (host.isFenced) continue;
+        if (host.isClosed) return expired;
         deps.observe?.tookOver?.("resume");
         return host;
       }
@@ -557,9 +570,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
         if (await leases.holds(owner.node)) continue;
-        const host = rebuild(entries, log, owner.epoch + 1);
-        await host.settled();
-        claiming.delete(host);
+        const host = await takeOver(entries, log, owner);
         if (host.isFenced) continue;
         deps.observe?.tookOver?.("lease_expired");
         taken.push(id);

@@ -322,17 +322,12 @@ export const serveRealtimeSocket = (
     adopting = [];
     adoption += 1;
     const mine = adoption;
-    const settled = (): void => {
-      if (adoptionDeadline !== null) clearTimeout(adoptionDeadline);
-      adoptionDeadline = null;
-    };
     void engine
       .adopt(frame.sessionId, frame.resumeToken)
       .then(
         (adopted) => {
           // Given up past its deadline: the session, taken over or not, waits detached for the client's next resume.
           if (mine !== adoption) return;
-          settled();
           const waiting = adopting ?? [];
           adopting = null;
           // The client went away meanwhile: the session taken over stays detached, its grace running.
@@ -348,7 +343,6 @@ export const serveRealtimeSocket = (
         },
         (error: unknown) => {
           if (mine !== adoption) return;
-          settled();
           adopting = null;
           log.error({ err: error, sessionId: frame.sessionId }, "takeover failed: the session log could not be read");
           refuse("internal_error", "the session could not be taken over: its log could not be read", frame.eventId);
@@ -358,9 +352,11 @@ export const serveRealtimeSocket = (
         log.error({ err: error, sessionId: frame.sessionId }, "a resume's takeover ended in an error");
       })
       .finally(() => {
+        if (mine !== adoption) return;
+        if (adoptionDeadline !== null) clearTimeout(adoptionDeadline);
+        adoptionDeadline = null;
         // A refused resume after the timeout leaves a socket with nothing: it ends as the timeout says.
-        if (mine === adoption && adopting === null && timedOutWhileAdopting && socket.readyState === socket.OPEN)
-          timeOut();
+        if (adopting === null && timedOutWhileAdopting && socket.readyState === socket.OPEN) timeOut();
       });
   };
 
