@@ -6,6 +6,7 @@ export * from "./decode.ts";
 export * from "./dialect.ts";
 export * from "./handshake.ts";
 export * from "./items.ts";
+export * from "./json-depth.ts";
 export * from "./server-events.ts";
 export * from "./session-object.ts";
 export * from "./session-patch.ts";

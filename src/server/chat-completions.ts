@@ -2,10 +2,12 @@ import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { DEFAULT_INPUT_RATE_HZ, ERROR_CODES, type ErrorCode } from "../domain/index.ts";
+import { DEFAULT_INPUT_RATE_HZ, type ErrorCode } from "../domain/index.ts";
 import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
-import { encodeWav, pcm16FromBytes, readWav, resamplePcm16 } from "../infra/audio/index.ts";
+import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { decodeClientFrame, handshakeErrorBody } from "../protocol/index.ts";
+import { type AudioBudget, decodeInputAudio } from "./chat-audio.ts";
+import { ChatError, statusOf } from "./chat-error.ts";
 
 /**
  * `POST /v1/chat/completions` on the realtime engine (issue 19, part 7; the seed's route, "a session per
@@ -22,6 +24,9 @@ import { decodeClientFrame, handshakeErrorBody } from "../protocol/index.ts";
  * `stream: true` server-sent `chat.completion.chunk`s ending in `data: [DONE]`. Errors use OpenAI's envelope
  * (`{error: {type, code, message, param}}`): 400 for a request the schema or the session refuses, 404
  * `model_not_found`, 429 `resource_exhausted` at capacity, 500 for a failed response, 504 `response_timeout`.
+ * `input_audio` is a WAV of PCM16, mono or stereo, at 8000-96000 Hz, at most `maxAudioS` seconds in all
+ * (chat-audio.ts). The request is checked whole, its audio decoded, before its session is opened: a refused
+ * request never holds a `max_sessions` slot, and one that got a session closes it on every path.
  */
 export interface ChatCompletionsOptions {
   readonly engine: Engine;
@@ -29,7 +34,12 @@ export interface ChatCompletionsOptions {
   readonly log: Logger;
   /** A response not done within this many ms ends the request with 504 (default 120 000). */
   readonly timeoutMs?: number;
+  /** s of audio a request's `input_audio` parts may carry in all (`limits.request_audio_s`, default 300). */
+  readonly maxAudioS?: number;
 }
+
+/** `limits.request_audio_s`' default (src/infra/config.ts), s. */
+export const DEFAULT_REQUEST_AUDIO_S = 300;
 
 /** Bytes of one `input_audio_buffer.append` of a message's audio: 1 s of PCM16 at 24 kHz. */
 const APPEND_BYTES = 48000;
@@ -93,32 +103,13 @@ const requestSchema = z.object({
 
 type ChatRequest = z.infer<typeof requestSchema>;
 
-/** A refusal of the request: its HTTP status and OpenAI's error envelope. */
-class ChatError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCode,
-    message: string,
-    readonly param: string | null = null,
-  ) {
-    super(message);
-  }
-  body(): Record<string, unknown> {
-    return { error: { type: ERROR_CODES[this.code].type, code: this.code, message: this.message, param: this.param } };
-  }
-}
-
-const statusOf = (code: ErrorCode): number => {
-  const type: string = ERROR_CODES[code].type;
-  return type === "invalid_request_error" ? 400 : type === "rate_limit_error" ? 429 : 500;
-};
-
 /**
  * The realtime client events that play `request` into a session whose input is `inputRateHz` PCM16: the
  * session.update, then per message its items (`conversation.item.create`), or for a user's audio part its appends
  * and a commit, in order, then the response.create.
+ * @throws ChatError for a part that is not supported, or audio that is refused or past `audio`'s budget.
  */
-const framesOf = (request: ChatRequest, inputRateHz: number): Record<string, unknown>[] => {
+const framesOf = (request: ChatRequest, inputRateHz: number, audioBudget: AudioBudget): Record<string, unknown>[] => {
   const audioOut = request.modalities?.includes("audio") === true;
   const instructions: string[] = [];
   const items: Record<string, unknown>[] = [];
@@ -129,26 +120,10 @@ const framesOf = (request: ChatRequest, inputRateHz: number): Record<string, unk
       if (part.type === "text" && typeof part.text === "string") return { kind: "text" as const, text: part.text };
       if (part.type === "input_audio" && message.role === "user") {
         const audio = (part as z.infer<typeof audioPart>).input_audio;
-        if (audio.format !== "wav")
-          throw new ChatError(
-            400,
-            "unsupported_audio_format",
-            `${at}.content.${j}.input_audio.format ${audio.format}: only wav is decoded here`,
-            `${at}.content.${j}.input_audio.format`,
-          );
-        let wav: ReturnType<typeof readWav>;
-        try {
-          wav = readWav(Uint8Array.from(Buffer.from(audio.data, "base64")));
-        } catch (error) {
-          throw new ChatError(
-            400,
-            "bad_audio",
-            `${at}.content.${j}.input_audio.data: ${(error as Error).message}`,
-            `${at}.content.${j}.input_audio.data`,
-          );
-        }
-        const pcm = resamplePcm16(wav.samples, wav.sampleRate, inputRateHz);
-        return { kind: "audio" as const, audio: Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength) };
+        return {
+          kind: "audio" as const,
+          audio: decodeInputAudio(audio, `${at}.content.${j}.input_audio`, inputRateHz, audioBudget),
+        };
       }
       throw new ChatError(
         400,
@@ -313,6 +288,7 @@ const finishReasonOf = (c: Collected): string => {
 export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
   const { engine, log } = options;
   const timeoutMs = options.timeoutMs ?? 120_000;
+  const maxAudioS = options.maxAudioS ?? DEFAULT_REQUEST_AUDIO_S;
 
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const parsed = requestSchema.safeParse(request.body);
@@ -327,7 +303,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
     let frames: Record<string, unknown>[];
     try {
       checkRequest(body, engine, options.model);
-      frames = framesOf(body, DEFAULT_INPUT_RATE_HZ);
+      frames = framesOf(body, DEFAULT_INPUT_RATE_HZ, { maxS: maxAudioS, usedS: 0 });
     } catch (error) {
       if (!(error instanceof ChatError)) throw error;
       return reply.code(error.status).send(error.body());
@@ -481,7 +457,10 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
         );
       }
     })();
-    played.catch(() => undefined);
+    // A frame the session could not take (its log failed) ends the request; the session is still closed below.
+    played.catch((error: unknown) =>
+      settle(new ChatError(500, "internal_error", `the request could not be played: ${(error as Error).message}`)),
+    );
     const timer = setTimeout(
       () => settle(new ChatError(504, "response_timeout", `no response within ${timeoutMs} ms`)),
       timeoutMs,
@@ -493,7 +472,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
     const failure = await outcome;
     clearTimeout(timer);
     // The session is closed (and its close logged) before the answer ends: a request holds no slot after it.
-    await played;
+    await played.catch(() => undefined);
     for (const frame of collected.done === null && collected.responseId !== null
       ? [{ type: "response.cancel" }, { type: "session.close" }]
       : [{ type: "session.close" }]) {

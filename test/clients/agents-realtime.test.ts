@@ -59,7 +59,8 @@ const speech = async (name: string, rateHz: number): Promise<Int16Array> => {
 /** Duration of a WAV of ../shared/audio in seconds. */
 const wavSeconds = async (name: string): Promise<number> => {
   const wav = await readWavFile(sharedAudio(name));
-  return wav.samples.length / wav.channels / wav.sampleRate;
+  // readWav's samples are mono (a stereo file is mixed down): one per frame.
+  return wav.samples.length / wav.sampleRate;
 };
 
 /** The seconds the echo runner says it heard ("I heard 2.8 seconds of speech, ..."). */

@@ -3,7 +3,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REFERENCE_PEER_SCRIPT } from "../../src/conformance/files.ts";
 import { replayEntries, STREAM_PREFIX, streamOf } from "../../src/engine/index.ts";
-import { pcm16FromBytes, readWav, readWavFile } from "../../src/infra/audio/index.ts";
+import { encodeWav, pcm16FromBytes, readWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { sharedAudio, startScriptedServer, startTestServer } from "../support/server.ts";
 
 /**
@@ -190,6 +190,32 @@ describe("chat completions with the echo runner", () => {
       OpenAI.BadRequestError,
       { status: 400, code: "bad_event", param: "messages.0.content.0.type" },
     ],
+    [
+      "a WAV whose header declares 1 Hz: 400 unsupported_audio_format naming the part's data",
+      {
+        messages: [
+          {
+            role: "user",
+            content: [
+              {
+                type: "input_audio",
+                input_audio: {
+                  data: Buffer.from(encodeWav(new Int16Array(20_000), 1)).toString("base64"),
+                  format: "wav",
+                },
+              },
+            ],
+          },
+        ],
+      },
+      OpenAI.BadRequestError,
+      {
+        status: 400,
+        code: "unsupported_audio_format",
+        param: "messages.0.content.0.input_audio.data",
+        message: expect.stringContaining("expected a sample rate of 8000 to 96000 Hz, found 1 Hz"),
+      },
+    ],
   ])("refuses %s, in OpenAI's envelope, and opens no session", async (_name, body, kind, fields) => {
     const before = (await server.store.listStreams(STREAM_PREFIX)).length;
     const refused = await clientOf(server)
@@ -213,6 +239,46 @@ describe("chat completions with the echo runner", () => {
     } finally {
       await Promise.all(open.map((c) => c.close()));
     }
+  });
+});
+
+describe('chat completions under the limits of the config (docs/deploy.md, "Limits")', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startTestServer({
+      duplex_session: { max_sessions: 1 },
+      limits: { request_audio_s: 1, http_body_bytes: 256 * 1024 },
+    });
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it("refuses audio past limits.request_audio_s with 400 bad_audio, and answers the next request in the one slot", async () => {
+    const refused = await clientOf(server)
+      .chat.completions.create({ model: server.model, messages: [{ role: "user", content: [await spoken()] }] })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({
+      status: 400,
+      code: "bad_audio",
+      param: "messages.0.content.0.input_audio.data",
+      message: expect.stringMatching(/a request carries at most 1 s \(limits\.request_audio_s\)$/),
+    });
+    const answered = await clientOf(server).chat.completions.create({
+      model: server.model,
+      messages: [{ role: "user", content: "Hello there" }],
+    });
+    expect(answered.choices[0]?.message.content).toBe("You wrote: Hello there");
+  });
+
+  it("refuses a body past limits.http_body_bytes with 413 request_too_large", async () => {
+    const refused = await clientOf(server)
+      .chat.completions.create({ model: server.model, messages: [{ role: "user", content: "x".repeat(300_000) }] })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.APIError);
+    expect(refused).toMatchObject({ status: 413, code: "request_too_large" });
+    expect(server.engine.sessions().filter((s) => !s.isClosed)).toEqual([]);
   });
 });
 

@@ -7,13 +7,16 @@ import {
   createSpeexStreamResampler,
   durationMs,
   encodeWav,
+  MAX_RESAMPLE_RATIO,
   pcm16FromBytes,
   pcm16ToBytes,
   readEncodedWav,
   readWav,
   readWavFile,
+  readWavHeader,
   resamplePcm16,
   rms,
+  WavError,
   writeWavFile,
 } from "../../src/infra/audio/index.ts";
 
@@ -116,17 +119,46 @@ describe("wav", () => {
     expect([...decoded.samples]).toEqual([5, -5, 300]);
   });
 
-  it("reads stereo as interleaved samples and WAVE_FORMAT_EXTENSIBLE with the PCM sub-format", () => {
+  it("mixes stereo down to mono (the mean of each frame) and reads WAVE_FORMAT_EXTENSIBLE with the PCM sub-format", () => {
     const extensible = fmt(0xfffe, 2, 48000, 16, [...u16(22), ...u16(16), ...u32(3), ...u16(1), ...Array(14).fill(0)]);
     const decoded = readWav(
       riff([
         ["fmt ", extensible],
-        ["data", Uint8Array.from([...u16(1), ...u16(2), ...u16(3), ...u16(4)])],
+        ["data", Uint8Array.from([...u16(1), ...u16(3), ...u16(0xfffc), ...u16(0xfffe), ...u16(32767), ...u16(32767)])],
       ]),
     );
     expect(decoded.channels).toBe(2);
     expect(decoded.sampleRate).toBe(48000);
-    expect([...decoded.samples]).toEqual([1, 2, 3, 4]);
+    // (1 + 3) / 2, (-4 + -2) / 2, and full scale stays full scale.
+    expect([...decoded.samples]).toEqual([2, -3, 32767]);
+  });
+
+  it("hears a stereo tone on both channels as mono of the same length and level, and one channel at half its level", () => {
+    const rate = 16000;
+    const tone = sine(440, rate, 2 * rate, 12000);
+    const both = new Uint8Array(44 + tone.length * 4);
+    both.set(encodeWav(new Int16Array(tone.length * 2), rate).subarray(0, 44));
+    const view = new DataView(both.buffer);
+    // The canonical header, made stereo: 2 channels, 4 bytes a frame, the data twice as long.
+    view.setUint16(22, 2, true);
+    view.setUint32(28, rate * 4, true);
+    view.setUint16(32, 4, true);
+    const leftOnly = both.slice();
+    const leftOnlyView = new DataView(leftOnly.buffer);
+    tone.forEach((sample, i) => {
+      view.setInt16(44 + i * 4, sample, true);
+      view.setInt16(46 + i * 4, sample, true);
+      leftOnlyView.setInt16(44 + i * 4, sample, true);
+    });
+    const mono = readWav(both);
+    expect(mono.channels).toBe(2);
+    expect(mono.samples.length).toBe(2 * rate);
+    expect(durationMs(mono.samples.length, mono.sampleRate)).toBe(2000);
+    expect(rms(mono.samples)).toBeCloseTo(rms(tone), 3);
+    expect(zeroCrossings(mono.samples)).toBe(zeroCrossings(tone));
+    const half = readWav(leftOnly);
+    expect(half.samples.length).toBe(2 * rate);
+    expect(rms(half.samples) / rms(tone)).toBeCloseTo(0.5, 2);
   });
 
   it("reads a data chunk that claims more bytes than there are up to the last whole sample", () => {
@@ -154,7 +186,7 @@ describe("wav", () => {
           ["data", new Uint8Array(4)],
         ]),
       ),
-    ).toThrow(/expected PCM16 .*found format tag 1 with 8 bits per sample/);
+    ).toThrow(/expected PCM 16-bit, found PCM 8-bit \(format tag 1, 8 bits per sample\)/);
     expect(() =>
       readWav(
         riff([
@@ -162,7 +194,7 @@ describe("wav", () => {
           ["data", new Uint8Array(8)],
         ]),
       ),
-    ).toThrow(/found format tag 3 with 32 bits per sample/);
+    ).toThrow(/expected PCM 16-bit, found IEEE float 32-bit/);
     expect(() =>
       readWav(
         riff([
@@ -223,7 +255,7 @@ describe("wav", () => {
           ["data", new Uint8Array(4)],
         ]),
       ),
-    ).toThrow(/8-bit PCM \(PCM16, float32, A-law or mu-law are sent\)/);
+    ).toThrow(/PCM 8-bit \(PCM 16-bit, IEEE float 32-bit, A-law or mu-law are sent\)/);
     expect(() =>
       readEncodedWav(
         riff([
@@ -231,7 +263,23 @@ describe("wav", () => {
           ["data", new Uint8Array(6)],
         ]),
       ),
-    ).toThrow(/24-bit PCM \(PCM16, float32, A-law or mu-law are sent\)/);
+    ).toThrow(/PCM 24-bit \(PCM 16-bit, IEEE float 32-bit, A-law or mu-law are sent\)/);
+    expect(() =>
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(1, 1, 1, 16)],
+          ["data", new Uint8Array(6)],
+        ]),
+      ),
+    ).toThrow(/expected a sample rate of 8000 to 96000 Hz, found 1 Hz/);
+    expect(() =>
+      readEncodedWav(
+        riff([
+          ["fmt ", fmt(6, 3, 8000, 8)],
+          ["data", new Uint8Array(6)],
+        ]),
+      ),
+    ).toThrow(/expected 1 or 2 channels \(mono or stereo\), found 3/);
     expect(() =>
       readEncodedWav(
         riff([
@@ -262,6 +310,160 @@ describe("wav", () => {
     expect(jfk.samples.length).toBe(176000);
     expect(durationMs(jfk.samples.length, jfk.sampleRate)).toBe(11000);
     expect(rms(jfk.samples)).toBeGreaterThan(0.01);
+  });
+});
+
+/** A PCM16 WAV whose header says `rate` Hz and `channels` channels, holding `frames` frames of silence. */
+function pcm16Wav(rate: number, channels: number, frames: number): Uint8Array {
+  return riff([
+    ["fmt ", fmt(1, channels, rate, 16)],
+    ["data", new Uint8Array(frames * channels * 2)],
+  ]);
+}
+
+/** What `read` throws, as `{kind, message}` (a WavError's), or null when it does not throw. */
+function refusal(read: () => unknown): { kind: string; message: string } | null {
+  try {
+    read();
+    return null;
+  } catch (error) {
+    expect(error).toBeInstanceOf(WavError);
+    return { kind: (error as WavError).kind, message: (error as WavError).message };
+  }
+}
+
+describe("wav limits (issue 32, part 2)", () => {
+  it.each([
+    [7999, "unsupported_rate"],
+    [8000, null],
+    [44100, null],
+    [96000, null],
+    [96001, "unsupported_rate"],
+    [1, "unsupported_rate"],
+    [0, "unsupported_rate"],
+    [0xffffffff, "unsupported_rate"],
+  ])("at %i Hz: %s", (rate, kind) => {
+    const refused = refusal(() => readWav(pcm16Wav(rate, 1, 4)));
+    expect(refused?.kind ?? null).toBe(kind);
+    if (kind !== null)
+      expect(refused?.message).toBe(`WAV: expected a sample rate of 8000 to 96000 Hz, found ${rate} Hz`);
+  });
+
+  it.each([
+    [0, "unsupported_channels"],
+    [1, null],
+    [2, null],
+    [3, "unsupported_channels"],
+    [6, "unsupported_channels"],
+  ])("with %i channels: %s", (channels, kind) => {
+    const refused = refusal(() => readWav(pcm16Wav(16000, channels, 4)));
+    expect(refused?.kind ?? null).toBe(kind);
+    if (kind !== null)
+      expect(refused?.message).toBe(`WAV: expected 1 or 2 channels (mono or stereo), found ${channels}`);
+  });
+
+  it.each([
+    ["IEEE float 32-bit", 3, 32],
+    ["IEEE float 64-bit", 3, 64],
+    ["PCM 24-bit", 1, 24],
+    ["PCM 32-bit", 1, 32],
+    ["PCM 8-bit", 1, 8],
+    ["A-law", 6, 8],
+    ["mu-law", 7, 8],
+    ["Microsoft ADPCM", 2, 4],
+    ["MPEG Layer 3 (MP3)", 0x55, 0],
+    ["format tag 0x1234", 0x1234, 16],
+  ])("refuses %s, naming it", (name, tag, bits) => {
+    const refused = refusal(() =>
+      readWav(
+        riff([
+          ["fmt ", fmt(tag, 1, 16000, bits)],
+          ["data", new Uint8Array(16)],
+        ]),
+      ),
+    );
+    expect(refused).toEqual({
+      kind: "unsupported_encoding",
+      message: `WAV: expected PCM 16-bit, found ${name} (format tag ${tag}, ${bits} bits per sample)`,
+    });
+  });
+
+  it("names the sub-format of a WAVE_FORMAT_EXTENSIBLE file: IEEE float 32-bit", () => {
+    const extensible = fmt(0xfffe, 2, 48000, 32, [...u16(22), ...u16(32), ...u32(3), ...u16(3), ...Array(14).fill(0)]);
+    expect(
+      refusal(() =>
+        readWav(
+          riff([
+            ["fmt ", extensible],
+            ["data", new Uint8Array(16)],
+          ]),
+        ),
+      )?.message,
+    ).toMatch(/found IEEE float 32-bit \(format tag 3, 32 bits per sample\)/);
+  });
+
+  it("refuses audio longer than maxSeconds on the header, before decoding, and reads audio up to it", () => {
+    const wav = pcm16Wav(8000, 2, 8000 * 3);
+    expect(refusal(() => readWav(wav, { maxSeconds: 2.5 }))).toEqual({
+      kind: "too_long",
+      message: "WAV: expected at most 2.5 s of audio, found 3.0 s (24000 frames at 8000 Hz)",
+    });
+    expect(readWav(wav, { maxSeconds: 3 }).samples.length).toBe(24000);
+    expect(readWavHeader(wav)).toEqual({
+      sampleRate: 8000,
+      channels: 2,
+      frames: 24000,
+      dataOffset: 44,
+      missingBytes: 0,
+    });
+  });
+
+  it("reads only the bytes present when the header declares a 2 GiB data chunk, allocating for those alone", () => {
+    const samples = sine(440, 16000, 16000);
+    const bytes = encodeWav(samples, 16000);
+    const view = new DataView(bytes.buffer);
+    view.setUint32(4, 0x80000024, true);
+    view.setUint32(40, 0x80000000, true);
+    const before = process.memoryUsage().arrayBuffers;
+    const read = readWav(bytes);
+    const grown = process.memoryUsage().arrayBuffers - before;
+    expect(read.samples.length).toBe(16000);
+    expect([...read.samples.subarray(0, 100)]).toEqual([...samples.subarray(0, 100)]);
+    expect(read.missingBytes).toBe(0x80000000 - 32000);
+    // 32 kB of samples, not 2 GiB.
+    expect(grown).toBeLessThan(1024 * 1024);
+    expect(readWavHeader(bytes).frames).toBe(16000);
+    // readEncodedWav the same: the bytes there are, and what is missing.
+    expect(readEncodedWav(bytes)).toMatchObject({ missingBytes: 0x80000000 - 32000, data: { length: 32000 } });
+  });
+
+  it("walks past a chunk that declares 4 GiB and finds no data in the bytes, refusing it as malformed", () => {
+    const bytes = riff([
+      ["fmt ", fmt(1, 1, 16000, 16)],
+      ["LIST", new Uint8Array(8)],
+      ["data", new Uint8Array(8)],
+    ]);
+    new DataView(bytes.buffer).setUint32(40, 0xffffffff, true);
+    expect(refusal(() => readWav(bytes))).toEqual({
+      kind: "malformed",
+      message: `WAV: expected a "data" chunk, found none in ${bytes.length} bytes`,
+    });
+  });
+
+  it("refuses a WAV the file reader reads with the same kind, the path before the message", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "wav-limits-"));
+    try {
+      const path = join(dir, "one-hertz.wav");
+      await writeFile(path, pcm16Wav(1, 1, 4));
+      const error = await readWavFile(path).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(WavError);
+      expect(error).toMatchObject({
+        kind: "unsupported_rate",
+        message: `${path}: WAV: expected a sample rate of 8000 to 96000 Hz, found 1 Hz`,
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -368,6 +570,15 @@ describe("resamplePcm16", () => {
     );
     expect(() => resamplePcm16(new Int16Array(4), 16000, -1)).toThrow(/toHz .*got -1/);
     expect(() => createResampler(16000, 22050.5)).toThrow(/toHz .*got 22050.5/);
+  });
+
+  it(`refuses to make more than ${MAX_RESAMPLE_RATIO} output samples per input sample (a WAV's 1 Hz to 24 kHz)`, () => {
+    expect(() => resamplePcm16(new Int16Array(20000), 1, 24000)).toThrow(
+      /1 Hz -> 24000 Hz would make more than 48 output samples per input sample/,
+    );
+    expect(() => createResampler(1, 24000)).toThrow(/more than 48 output samples/);
+    expect(() => createSpeexStreamResampler(100, 24000)).toThrow(/more than 48 output samples/);
+    expect(resamplePcm16(new Int16Array(10), 8000, 384000).length).toBe(480);
   });
 });
 

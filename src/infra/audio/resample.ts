@@ -13,6 +13,13 @@ import createSpeexSimd from "@echogarden/speex-resampler-wasm/simd";
  */
 const SPEEX_QUALITY = 4;
 
+/**
+ * The most output samples per input sample a resampler makes (8 kHz -> 384 kHz): its output is sized from the
+ * input's sample count and this ratio, so a rate a caller did not check (a WAV header's 1 Hz, issue 32 part 2)
+ * cannot make it allocate gigabytes for a few kilobytes of input.
+ */
+export const MAX_RESAMPLE_RATIO = 48;
+
 /** The Speex WebAssembly module, compiled once when this module loads. */
 const speex = (await createSpeexSimd()) as SpeexModule;
 
@@ -43,11 +50,11 @@ export interface StreamResampler {
  * @param toHz output rate in Hz, a positive integer.
  * @returns a new array of exactly `floor(samples.length * toHz / fromHz)` samples at `toHz` (Speex rounds and
  *   clamps to PCM16; should it give fewer, the last sample is held); a copy of `samples` when the rates are equal.
- * @throws Error when a rate is not a positive integer; Speex's own error text when it refuses the rates.
+ * @throws Error when a rate is not a positive integer or `toHz / fromHz` is over {@link MAX_RESAMPLE_RATIO};
+ *   Speex's own error text when it refuses the rates.
  */
 export function resamplePcm16(samples: Int16Array, fromHz: number, toHz: number): Int16Array {
-  checkRate("fromHz", fromHz);
-  checkRate("toHz", toHz);
+  checkRates(fromHz, toHz);
   if (fromHz === toHz) {
     return samples.slice();
   }
@@ -112,11 +119,10 @@ export function resamplePcm16(samples: Int16Array, fromHz: number, toHz: number)
  * @param toHz output rate in Hz, a positive integer.
  * @returns a resampler whose pushes, over a whole stream of `n` input samples, return exactly
  *   `floor(n * toHz / fromHz)` output samples; each push returns a new array.
- * @throws Error when a rate is not a positive integer.
+ * @throws Error when a rate is not a positive integer or `toHz / fromHz` is over {@link MAX_RESAMPLE_RATIO}.
  */
 export function createResampler(fromHz: number, toHz: number): StreamResampler {
-  checkRate("fromHz", fromHz);
-  checkRate("toHz", toHz);
+  checkRates(fromHz, toHz);
   const divisor = gcd(fromHz, toHz);
   /** Input samples per `up` output samples, in lowest terms. */
   const down = fromHz / divisor;
@@ -175,11 +181,11 @@ export interface ClosableResampler extends StreamResampler {
  * @returns a resampler whose pushes return, over a whole stream, about `n * toHz / fromHz` output samples for `n`
  *   input samples (less the held-back tail); each push returns a new array. Call `close()` when the stream ends:
  *   the state lives in the WebAssembly heap.
- * @throws Error when a rate is not a positive integer, or Speex refuses the rates.
+ * @throws Error when a rate is not a positive integer or `toHz / fromHz` is over {@link MAX_RESAMPLE_RATIO}, or
+ *   Speex refuses the rates.
  */
 export function createSpeexStreamResampler(fromHz: number, toHz: number): ClosableResampler {
-  checkRate("fromHz", fromHz);
-  checkRate("toHz", toHz);
+  checkRates(fromHz, toHz);
   if (fromHz === toHz) return { fromHz, toHz, push: (samples) => samples.slice(), close: () => undefined };
   const error = speex._malloc(4);
   let state = speex._speex_resampler_init(1, fromHz, toHz, SPEEX_QUALITY, error);
@@ -276,5 +282,16 @@ function toPcm16(value: number): number {
 function checkRate(name: string, hz: number): void {
   if (!Number.isInteger(hz) || hz <= 0) {
     throw new Error(`${name} must be a positive integer number of Hz, got ${hz}`);
+  }
+}
+
+/** @throws Error when a rate is not a positive integer, or `toHz` is more than {@link MAX_RESAMPLE_RATIO} x `fromHz`. */
+function checkRates(fromHz: number, toHz: number): void {
+  checkRate("fromHz", fromHz);
+  checkRate("toHz", toHz);
+  if (toHz > fromHz * MAX_RESAMPLE_RATIO) {
+    throw new Error(
+      `${fromHz} Hz -> ${toHz} Hz would make more than ${MAX_RESAMPLE_RATIO} output samples per input sample`,
+    );
   }
 }

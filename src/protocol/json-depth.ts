@@ -1,0 +1,42 @@
+/**
+ * How deep a JSON text nests, found before it is parsed (issue 32, part 2: a 200,000-deep body must be refused
+ * without any recursion, in the parser or after it).
+ */
+
+/** Bytes of the JSON text that the scan looks at (ASCII). */
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * Where a JSON text nests objects and arrays deeper than `limit` levels (the outermost value is level 1, as
+ * {@link MAX_JSON_DEPTH} counts), by one pass over its bytes: `[` and `{` outside strings open a level, `]` and `}`
+ * close one; inside a string a backslash skips the byte after it. No recursion and no allocation, so any depth is
+ * scanned in linear time without touching the stack. UTF-8 bytes of non-ASCII characters are never `"`, `\`,
+ * brackets or braces, so the bytes need no decoding. The text need not be valid JSON: JSON.parse judges that after.
+ *
+ * @param bytes the JSON text as UTF-8 bytes (a Buffer, or `TextEncoder` output).
+ * @param limit the deepest nesting accepted, levels (`MAX_JSON_DEPTH`, 128, for client frames and HTTP bodies).
+ * @returns the byte offset of the bracket or brace that opens level `limit + 1`, or -1 when none does.
+ */
+export const jsonDepthExceededAt = (bytes: Uint8Array, limit: number): number => {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    if (inString) {
+      if (byte === BACKSLASH) i++;
+      else if (byte === QUOTE) inString = false;
+      continue;
+    }
+    if (byte === QUOTE) inString = true;
+    else if (byte === OPEN_BRACKET || byte === OPEN_BRACE) {
+      depth++;
+      if (depth > limit) return i;
+    } else if (byte === CLOSE_BRACKET || byte === CLOSE_BRACE) depth--;
+  }
+  return -1;
+};
