@@ -301,9 +301,10 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
 
 /**
  * Benches that run only when named: the soak streams for minutes, the slow reader floods a socket, idle opens many,
- * postgres needs a PostgreSQL server (a throwaway one, or `--postgres-url`).
+ * postgres needs a PostgreSQL server (a throwaway one, or `--postgres-url`), list stores 10,000 sessions and folds
+ * them all the old way (about a minute).
  */
-const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle", "postgres"];
+const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle", "postgres", "list"];
 
 /** Runs the benches named in `only` (all but those of `ON_REQUEST` when empty). */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
@@ -322,6 +323,10 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
         seconds: b.postgresSeconds ?? 5,
         print: b.print,
       });
+    },
+    list: async (b) => {
+      const { benchList } = await import("./bench-list.ts");
+      await benchList({ print: b.print });
     },
     soak: (b) =>
       benchSoak({

@@ -9,13 +9,14 @@ import type { DivergenceExplanation, EventStore, RecordedEntry, SessionReport } 
 import { sqlitePathIn } from "../infra/event-store/paths.ts";
 import type { SpanSummary } from "../projections/index.ts";
 import { positive } from "./args.ts";
+import { registerReindexCommand } from "./reindex.ts";
 
 // The engine, the store and the runners are imported when a command runs (`await import`), so that a call loads
 // only what it needs (docs/benchmarks.md, "Start").
 
 /**
- * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions` and `gc`. Exit codes as
- * main.ts says: 0 success, 1 a failed check, 2 a usage error.
+ * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions`, `gc` and `reindex`. Exit
+ * codes as main.ts says: 0 success, 1 a failed check, 2 a usage error.
  */
 
 /** The id of the session opened last in `store` (`--last`). @throws InvalidArgumentError when it holds none. */
@@ -138,8 +139,9 @@ export const renderReport = (r: SessionReport, turns: boolean): string => {
   return `${lines.join("\n")}\n`;
 };
 
-/** Registers `replay`, `export`, `sessions`, `show`, `verify` and `gc` on `program`. */
+/** Registers `replay`, `export`, `sessions`, `show`, `verify`, `gc` and `reindex` on `program`. */
 export const registerStoreCommands = (program: Command): void => {
+  registerReindexCommand(program);
   program
     .command("replay [file]")
     .description(

@@ -2,6 +2,7 @@ import { from, last, type Observable, type OperatorFunction } from "rxjs";
 import type { AudioEncoding, HistoryItem } from "../domain/index.ts";
 import {
   type EventEnvelope,
+  endingOfReason,
   history,
   type PlaybackEntry,
   playbackLedger,
@@ -98,16 +99,7 @@ const chainReport = (entries: readonly RecordedEntry[]): SessionReport["chain"] 
 export const endingOf = (entries: readonly RecordedEntry[], attached: boolean): string => {
   const closed = entries.findLast((e) => e.type === "SessionClosed")?.data as { reason?: string } | undefined;
   if (closed === undefined) return attached ? "open" : "detached";
-  const words: Record<string, string> = {
-    session_close: "closed",
-    client_closed: "closed (socket 1000)",
-    idle_ttl_expired: "expired (idle)",
-    disconnect_grace_expired: "expired (no resume)",
-    disconnect: "disconnected",
-    runner_failed: "failed (runner)",
-    unused: "unused",
-  };
-  return words[closed.reason ?? ""] ?? String(closed.reason);
+  return endingOfReason(closed.reason);
 };
 
 /** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */

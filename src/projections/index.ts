@@ -1,8 +1,9 @@
 /**
  * RxJS projections of a session's domain event stream: session view, playback ledger, history, turn ledger, wire
- * events.
+ * events, and the session summary a session list reads.
  */
 export * from "./envelope.ts";
+export * from "./session-summary.ts";
 export * from "./session-view.ts";
 export * from "./turn-ledger.ts";
 export * from "./wire.ts";

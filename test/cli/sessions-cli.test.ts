@@ -2,9 +2,13 @@ import { execFile } from "node:child_process";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
+import { STREAM_PREFIX } from "../../src/engine/index.ts";
+import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { startTestServer } from "../support/server.ts";
+import { reportRowOf } from "../support/session-list-reference.ts";
 
 /**
  * `duplex sessions`, `replay --last` and `export --last` on a real store (issue 9, "The server's lifecycle"): how
@@ -88,6 +92,35 @@ describe("duplex sessions", () => {
     const exported = await duplex("export", "--data", dataDir, "--last", "--out", out);
     expect(exported.stdout).toContain(`of ${ids.detached} to ${out}`);
     expect(await readFile(out, "utf8")).toContain(ids.detached);
+  });
+
+  it("reindex folds every summary again from the logs: a spoiled row comes back as the log tells it", async () => {
+    const path = join(dataDir, "duplex.sqlite");
+    const spoiler = new Database(path);
+    spoiler.exec(
+      "UPDATE summaries SET state = 'failed (runner)', fold = json_set(fold, '$.ending', 'failed (runner)')",
+    );
+    spoiler.close();
+
+    expect((await duplex("reindex", "--data", dataDir)).stdout).toMatch(
+      /^reindexed 3 stream\(s\) in .*duplex\.sqlite \(\d+ ms\)\n$/,
+    );
+    const store = createSqliteEventStore({ path, migrate: false });
+    try {
+      const page = await store.listSummaries({ prefix: STREAM_PREFIX, limit: 10 });
+      expect(page.summaries.map((s) => [s.summary.id, s.summary.state])).toEqual([
+        [ids.closed, "closed"],
+        [ids.unused, "unused"],
+        [ids.detached, "detached"],
+      ]);
+      for (const { stream, summary } of page.summaries) expect(summary).toEqual(reportRowOf(await store.read(stream)));
+    } finally {
+      await store.close();
+    }
+    await expect(duplex("reindex", "--data", join(dataDir, "nothing"))).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining("no event store in"),
+    });
   });
 
   it("gc removes finished sessions (here the closed and the unused one) and keeps what may still be resumed", async () => {

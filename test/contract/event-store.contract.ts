@@ -9,6 +9,7 @@ import {
   MAX_ENTRY_BYTES,
   type NewEntry,
   type RecordedEntry,
+  type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../src/engine/ports/event-store.ts";
 
@@ -569,6 +570,101 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         ]);
         expect((await store.listStreams(`${prefix}al`)).map((s) => s.stream)).toEqual([`${prefix}alpha`]);
         expect(await store.listStreams(uniqueStream("nothing"))).toEqual([]);
+      });
+    });
+
+    describe("listSummaries", () => {
+      /** A made-up session's log: opened at `at`, its model, its responses, refusals and ending. */
+      const session = (
+        id: string,
+        at: number,
+        shape: { model: string; responses?: number; codes?: string[]; closed?: string },
+      ): NewEntry[] => [
+        entry("SessionOpened", { sessionId: id }, at),
+        entry("SessionCreated", { sessionId: id, config: { model: shape.model } }, at),
+        ...Array.from({ length: shape.responses ?? 0 }, (_, i) =>
+          entry("ResponseStarted", { n: i }, at + 100 * (i + 1)),
+        ),
+        ...(shape.codes ?? []).map((code) => entry("RequestRejected", { code, message: code }, at + 1_000)),
+        ...(shape.closed === undefined ? [] : [entry("SessionClosed", { reason: shape.closed }, at + 2_000)]),
+      ];
+
+      it("keeps each stream's summary as entries land, and filters, orders and pages in the store", async () => {
+        const prefix = `${uniqueStream("sum")}/`;
+        // b and c open at the same ms: the stream name orders them.
+        await store.append(`${prefix}a`, session("a", 1_000, { model: "m1", responses: 2 }), "no_stream");
+        await store.append(`${prefix}c`, session("c", 2_000, { model: "m2", codes: ["x", "y", "x"] }), "no_stream");
+        await store.append(`${prefix}b`, session("b", 2_000, { model: "m1", closed: "session_close" }), "no_stream");
+        await store.append(
+          `${prefix}d`,
+          session("d", 3_000, { model: "m1", codes: ["y"], closed: "unused" }),
+          "no_stream",
+        );
+        await store.append(`${uniqueStream("other")}/a`, session("z", 1_500, { model: "m1" }), "no_stream");
+        // a moves on: its summary with it.
+        await store.append(`${prefix}a`, [entry("SessionClosed", { reason: "idle_ttl_expired" }, 4_000)], 3);
+        const list = async (query: Partial<SummaryQuery>) => {
+          const page = await store.listSummaries({ prefix, limit: 10, ...query });
+          return { ids: page.summaries.map((s) => s.summary.id), hasMore: page.hasMore };
+        };
+
+        const all = await store.listSummaries({ prefix, limit: 10 });
+        expect(all.hasMore).toBe(false);
+        expect(all.summaries.map((s) => [s.stream, s.firstAt])).toEqual([
+          [`${prefix}a`, 1_000],
+          [`${prefix}b`, 2_000],
+          [`${prefix}c`, 2_000],
+          [`${prefix}d`, 3_000],
+        ]);
+        expect(all.summaries[0]?.summary).toEqual({
+          id: "a",
+          opened_at: new Date(1_000).toISOString(),
+          duration_s: 3,
+          state: "expired (idle)",
+          model: "m1",
+          responses: 2,
+          revision: 4,
+          error_codes: [],
+        });
+        expect(all.summaries[2]?.summary).toMatchObject({ state: "open", error_codes: ["x", "y"], revision: 4 });
+        expect(await list({ order: "desc" })).toEqual({ ids: ["d", "c", "b", "a"], hasMore: false });
+        expect(await list({ state: "closed" })).toEqual({ ids: ["b"], hasMore: false });
+        expect(await list({ state: "expired" })).toEqual({ ids: ["a"], hasMore: false });
+        expect(await list({ model: "m1" })).toEqual({ ids: ["a", "b", "d"], hasMore: false });
+        expect(await list({ error: "y" })).toEqual({ ids: ["c", "d"], hasMore: false });
+        expect(await list({ since: 2_000, until: 2_999 })).toEqual({ ids: ["b", "c"], hasMore: false });
+        // has_more only when another row passes the filters: d is the last m1, so a page ending on it has no more.
+        expect(await list({ model: "m1", limit: 2 })).toEqual({ ids: ["a", "b"], hasMore: true });
+        expect(await list({ model: "m1", limit: 2, after: { firstAt: 2_000, stream: `${prefix}b` } })).toEqual({
+          ids: ["d"],
+          hasMore: false,
+        });
+        expect(await list({ model: "m1", limit: 3 })).toEqual({ ids: ["a", "b", "d"], hasMore: false });
+        expect(await list({ order: "desc", limit: 1, after: { firstAt: 2_000, stream: `${prefix}c` } })).toEqual({
+          ids: ["b"],
+          hasMore: true,
+        });
+        expect(await list({ state: "failed" })).toEqual({ ids: [], hasMore: false });
+      });
+
+      it("drops a deleted stream's summary, and summarises the stream made anew from its new entries", async () => {
+        const prefix = `${uniqueStream("sumdel")}/`;
+        await store.append(`${prefix}s`, session("old", 1_000, { model: "m1", codes: ["x"] }), "no_stream");
+        expect(await store.deleteStream(`${prefix}s`)).toBe(true);
+        expect((await store.listSummaries({ prefix, limit: 5 })).summaries).toEqual([]);
+        await store.append(`${prefix}s`, session("new", 5_000, { model: "m2" }), "no_stream");
+        const [only] = (await store.listSummaries({ prefix, limit: 5 })).summaries;
+        expect(only?.summary).toMatchObject({ id: "new", model: "m2", revision: 1, error_codes: [] });
+      });
+
+      it("rebuilds the summaries from the logs to the same rows", async () => {
+        const prefix = `${uniqueStream("sumre")}/`;
+        await store.append(`${prefix}a`, session("a", 1_000, { model: "m1", responses: 1, codes: ["x"] }), "no_stream");
+        await store.append(`${prefix}b`, session("b", 2_000, { model: "m2", closed: "disconnect" }), "no_stream");
+        const before = await store.listSummaries({ prefix, limit: 5 });
+        expect(await store.rebuildSummaries()).toBeGreaterThanOrEqual(2);
+        expect(await store.listSummaries({ prefix, limit: 5 })).toEqual(before);
+        expect(before.summaries.map((s) => s.summary.state)).toEqual(["open", "disconnected"]);
       });
     });
 

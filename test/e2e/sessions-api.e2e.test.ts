@@ -4,6 +4,7 @@ import { replayEntries, reportOf, streamOf, timelineOf } from "../../src/engine/
 import { readWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile, renderEntryLine } from "../../src/infra/event-store/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
+import { reportRowOf } from "../support/session-list-reference.ts";
 
 /**
  * The session API (issue 20, part 2) over real sessions of a real server: the list with its cursor and filters,
@@ -79,6 +80,11 @@ describe("the session API", () => {
     expect(all.data.map((s) => s.id)).toEqual([ids.closed, ids.failing]);
     expect(all.data[0]).toMatchObject({ object: "duplex.session", state: "closed", live: false, responses: 1 });
     expect(all.data[1]).toMatchObject({ error_codes: ["item_not_found"] });
+    // Each row is the store's summary of the session, and the same as a fold of its whole log (reportOf) gives.
+    for (const row of all.data) {
+      const { object: _, live: __, ...summary } = row as typeof row & { object: string; live: boolean };
+      expect(summary).toEqual(reportRowOf(await server.store.read(streamOf(row.id))));
+    }
     const page1 = (await (await fetch(`${base}?limit=1`)).json()) as { data: { id: string }[]; next_cursor: string };
     expect(page1.data.map((s) => s.id)).toEqual([ids.closed]);
     const page2 = (await (await fetch(`${base}?limit=1&after=${page1.next_cursor}`)).json()) as {

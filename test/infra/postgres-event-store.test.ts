@@ -90,4 +90,53 @@ describe.skipIf(url === null)("postgres event store", () => {
       expect((await a.read(stream)).map((e) => e.revision)).toEqual([0, 1]);
     }
   });
+
+  it("summarises at start the streams a node of an earlier release wrote (no row, or a row behind), and an append folds a stale row on from the log", async () => {
+    const writer = await open();
+    const prefix = `${unique("legacy")}/`;
+    const opened = (id: string, n: number) => [
+      { type: "SessionOpened", data: { sessionId: id }, metadata: at(n) },
+      { type: "SessionCreated", data: { sessionId: id, config: { model: "m" } }, metadata: at(n) },
+    ];
+    await writer.append(`${prefix}none`, opened("none", 10), "no_stream");
+    await writer.append(`${prefix}behind`, opened("behind", 20), "no_stream");
+    await writer.append(`${prefix}later`, opened("later", 30), "no_stream");
+    // As the release before summaries left them: no row for one stream; entries appended without the summary for the
+    // others (a node of that release went on writing).
+    await admin.query("DELETE FROM duplex_summaries WHERE stream = $1", [`${prefix}none`]);
+    for (const [stream, code] of [
+      [`${prefix}behind`, "item_not_found"],
+      [`${prefix}later`, "bad_event"],
+    ]) {
+      // Under the append lock, as every writer: positions are given one transaction at a time.
+      await admin.query("BEGIN");
+      await admin.query(`SELECT pg_advisory_xact_lock(${0x6475706c6578})`);
+      await admin.query(
+        `INSERT INTO duplex_entries (position, stream, revision, type, data, metadata)
+         SELECT coalesce(max(position), 0) + 1, $1, 2, 'RequestRejected', $2, '{"at":40,"epoch":0,"turnId":0}' FROM duplex_entries`,
+        [stream, JSON.stringify({ code, message: "m" })],
+      );
+      await admin.query("UPDATE duplex_streams SET revision = 2, last_at = 40 WHERE stream = $1", [stream]);
+      await admin.query("COMMIT");
+    }
+    const stale = await writer.listSummaries({ prefix, limit: 10 });
+    expect(stale.summaries.map((s) => [s.summary.id, s.summary.revision])).toEqual([
+      ["behind", 1],
+      ["later", 1],
+    ]);
+
+    // An append by this release folds `later`'s row on from the log before its own entries.
+    await writer.append(`${prefix}later`, [{ type: "SessionDetached", data: {}, metadata: at(50) }], 2);
+    expect((await writer.listSummaries({ prefix, limit: 10, error: "bad_event" })).summaries[0]?.summary).toMatchObject(
+      { id: "later", revision: 3, state: "detached", error_codes: ["bad_event"] },
+    );
+    // A store opening now summarises the others.
+    const next = await open();
+    const rows = (await next.listSummaries({ prefix, limit: 10 })).summaries.map((s) => s.summary);
+    expect(rows.map((r) => [r.id, r.revision, r.error_codes])).toEqual([
+      ["none", 1, []],
+      ["behind", 2, ["item_not_found"]],
+      ["later", 3, ["bad_event"]],
+    ]);
+  });
 });

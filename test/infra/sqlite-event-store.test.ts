@@ -11,6 +11,8 @@ import { textCodecs } from "../../src/infra/event-store/sqlite-writer.ts";
 import { unpackText } from "../../src/infra/event-store/text-packing.ts";
 import { eventStoreContract } from "../contract/event-store.contract.ts";
 import { createLayout1File } from "../support/layout1.ts";
+import { createLayout2File } from "../support/layout2.ts";
+import { recordedSessions, reportRowOf } from "../support/session-list-reference.ts";
 
 const folders: string[] = [];
 
@@ -210,26 +212,80 @@ describe("sqlite event store", () => {
     expect((await store.read("a"))[0]?.data).toEqual({ pcm: new Uint8Array(3200) });
     const raw = new Database(path, { readonly: true });
     opened.push({ close: () => void raw.close() });
-    expect(raw.pragma("user_version", { simple: true })).toBe(2);
+    expect(raw.pragma("user_version", { simple: true })).toBe(3);
     expect(
       raw
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
         .all()
         .map((r) => (r as { name: string }).name),
-    ).toEqual(["entries", "sqlite_sequence", "streams"]);
+    ).toEqual(["entries", "sqlite_sequence", "streams", "summaries"]);
+    // Layout 3's summaries were folded from the migrated logs: one row per stream, at its last revision.
+    expect(
+      raw.prepare("SELECT stream, json_extract(fold, '$.revision') AS revision FROM summaries ORDER BY stream").all(),
+    ).toEqual([
+      { stream: "a", revision: 2 },
+      { stream: "b", revision: 1 },
+    ]);
   });
 
-  it("refuses a file of a newer layout than its own, leaving it as it was", () => {
-    const path = join(freshFolder(), "layout3.sqlite");
-    const newer = new Database(path);
-    newer.pragma("user_version = 3");
-    newer.exec("CREATE TABLE entries (position INTEGER PRIMARY KEY, shape TEXT)");
-    newer.close();
+  it("migrates a file of layout 2 (the release before summaries): each session's summary folded from its log, as reportOf tells it", async () => {
+    const path = join(freshFolder(), "layout2.sqlite");
+    const sessions = await recordedSessions();
+    const old = createLayout2File(path);
+    for (const { stream, entries } of sessions) old.append(stream, entries);
+    old.db.close();
+    expect(() => createSqliteEventStore({ path, migrate: false })).toThrow(
+      /has layout 2 \(user_version 2\): the server migrates it to layout 3 when it next starts on it/,
+    );
 
-    expect(() => createSqliteEventStore({ path })).toThrow(/has layout 3, newer than this server's \(2\)/);
+    const store = open(path);
+    const page = await store.listSummaries({ prefix: "session-", limit: 100 });
+    expect(page.hasMore).toBe(false);
+    expect(page.summaries.map((s) => s.stream).sort()).toEqual(sessions.map((s) => s.stream).sort());
+    for (const { stream, entries } of sessions) {
+      const row = page.summaries.find((s) => s.stream === stream);
+      expect(row?.summary, stream).toEqual(reportRowOf(entries));
+      expect(row?.firstAt).toBe(entries[0]?.metadata.at);
+    }
+    // The summary goes on with the next append.
+    const [first] = sessions;
+    const stream = first?.stream ?? "";
+    const head = (first?.entries.length ?? 0) - 1;
+    await store.append(stream, [entry("RequestRejected", { code: "input_backpressure", message: "m" }, 9e12)], head);
+    const moved = (await store.listSummaries({ prefix: stream, limit: 1 })).summaries[0]?.summary;
+    expect(moved).toEqual(reportRowOf(await store.read(stream)));
+    expect(moved?.error_codes.at(-1)).toBe("input_backpressure");
     const raw = new Database(path, { readonly: true });
     opened.push({ close: () => void raw.close() });
     expect(raw.pragma("user_version", { simple: true })).toBe(3);
+  });
+
+  it("rebuilds every summary from the logs (duplex reindex): a row someone spoiled comes back as the log tells it", async () => {
+    const path = join(freshFolder(), "rebuild.sqlite");
+    const sessions = (await recordedSessions()).slice(0, 3);
+    const store = open(path);
+    for (const { stream, entries } of sessions) await store.append(stream, entries, "no_stream");
+    const before = await store.listSummaries({ prefix: "session-", limit: 10 });
+    const spoiler = new Database(path);
+    spoiler.exec("UPDATE summaries SET state = 'open', fold = json_set(fold, '$.responses', 99)");
+    spoiler.close();
+    expect((await store.listSummaries({ prefix: "session-", limit: 10 })).summaries[0]?.summary.responses).toBe(99);
+
+    expect(await store.rebuildSummaries()).toBe(3);
+    expect(await store.listSummaries({ prefix: "session-", limit: 10 })).toEqual(before);
+  });
+
+  it("refuses a file of a newer layout than its own, leaving it as it was", () => {
+    const path = join(freshFolder(), "layout4.sqlite");
+    const newer = new Database(path);
+    newer.pragma("user_version = 4");
+    newer.exec("CREATE TABLE entries (position INTEGER PRIMARY KEY, shape TEXT)");
+    newer.close();
+
+    expect(() => createSqliteEventStore({ path })).toThrow(/has layout 4, newer than this server's \(3\)/);
+    const raw = new Database(path, { readonly: true });
+    opened.push({ close: () => void raw.close() });
+    expect(raw.pragma("user_version", { simple: true })).toBe(4);
   });
 
   it("leaves a file of layout 1 as it was when asked not to migrate, or when a blob names a codec it does not know", () => {
@@ -257,7 +313,7 @@ describe("sqlite event store", () => {
 
     const plain = layout1(null);
     expect(() => createSqliteEventStore({ path: plain, migrate: false })).toThrow(
-      /has layout 1 \(user_version 0\): the server migrates it to layout 2 when it next starts on it/,
+      /has layout 1 \(user_version 0\): the server migrates it to layout 3 when it next starts on it/,
     );
     unchanged(plain);
 

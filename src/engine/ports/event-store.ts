@@ -1,4 +1,5 @@
 import type { Observable } from "rxjs";
+import type { SessionSummaryRow } from "../../projections/session-summary.ts";
 
 /**
  * Metadata of every log entry. `at` is the engine's clock when the input arrived (ms since the Unix epoch);
@@ -42,6 +43,47 @@ export interface StreamInfo {
   readonly count: number;
   readonly firstAt: number;
   readonly lastAt: number;
+}
+
+/**
+ * One stream's summary as the store keeps it: the `sessionSummary` projection (src/projections/session-summary.ts)
+ * of its entries, folded as they are appended. `firstAt` (ms, the first entry's `metadata.at`) and `stream` are the
+ * list's order and its cursor.
+ */
+export interface StreamSummary {
+  readonly stream: string;
+  readonly firstAt: number;
+  readonly summary: SessionSummaryRow;
+}
+
+/**
+ * Which summaries `listSummaries` gives, in which order, from where. Every filter is optional; a row passes when it
+ * passes all of them.
+ */
+export interface SummaryQuery {
+  /** Streams whose name starts with it (`session-`). */
+  readonly prefix: string;
+  /** The first word of `summary.state` (`open`, `detached`, `closed`, `expired`, `failed`, `unused`, ...). */
+  readonly state?: string;
+  /** `summary.model`, exactly. */
+  readonly model?: string;
+  /** A code among `summary.error_codes`. */
+  readonly error?: string;
+  /** `firstAt` at or after / at or before, ms since the Unix epoch. */
+  readonly since?: number;
+  readonly until?: number;
+  /** By `firstAt`, then by stream name (code-point order); `desc` reverses both. Default `asc`. */
+  readonly order?: "asc" | "desc";
+  /** The last row of the page before: the page starts with the first row after it in `order`. */
+  readonly after?: { readonly firstAt: number; readonly stream: string };
+  /** The most rows, at least 1. */
+  readonly limit: number;
+}
+
+/** A page of summaries: `hasMore` is true only when another row passes the same filters after the last one. */
+export interface SummaryPage {
+  readonly summaries: readonly StreamSummary[];
+  readonly hasMore: boolean;
 }
 
 /**
@@ -109,7 +151,18 @@ export interface EventStore {
   /** Every stream whose name starts with `prefix`, in order of creation. */
   listStreams(prefix: string): Promise<StreamInfo[]>;
   /**
-   * Removes `stream` and all its entries (retention: `duplex gc`). Returns false when there was no such stream. A
+   * A page of the streams' summaries (issue 32), filtered, ordered and cut in the store (for SQL stores: WHERE,
+   * ORDER BY and LIMIT `limit + 1`), never by reading logs. The summary of a stream follows every append committed
+   * before the call.
+   */
+  listSummaries(query: SummaryQuery): Promise<SummaryPage>;
+  /**
+   * Folds every stream's summary again from its log (`duplex reindex`: after a summary's definition changed, or for
+   * a store some other program wrote to). Returns how many streams it summarised. Seconds for a store of GBs.
+   */
+  rebuildSummaries(): Promise<number>;
+  /**
+   * Removes `stream`, all its entries and its summary (retention: `duplex gc`). Returns false when there was no such stream. A
    * later append with `no_stream` creates it anew from revision 0. Live subscriptions to it are not told.
    */
   deleteStream(stream: string): Promise<boolean>;

@@ -20,10 +20,19 @@ import {
   type NewEntry,
   type RecordedEntry,
   type StreamInfo,
+  type SummaryPage,
+  type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
+import {
+  initialSessionSummary,
+  reduceSessionSummary,
+  type SessionSummaryState,
+  summaryRowOf,
+} from "../../projections/session-summary.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
 import { EventStoreClosedError } from "./sqlite.ts";
+import { selectSummaries } from "./summary-query.ts";
 
 /** Options of `createKurrentDbEventStore`. */
 export interface KurrentDbEventStoreOptions {
@@ -116,23 +125,33 @@ export async function createKurrentDbEventStore(options: KurrentDbEventStoreOpti
   let closed = false;
   const completers = new Set<() => void>();
 
-  // The stream list: every stream's last revision, first position and first and last `metadata.at`.
+  // The stream list: every stream's last revision, first position and first and last `metadata.at`; and its
+  // summary (the sessionSummary fold of its entries), both kept in memory from `$all`.
   const streams = new Map<string, { revision: number; firstPosition: number; firstAt: number; lastAt: number }>();
+  let summaries = new Map<string, SessionSummaryState>();
   const index = (entry: RecordedEntry): void => {
     const at = entry.metadata.at;
     const known = streams.get(entry.stream);
-    if (known === undefined || entry.revision === 0)
+    if (known === undefined || entry.revision === 0) {
       streams.set(entry.stream, { revision: entry.revision, firstPosition: entry.position, firstAt: at, lastAt: at });
-    else if (entry.revision > known.revision)
+      summaries.set(entry.stream, reduceSessionSummary(initialSessionSummary, entry));
+    } else if (entry.revision > known.revision) {
       streams.set(entry.stream, { ...known, revision: entry.revision, lastAt: at });
+      summaries.set(entry.stream, reduceSessionSummary(summaries.get(entry.stream) ?? initialSessionSummary, entry));
+    }
   };
-  let indexed: Position | undefined;
-  for await (const resolved of client.readAll({ direction: FORWARDS, fromPosition: START })) {
-    const event = resolved.event as KurrentEvent | undefined;
-    if (event === undefined || event.streamId.startsWith("$") || event.type.startsWith("$")) continue;
-    index(toRecorded(event));
-    indexed = event.position;
-  }
+  /** Reads `$all` from the start into the stream list and the summaries; the position of the last event read. */
+  const readIndex = async (): Promise<Position | undefined> => {
+    let last: Position | undefined;
+    for await (const resolved of client.readAll({ direction: FORWARDS, fromPosition: START })) {
+      const event = resolved.event as KurrentEvent | undefined;
+      if (event === undefined || event.streamId.startsWith("$") || event.type.startsWith("$")) continue;
+      index(toRecorded(event));
+      last = event.position;
+    }
+    return last;
+  };
+  const indexed = await readIndex();
   const indexer = client.subscribeToAll({
     fromPosition: indexed ?? START,
     filter: excludeSystemEvents(),
@@ -257,11 +276,30 @@ export async function createKurrentDbEventStore(options: KurrentDbEventStoreOpti
       }));
   };
 
+  /** In memory: the summaries that `$all` delivered (appends of this instance reach them a moment after they settle). */
+  const listSummaries = async (query: SummaryQuery): Promise<SummaryPage> => {
+    if (closed) throw new EventStoreClosedError(`list summaries with prefix ${query.prefix}`);
+    const rows = [...summaries]
+      .filter(([name]) => name.startsWith(query.prefix))
+      .map(([name, state]) => ({ stream: name, firstAt: state.firstAt, summary: summaryRowOf(state) }));
+    return selectSummaries(rows, query);
+  };
+
+  /** Folds the summaries again from `$all`, read from the start (the live index goes on meanwhile). */
+  const rebuildSummaries = async (): Promise<number> => {
+    if (closed) throw new EventStoreClosedError("rebuild the summaries");
+    summaries = new Map();
+    streams.clear();
+    await readIndex();
+    return summaries.size;
+  };
+
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
     if ((await lastRevision(stream)) === "no_stream") return false;
     await client.deleteStream(stream);
     streams.delete(stream);
+    summaries.delete(stream);
     return true;
   };
 
@@ -274,5 +312,5 @@ export async function createKurrentDbEventStore(options: KurrentDbEventStoreOpti
     await client.dispose();
   };
 
-  return { append, read, subscribe, listStreams, deleteStream, close };
+  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, close };
 }

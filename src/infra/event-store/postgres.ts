@@ -6,10 +6,24 @@ import {
   type NewEntry,
   type RecordedEntry,
   type StreamInfo,
+  type SummaryPage,
+  type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
 import type { NodeLeases } from "../../engine/ports/node-leases.ts";
+import { foldSessionSummary, type SessionSummaryState } from "../../projections/session-summary.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
+import {
+  foldStored,
+  parseFold,
+  refreshSummaries,
+  SUMMARY_SCHEMA,
+  summaryColumns,
+  summaryEntryOf,
+  summaryPageOf,
+  summaryQuerySql,
+  upsertSummaries,
+} from "./postgres-summaries.ts";
 import { EventStoreClosedError } from "./sqlite.ts";
 
 /** Options of `createPostgresEventStore`. */
@@ -41,7 +55,10 @@ const CATCH_UP_PAGE = 256;
 const APPEND_LOCK = 0x6475706c6578n; // "duplex"
 /** The NOTIFY channel of committed appends (a wake-up hint for other nodes' live subscriptions). */
 const CHANNEL = "duplex_entries";
-/** Rows per INSERT statement: 7 parameters each, under PostgreSQL's 65 535 parameters with the streams' five. */
+/**
+ * Rows per INSERT statement: 7 parameters each, under PostgreSQL's 65 535 parameters with the streams' five arrays
+ * and the summaries' seven.
+ */
 const ROWS_PER_INSERT = 4096;
 
 const SCHEMA = `
@@ -64,7 +81,7 @@ CREATE TABLE IF NOT EXISTS duplex_streams (
   last_at double precision NOT NULL
 );
 CREATE INDEX IF NOT EXISTS duplex_streams_by_first_position ON duplex_streams (first_position);
-`;
+${SUMMARY_SCHEMA}`;
 
 interface EntryRow {
   readonly position: string;
@@ -113,7 +130,10 @@ const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
  * Layout: `duplex_entries` (one row per entry: global `position`, `revision` in its stream, unique (stream,
  * revision), `data` the JSON of `encodeData` and `bin` its binary values raw, `metadata` JSON) and `duplex_streams`
  * (last revision, first position and `metadata.at` of the first and last entries, for `listStreams` and the
- * revision check). Created when missing, under the append lock (two nodes may start at once).
+ * revision check), `duplex_summaries` (postgres-summaries.ts: each stream's summary, for `listSummaries`, written in
+ * the same transaction as its entries). Created when missing, under the append lock (two nodes may start at once);
+ * streams without a summary, or with one behind them (appended by a node of an earlier version), are then summarised
+ * from their logs, a short transaction each.
  *
  * Group commit: the appends that arrive while a transaction runs are stored together in the next one, on a
  * connection of their own. Each transaction takes one advisory lock (`pg_advisory_xact_lock`), so appends from every
@@ -152,6 +172,10 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   await setup.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
   await setup.query(SCHEMA);
   await setup.query("COMMIT");
+  const lockAppends = async (client: pg.ClientBase): Promise<void> => {
+    await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+  };
+  await refreshSummaries(reads, lockAppends, false);
 
   let closed = false;
   let queue: Pending[] = [];
@@ -182,11 +206,17 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     const opened = (await writer.query(
       `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK.toString()});
        SELECT s.stream, s.revision FROM duplex_streams s WHERE s.stream IN (${names});
-       SELECT coalesce(max(position), 0)::text AS top FROM duplex_entries`,
+       SELECT coalesce(max(position), 0)::text AS top FROM duplex_entries;
+       SELECT m.stream, m.fold FROM duplex_summaries m WHERE m.stream IN (${names})`,
     )) as unknown as pg.QueryResult[];
     try {
       const heads = new Map<string, number>();
       for (const r of opened[2]?.rows ?? []) heads.set(String(r.stream), Number(r.revision));
+      /** The summaries as they stand before each append of the group (null: none stored). */
+      const folds = new Map<string, SessionSummaryState | null>();
+      for (const r of opened[4]?.rows ?? []) folds.set(String(r.stream), parseFold(r.fold as string));
+      /** The summaries this group moved on, written with its entries. */
+      const moved = new Map<string, SessionSummaryState>();
       let position = Number(opened[3]?.rows[0]?.top ?? 0);
       const outcomes: Outcome[] = [];
       const rows: EntryRow[] = [];
@@ -218,7 +248,20 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           if (revision === 0) firstAt.set(p.stream, { position, at: entry.at });
           lastAt.set(p.stream, entry.at);
         }
-        if (mine.length > 0) heads.set(p.stream, revision);
+        if (mine.length > 0) {
+          // A summary behind the stream (none yet, or a node of an earlier version appended) is folded on from the
+          // stored log first; then the new entries.
+          const head = heads.get(p.stream) ?? -1;
+          const known = folds.get(p.stream) ?? null;
+          const before = known?.revision === head ? known : await foldStored(writer, p.stream, known, head);
+          const after = foldSessionSummary(
+            p.entries.map((entry, i) => summaryEntryOf(entry, head + 1 + i)),
+            before,
+          );
+          folds.set(p.stream, after);
+          moved.set(p.stream, after);
+          heads.set(p.stream, revision);
+        }
         rows.push(...mine);
         outcomes.push({ ok: true, revision, rows: mine, retry: false });
       }
@@ -236,7 +279,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           await writer.query(insert, values);
           continue;
         }
-        // With the last entries, the streams' rows: one statement (a data-modifying WITH).
+        // With the last entries, the streams' rows and their summaries: one statement (a data-modifying WITH).
         const touched = [...lastAt.keys()];
         const n = values.length;
         values.push(
@@ -245,12 +288,14 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           touched.map((t) => firstAt.get(t)?.position ?? 0),
           touched.map((t) => firstAt.get(t)?.at ?? lastAt.get(t)),
           touched.map((t) => lastAt.get(t)),
+          ...summaryColumns(moved),
         );
         await writer.query(
-          `WITH entries AS (${insert})
-           INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
-           SELECT * FROM unnest($${n + 1}::text[], $${n + 2}::integer[], $${n + 3}::bigint[], $${n + 4}::double precision[], $${n + 5}::double precision[])
-           ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at`,
+          `WITH entries AS (${insert}),
+           heads AS (INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
+             SELECT * FROM unnest($${n + 1}::text[], $${n + 2}::integer[], $${n + 3}::bigint[], $${n + 4}::double precision[], $${n + 5}::double precision[])
+             ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at)
+           ${upsertSummaries(n + 5)}`,
           values,
         );
       }
@@ -509,6 +554,20 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     }));
   };
 
+  const listSummaries = async (query: SummaryQuery): Promise<SummaryPage> => {
+    if (closed) throw new EventStoreClosedError(`list summaries with prefix ${query.prefix}`);
+    if (!(query.limit >= 1)) throw new RangeError(`listSummaries: limit must be at least 1, got ${query.limit}`);
+    const { text, values } = summaryQuerySql(query);
+    const { rows } = await reads.query<{ stream: string; first_at: number; fold: string }>(text, values);
+    return summaryPageOf(rows, query.limit);
+  };
+
+  const rebuildSummaries = async (): Promise<number> => {
+    if (closed) throw new EventStoreClosedError("rebuild the summaries");
+    await flushing;
+    return refreshSummaries(reads, lockAppends, true);
+  };
+
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
     await flushing;
@@ -517,6 +576,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       await client.query("BEGIN");
       await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
       await client.query("DELETE FROM duplex_entries WHERE stream = $1", [stream]);
+      await client.query("DELETE FROM duplex_summaries WHERE stream = $1", [stream]);
       const deleted = await client.query("DELETE FROM duplex_streams WHERE stream = $1", [stream]);
       await client.query("COMMIT");
       return (deleted.rowCount ?? 0) > 0;
@@ -541,7 +601,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     await Promise.allSettled([writer?.end(), listener.end(), reads.end()]);
   };
 
-  return { append, read, subscribe, listStreams, deleteStream, close };
+  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, close };
 }
 
 /** Options of `createPostgresNodeLeases`. */

@@ -3,11 +3,11 @@
 // loader of its parent, so it registers tsx itself before loading sqlite-writer.ts.
 //
 // workerData: { path } (the file, already opened and set up once by the parent).
-// Messages in: { id, append: AppendRequest[] } joins the next group commit; { id, deleteStream: name }; { id, sync };
-// "close" closes the file and ends the thread.
+// Messages in: { id, append: AppendRequest[] } joins the next group commit; { id, deleteStream: name };
+// { id, rebuildSummaries: true }; { id, sync }; "close" closes the file and ends the thread.
 // Messages out: { ready: true } once open, or { openError: message }; { id, outcomes: AppendOutcome[] };
-// { id, deleted: boolean } or { id, failure: { name, message, code? } }; { id, synced: true } answers { id, sync: true }
-// once every earlier message is answered.
+// { id, deleted: boolean }, { id, rebuilt: streams } or { id, failure: { name, message, code? } }; { id, synced: true }
+// answers { id, sync: true } once every earlier message is answered.
 import { parentPort, workerData } from "node:worker_threads";
 import { register } from "tsx/esm/api";
 
@@ -68,7 +68,8 @@ port.on("message", (message) => {
     return;
   }
   try {
-    port.postMessage({ id: message.id, deleted: writer.deleteStream(message.deleteStream) });
+    if (message.rebuildSummaries === true) port.postMessage({ id: message.id, rebuilt: writer.rebuildSummaries() });
+    else port.postMessage({ id: message.id, deleted: writer.deleteStream(message.deleteStream) });
   } catch (error) {
     const e = error instanceof Error ? error : new Error(String(error));
     port.postMessage({ id: message.id, failure: { name: e.name, message: e.message, code: e.code } });

@@ -2,9 +2,13 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { ExpectedRevision } from "../../engine/ports/event-store.ts";
-import { type BlobCodec, PCM16_BROTLI, PCM16_LPC_RICE, PCM16_RICE, packBlob, unpackBlob } from "./blob-packing.ts";
+import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
 import type { EncodedEntry } from "./codec.ts";
-import { JSON_DEFLATE_D1, packText, unpackText } from "./text-packing.ts";
+import { binCodecs, textCodecs } from "./sqlite-codecs.ts";
+import { createSummaryWriter, SUMMARY_SCHEMA } from "./sqlite-summaries.ts";
+import { packText, unpackText } from "./text-packing.ts";
+
+export { binCodecs, textCodecs };
 
 /**
  * The write side of the sqlite event store: the file's layout, and group commit of appends. The store runs it on a
@@ -13,28 +17,13 @@ import { JSON_DEFLATE_D1, packText, unpackText } from "./text-packing.ts";
  */
 
 /**
- * Layout 2 (`PRAGMA user_version = 2`, issue 24: the log's size): entries name their stream by the integer `id` of
- * its row in `streams`, not by its name, which was about 45 bytes in every row and again in the (stream, revision)
- * index, a tenth of a conversation's log. Layout 1 (user_version 0: every file before it) is migrated on open.
+ * Layout 3 (`PRAGMA user_version = 3`, issue 32: lists that read no logs): layout 2 and table `summaries`, one row per
+ * stream (sqlite-summaries.ts), written with every append. Layout 2 (issue 24: the log's size): entries name their
+ * stream by the integer `id` of its row in `streams`, not by its name, which was about 45 bytes in every row and
+ * again in the (stream, revision) index, a tenth of a conversation's log. Files of layout 1 (user_version 0: every
+ * file before layout 2) and 2 are migrated on open.
  */
-const LAYOUT = 2;
-
-/**
- * A codec column of layout 2: small integers for the codecs' names (a 15-byte name in nearly every row was 2 MB
- * per session-hour). `name` of an id this version does not know gives `#ID`, which the unpacking refuses as an
- * unknown codec.
- */
-const codecColumn = (names: readonly string[]) => ({
-  id: (name: string | null): number | null => (name === null ? null : names.indexOf(name) + 1 || -1),
-  name: (id: number | null): string | null => (id === null ? null : (names[id - 1] ?? `#${id}`)),
-  /** SQL mapping a layout-1 name column to its id (-1 for a name not known here). */
-  sqlOf: (column: string): string =>
-    `CASE WHEN ${column} IS NULL THEN NULL ${names.map((n, i) => `WHEN ${column} = '${n}' THEN ${i + 1}`).join(" ")} ELSE -1 END`,
-});
-/** `entries.bin_codec`: 1, 2, 3 for these (blob-packing.ts). */
-export const binCodecs = codecColumn([PCM16_RICE, PCM16_BROTLI, PCM16_LPC_RICE]);
-/** `entries.text_codec`: 1 for this (text-packing.ts). */
-export const textCodecs = codecColumn([JSON_DEFLATE_D1]);
+const LAYOUT = 3;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS streams (
@@ -58,21 +47,22 @@ CREATE TABLE IF NOT EXISTS entries (
   text_codec INTEGER,
   UNIQUE (stream_id, revision)
 );
-`;
+${SUMMARY_SCHEMA}`;
 
 /**
  * Opens (creating it and its parent folder when missing) a store file or `":memory:"`, with its pragmas and
  * tables. Pragmas: `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never
  * corrupt the file), 16 KiB pages for a new file, the WAL checkpointed every 4 MiB and cut back to that size.
- * A file of the current layout is not written to by opening it. A file of layout 1 is migrated to layout 2 in one
- * transaction when `migrate` is not false (the caller holds the store's lock: the server does): every row is copied,
- * seconds for a file of hundreds of MB, and the disk needs room for the copy twice over while it runs (in the WAL,
- * then in the file, which keeps the old tables' pages as free pages); positions, revisions, codecs and the position
- * counter are kept.
+ * A file of the current layout is not written to by opening it. A file of an earlier layout is migrated in one
+ * transaction when `migrate` is not false (the caller holds the store's lock: the server does). Layout 1 to 2: every
+ * row is copied, seconds for a file of hundreds of MB, and the disk needs room for the copy twice over while it runs
+ * (in the WAL, then in the file, which keeps the old tables' pages as free pages); positions, revisions, codecs and
+ * the position counter are kept. Layout 2 to 3: the summaries are folded from the logs, one pass over the entries'
+ * texts (not their blobs), about a second per million entries.
  *
  * @throws SqliteError (from better-sqlite3) when the file cannot be opened or is not a store, or the migration
  *   fails (nothing of it is kept then). @throws Error when the file's layout is newer than this code's, when it is
- *   of layout 1 and `migrate` is false, or when its blobs name a codec this version does not know (nothing
+ *   of an earlier layout and `migrate` is false, or when its blobs name a codec this version does not know (nothing
  *   migrated). The file is closed before any of these is thrown.
  */
 export function openStoreFile(path: string, options: { readonly migrate?: boolean } = {}): Database.Database {
@@ -104,15 +94,18 @@ export function openStoreFile(path: string, options: { readonly migrate?: boolea
     if (seen.layout === LAYOUT && seen.columns.size > 0) return db;
     if (seen.columns.size > 0 && options.migrate === false) {
       throw new Error(
-        `store file ${path} has layout 1 (user_version ${seen.layout}): the server migrates it to layout ${LAYOUT} when it next starts on it (duplex serve --data ...)`,
+        `store file ${path} has layout ${Math.max(1, seen.layout)} (user_version ${seen.layout}): the server migrates it to layout ${LAYOUT} when it next starts on it (duplex serve --data ...)`,
       );
     }
     db.transaction(() => {
       // Read again under the write lock: another process may have created or migrated it meanwhile.
       const { layout, columns } = layoutOf();
       if (layout === LAYOUT && columns.size > 0) return;
-      if (columns.size > 0) migrateLayout1(db, columns, path);
-      else db.exec(SCHEMA);
+      if (columns.size === 0) db.exec(SCHEMA);
+      else {
+        if (layout < 2) migrateLayout1(db, columns, path);
+        migrateLayout2(db);
+      }
       db.pragma(`user_version = ${LAYOUT}`);
     }).immediate();
     return db;
@@ -173,6 +166,15 @@ function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>, pat
   if (seq > 0) db.prepare("INSERT INTO sqlite_sequence (name, seq) VALUES ('entries', ?)").run(seq);
 }
 
+/**
+ * Layout 2 to 3, inside the caller's transaction: table `summaries` created and a row folded for every stream from
+ * its stored entries (sqlite-summaries.ts).
+ */
+function migrateLayout2(db: Database.Database): void {
+  db.exec(SUMMARY_SCHEMA);
+  createSummaryWriter(db).rebuild();
+}
+
 export type { EncodedEntry };
 
 /** One `EventStore.append` call, as the writer takes it. */
@@ -212,8 +214,13 @@ export interface StoreWriter {
    * Blobs (blob-packing.ts) and texts (text-packing.ts) are packed before the transaction, synchronously.
    */
   writeGroup(requests: readonly AppendRequest[]): AppendOutcome[];
-  /** Removes a stream and its entries; false when there was none. @throws SqliteError from the driver. */
+  /** Removes a stream, its entries and its summary; false when there was none. @throws SqliteError from the driver. */
   deleteStream(stream: string): boolean;
+  /**
+   * Folds every stream's summary again from its entries, in one transaction (sqlite-summaries.ts). Returns how many
+   * streams it summarised. @throws SqliteError from the driver; SyntaxError for an entry whose texts are not JSON.
+   */
+  rebuildSummaries(): number;
 }
 
 /** A request with its blobs and texts packed (null: stored as they are). */
@@ -255,6 +262,7 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
   >(
     "SELECT position, type, data, bin, metadata, bin_codec, text_codec FROM entries WHERE stream_id = ? AND revision BETWEEN ? AND ? ORDER BY revision",
   );
+  const summaries = createSummaryWriter(db);
   const deleteEntries = db.prepare<[number]>("DELETE FROM entries WHERE stream_id = ?");
   const deleteStreamRow = db.prepare<[number]>("DELETE FROM streams WHERE id = ?");
 
@@ -318,6 +326,7 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
       if (revision === 0) setFirstPosition.run(position, id);
     }
     updateStream.run(revision, (entries.at(-1) as EncodedEntry).at, id);
+    summaries.advance(id, stream, revision - entries.length + 1, entries);
     return { ok: true, revision, positions };
   };
 
@@ -347,12 +356,14 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
     try {
       return writeAll.immediate(group);
     } catch (error) {
+      summaries.forget();
       if (group.length === 1) return [failureOf(error, requests[0]?.stream ?? "")];
     }
     return group.map((one) => {
       try {
         return writeAll.immediate([one])[0] as AppendOutcome;
       } catch (error) {
+        summaries.forget();
         return failureOf(error, one.request.stream);
       }
     });
@@ -362,10 +373,16 @@ export function createStoreWriter(db: Database.Database): StoreWriter {
     const row = selectStream.get(stream);
     if (row === undefined) return false;
     deleteEntries.run(row.id);
+    summaries.remove(row.id);
     return deleteStreamRow.run(row.id).changes > 0;
   });
+  const rebuildSummaries = db.transaction((): number => summaries.rebuild());
 
-  return { writeGroup, deleteStream: (stream) => deleteStream.immediate(stream) };
+  return {
+    writeGroup,
+    deleteStream: (stream) => deleteStream.immediate(stream),
+    rebuildSummaries: () => rebuildSummaries.immediate(),
+  };
 }
 
 function isUniqueViolation(error: unknown): boolean {

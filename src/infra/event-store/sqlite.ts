@@ -6,12 +6,15 @@ import {
   type NewEntry,
   type RecordedEntry,
   type StreamInfo,
+  type SummaryPage,
+  type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
 import { createFlushTimer } from "../flush-timer.ts";
 import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { unpackBlob } from "./blob-packing.ts";
 import { decodeData, encodeEntries } from "./codec.ts";
+import { createSummaryReader } from "./sqlite-summaries.ts";
 import {
   type AppendOutcome,
   type AppendRequest,
@@ -87,11 +90,12 @@ interface StreamRow {
 /**
  * The embedded EventStore adapter (DESIGN.md, "Ports": sqlite via better-sqlite3, WAL, one file).
  *
- * Layout 2 (sqlite-writer.ts; files of layout 1 are migrated on open): table `entries` holds one row per entry
+ * Layout 3 (sqlite-writer.ts; files of layouts 1 and 2 are migrated on open): table `entries` holds one row per entry
  * (`position` is the global 1-based position, `stream_id` its stream's row in `streams`, `revision` the 0-based
  * revision in its stream, `data` the JSON of `encodeData` and `bin` its blob, packed by
  * blob-packing.ts, `metadata` plain JSON; or `data` the packed bytes of both texts, per `text_codec`, text-packing.ts); table `streams` holds one row per stream (last revision, first position,
- * `metadata.at` of the first and last entries, in ms) for `listStreams` and the revision check. Pragmas:
+ * `metadata.at` of the first and last entries, in ms) for `listStreams` and the revision check; table `summaries`
+ * one row per stream (sqlite-summaries.ts), moved on in the transaction of each append, for `listSummaries`. Pragmas:
  * `journal_mode = WAL`, `synchronous = NORMAL` (a power loss may drop the last commits, never corrupt the file).
  *
  * Group commit (issue 11): `append` encodes its entries on the calling thread and hands them to the writer, which
@@ -276,6 +280,18 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     }));
   };
 
+  const readSummaries = createSummaryReader(db);
+  const listSummaries = async (query: SummaryQuery): Promise<SummaryPage> => {
+    if (closed) throw new EventStoreClosedError(`list summaries with prefix ${query.prefix}`);
+    // Appends handed to the writer and not committed yet are not in the page; those that settled are.
+    return readSummaries(query);
+  };
+
+  const rebuildSummaries = async (): Promise<number> => {
+    if (closed) throw new EventStoreClosedError("rebuild the summaries");
+    return writer.rebuildSummaries();
+  };
+
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
     return writer.deleteStream(stream);
@@ -292,7 +308,7 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     db.close();
   };
 
-  return { append, read, subscribe, listStreams, deleteStream, close };
+  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, close };
 }
 
 function toRecorded(row: EntryRow): RecordedEntry {
@@ -317,6 +333,8 @@ const WRITER_FLUSH_MS = 2;
 interface GroupWriter {
   append(request: AppendRequest): Promise<AppendOutcome>;
   deleteStream(stream: string): Promise<boolean>;
+  /** Waits for the appends made so far, then folds every summary again (StoreWriter's `rebuildSummaries`). */
+  rebuildSummaries(): Promise<number>;
   /** Waits for every append made so far, then releases the writer. */
   close(): Promise<void>;
 }
@@ -345,6 +363,10 @@ function mainThreadWriter(writer: StoreWriter): GroupWriter {
     deleteStream: async (stream) => {
       if (group.length > 0) flush();
       return writer.deleteStream(stream);
+    },
+    rebuildSummaries: async () => {
+      if (group.length > 0) flush();
+      return writer.rebuildSummaries();
     },
     close: () => flushed,
   };
@@ -406,6 +428,12 @@ function workerWriter(path: string): GroupWriter {
       if ("deleted" in reply) return reply.deleted;
       throw errorOf("failure" in reply ? reply.failure : unexpected(reply));
     },
+    rebuildSummaries: async () => {
+      timer.now();
+      const reply = await call({ rebuildSummaries: true });
+      if ("rebuilt" in reply) return reply.rebuilt;
+      throw errorOf("failure" in reply ? reply.failure : unexpected(reply));
+    },
     close: async () => {
       timer.now();
       // The worker answers in order, so once this round trip is answered, every append before it is.
@@ -418,6 +446,7 @@ function workerWriter(path: string): GroupWriter {
 type WorkerReply =
   | { readonly id: number; readonly outcomes: readonly AppendOutcome[] }
   | { readonly id: number; readonly deleted: boolean }
+  | { readonly id: number; readonly rebuilt: number }
   | { readonly id: number; readonly synced: true }
   | { readonly id: number; readonly failure: Failure };
 
