@@ -324,6 +324,25 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       endSession(b, input.at, input.data.operation, "runtime_data_plane_stream_failed", message);
       return [...b.events];
     }
+    case "ResourceExhausted": {
+      // Ended while its log can still be written (issue 32, part 2): what was heard is kept, the client is told why.
+      if (state.phase !== "open") return [];
+      const b = decisionBuilder(state);
+      cancelResponse(b, input.at, "session_closed");
+      b.push(...settleEstimatedItems(b.state, input.at));
+      b.push({
+        type: "RequestRejected",
+        data: {
+          code: "resource_exhausted",
+          message: input.data.message,
+          param: null,
+          clientEventId: null,
+          commandType: null,
+        },
+      });
+      b.push({ type: "SessionClosed", data: { reason: "resource_exhausted" } });
+      return [...b.events];
+    }
     case "SessionOwned":
       // A takeover by another node is a restart of the session there: decided as one.
       return decide(state, { type: "SessionRecovered", at: input.at, data: { reason: "server_restart" } });

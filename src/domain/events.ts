@@ -100,6 +100,12 @@ export type Input = (
         readonly message: string;
       }
     >
+  /**
+   * The server ran short of what the session needs to go on (issue 32, part 2): the free space on its store's disk
+   * fell below `limits.disk_hard_floor_mb`. The session ends while its log can still be written: the client gets
+   * `resource_exhausted` with `message`, then `session.closed{reason: resource_exhausted}`.
+   */
+  | Message<"ResourceExhausted", { readonly resource: "disk"; readonly message: string }>
 ) & { readonly at: number };
 
 /** Audio in a session's output format: `audio` bytes of `format` at `rate` Hz. */
@@ -122,6 +128,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   "SessionRecovered",
   "SessionOwned",
   "RunnerFaulted",
+  "ResourceExhausted",
 ];
 
 /** The session's state as `session.updated` shows it (reference, "Tier 2": session object extensions). */
@@ -465,7 +472,7 @@ export type DomainEvent =
  * Why a session ended: the client closed it (`session_close`, or `client_closed`: its socket closed with 1000), or its
  * lease ran out (rendered as `session.expired`), or its runner
  * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`), or the session opened on
- * connect was never used (`unused`).
+ * connect was never used (`unused`), or the server ran short of disk for its log (`resource_exhausted`).
  */
 export type CloseReason =
   | "session_close"
@@ -474,6 +481,7 @@ export type CloseReason =
   | "disconnect_grace_expired"
   | "disconnect"
   | "runner_failed"
-  | "unused";
+  | "unused"
+  | "resource_exhausted";
 
 export type DomainEventType = DomainEvent["type"];

@@ -10,7 +10,9 @@ export interface SessionSink {
   /** `replayed`: a missed event re-sent after `session.resumed` (a socket's output limit counts live events only). */
   send(json: string, replayed?: boolean): void;
   replaced(attachmentGeneration: number): void;
-  /** `reason`: why the session closed (`runner_failed` closes the socket with 1011). */
+  /**
+   * `reason`: why the session closed (`runner_failed` closes the socket with 1011, `resource_exhausted` with 1013).
+   */
   ended(lastType: string, reason: CloseReason | null): void;
   /**
    * The session's log could not be appended to (disk full, store closed, I/O error: `runtime_append_failed`) or read

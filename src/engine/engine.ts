@@ -35,6 +35,14 @@ export interface EngineLimits {
   readonly resumeReplayTtlS: number | null;
   /** At most this many bytes of JSON text replayed by one resume (null: no cap, the default). */
   readonly resumeReplayMaxBytes: number | null;
+  /**
+   * `limits.events_per_s`: a socket's client events other than audio appends one session may send a second, a token
+   * bucket's refill (100; src/engine/event-rate.ts); null: no limit. Beyond it `input_backpressure`, told at most
+   * once a second.
+   */
+  readonly eventsPerS: number | null;
+  /** `limits.event_burst`: the bucket's size, events that pass at once (200). */
+  readonly eventBurst: number;
 }
 
 export const DEFAULT_LIMITS: EngineLimits = {
@@ -46,6 +54,8 @@ export const DEFAULT_LIMITS: EngineLimits = {
   responseTimeoutMs: 30_000,
   resumeReplayTtlS: 60,
   resumeReplayMaxBytes: null,
+  eventsPerS: 100,
+  eventBurst: 200,
 };
 
 export interface EngineDeps {
@@ -67,6 +77,11 @@ export interface EngineDeps {
    * owner's lease expired, and takes a session over when a client resumes it here.
    */
   readonly leases?: NodeLeases | null;
+  /**
+   * A further admission rule, asked after `max_sessions` by `admission` and `open` (issue 32, part 2: the store's
+   * free disk space, src/server/disk-guard.ts): a refusal it returns refuses the new session as capacity does.
+   */
+  readonly admit?: () => AdmissionRefusal | null;
   /** Where the sessions' lifecycle (src/engine/lifecycle-log.ts) and the engine's faults are logged. */
   readonly log?: EngineLog;
   /**
@@ -133,7 +148,10 @@ export interface Engine {
    * base64, only its SHA-256 is logged), and enqueues `SessionOpened`. Refuses beyond `maxSessions`.
    */
   open(options?: OpenOptions): SessionHost | AdmissionRefusal;
-  /** Why a new session would be refused now (`max_sessions` live sessions), or null when one may open. */
+  /**
+   * Why a new session would be refused now (`max_sessions` live sessions, or `deps.admit`'s refusal), or null when
+   * one may open.
+   */
   admission(): AdmissionRefusal | null;
   get(sessionId: string): SessionHost | undefined;
   /** Live sessions. */
@@ -186,6 +204,13 @@ export interface Engine {
    * them over): their clients are told (`runtime_append_failed`) and let go of, to resume elsewhere.
    */
   relinquishAll(message: string): void;
+  /**
+   * Ends every live session because the server ran short of `resource` (issue 32, part 2: the store's disk below
+   * `limits.disk_hard_floor_mb`), while their logs can still be written: each decides `ResourceExhausted`, its client
+   * gets `resource_exhausted` with `message` and `session.closed`, and its socket is closed (1013). Returns the ids
+   * of the sessions told to end.
+   */
+  endAll(resource: "disk", message: string): string[];
   /** This node's id (issue 22): `SessionOpened.node` of the sessions it opens. */
   readonly nodeId: string | null;
   /** Waits for every session's mailbox and closes the runners; the store is the caller's to close. */
@@ -230,6 +255,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         ...(deps.createOutputResampler === undefined ? {} : { createOutputResampler: deps.createOutputResampler }),
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
+        ...(limits.eventsPerS === null ? {} : { eventRate: { perS: limits.eventsPerS, burst: limits.eventBurst } }),
         openRunner: (id, config, history, emit) => deps.runner.open({ sessionId: id, config, history }, emit),
         onRunnerFault: (faulty, operation, error) =>
           deps.log?.error(
@@ -441,7 +467,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
       const live = [...hosts.values()].filter((h) => !h.isClosed && !ending.has(h.sessionId)).length;
       return live >= limits.maxSessions
         ? { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` }
-        : null;
+        : (deps.admit?.() ?? null);
     },
     open(options = {}) {
       const refusal = engine.admission();
@@ -576,6 +602,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
         taken.push(id);
       }
       return taken;
+    },
+    endAll(resource, message) {
+      const ended: string[] = [];
+      for (const host of hosts.values()) {
+        if (host.isClosed || host.isFenced) continue;
+        void host.enqueue({ type: "ResourceExhausted", at: now(), data: { resource, message } });
+        ended.push(host.sessionId);
+      }
+      return ended;
     },
     relinquishAll(message) {
       for (const host of [...hosts.values()]) host.relinquish(message);

@@ -2,8 +2,11 @@ import type { Input, SessionState } from "../domain/index.ts";
 
 /** One input waiting in a session's mailbox. */
 export interface Pending {
-  /** Makes the input, given the state that every input before it in the mailbox led to. */
-  readonly input: (state: SessionState) => Promise<Input>;
+  /**
+   * Makes the input, given the state that every input before it in the mailbox led to; null: the client frame is
+   * dropped as it is decided (beyond the event rate, told already) and nothing of it is logged.
+   */
+  readonly input: (state: SessionState) => Promise<Input | null>;
   /** A barrier is decided in a drain of its own, after everything before it was published (resume). */
   readonly barrier: boolean;
   /** `performance.now()` when a runner output arrived (the engine-added latency starts there). */
@@ -18,10 +21,16 @@ export interface Pending {
   readonly configures?: true;
 }
 
-/** A client frame's cost against the input limits: its bytes, and whether it is a commit (a turn). */
+/**
+ * A client frame's cost against the input limits: its bytes, whether it is a commit (a turn), and, for a socket's
+ * frame, what it looks like before it is decoded (the socket's sniff of its type): `event` is counted against the
+ * session's event rate at once (a flood is dropped without being decoded), `append` once it decodes as something
+ * else. Absent: not counted (frames the server makes itself, as the chat completions route does from one request).
+ */
 export interface InputCost {
   readonly bytes: number;
   readonly turn: boolean;
+  readonly sniffed?: "append" | "event";
 }
 
 /**

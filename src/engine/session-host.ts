@@ -26,8 +26,15 @@ import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { CommandPreparation } from "./command-preparation.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
+import {
+  type EventRateLimits,
+  type EventRateState,
+  eventRateMessage,
+  INITIAL_EVENT_RATE,
+  takeEventToken,
+} from "./event-rate.ts";
 import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
-import { Mailbox, type Pending } from "./mailbox.ts";
+import { type InputCost, Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
 import {
   type EventStore,
@@ -78,6 +85,12 @@ export interface SessionHostDeps {
    * waiting in the mailbox; beyond them a frame is refused with `input_backpressure`. Absent: no limit.
    */
   readonly inputLimits?: { readonly maxPendingBytes: number; readonly maxPendingTurns: number };
+  /**
+   * `limits.events_per_s` and `limits.event_burst`: the token bucket that a socket's client events other than audio
+   * appends pass (src/engine/event-rate.ts); beyond it a frame is refused with `input_backpressure`, told at most
+   * once a second. Absent: no limit.
+   */
+  readonly eventRate?: EventRateLimits;
   /** Observes each group commit: how many entries, and how long the append took (ms). */
   readonly onAppended?: (entries: number, ms: number) => void;
   /** For each runner output whose server events were written to a socket: ms from its arrival to that write. */
@@ -107,6 +120,19 @@ const measure = (events: readonly WireEvent[]): number[] => {
 /** Records `event`'s size in `journal` (cumulative bytes by seq); events without a seq are not journaled. */
 const addToJournal = (journal: number[], event: WireEvent): void => {
   if (event.seq !== null) journal[event.seq] = (journal[event.seq - 1] ?? 0) + event.json.length;
+};
+
+/** The input of a client frame refused with `input_backpressure` at `at` (ms): its event_id and type echoed. */
+const rejected = (decoded: DecodedFrame, at: number, message: string): Input => {
+  const command: Command = {
+    type: "invalid",
+    eventId: decoded.eventId,
+    code: "input_backpressure",
+    message,
+    param: null,
+    eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
+  };
+  return { type: "CommandReceived", at, data: { command } };
 };
 
 /**
@@ -142,6 +168,8 @@ export class SessionHost {
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
   private readonly outputAudio: OutputAudio;
+  /** The token bucket of the session's client events other than audio appends (`deps.eventRate`). */
+  private eventRate: EventRateState = INITIAL_EVENT_RATE;
 
   constructor(
     readonly sessionId: SessionId,
@@ -296,40 +324,43 @@ export class SessionHost {
    * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD: on
    * arrival when no frame before it that may change the configuration waits, so the runner's outputs need not
    * wait for it (client frames stay in arrival order; see `Pending.client`).
+   *
+   * Refused before it is accepted, with `input_backpressure` recorded in order and nothing of it buffered: a frame
+   * beyond the pending bytes or commits (`inputLimits`), and a socket's frame (`cost.sniffed`) that is not an audio
+   * append beyond the event rate (`eventRate`): the first such refusal of a second is recorded and told, the others
+   * of that second are dropped without a trace (src/engine/event-rate.ts). A frame the socket took for an event is
+   * counted before it is decoded; one it took for an append, once it decodes as something else.
    */
   submit(
     frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
-    cost: { readonly bytes: number; readonly turn: boolean } = { bytes: 0, turn: false },
+    cost: InputCost = { bytes: 0, turn: false },
   ): Promise<void> {
     const at = this.deps.now();
     const limits = this.deps.inputLimits;
+    // A socket's frame that does not look like an append is counted against the event rate before it is decoded;
+    // one that does (`uncounted`) once it is decoded, unless it is one.
+    let uncounted = cost.sniffed === "append";
+    if (cost.sniffed === "event") {
+      const refused = this.rateLimited(frame, at);
+      if (refused !== null) return refused;
+    }
     const over = this.mailbox.refusal(cost);
     if (over !== null) {
-      // Refused before it is accepted: nothing of it is buffered, and the refusal is recorded in order.
-      const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
-      const command: Command = {
-        type: "invalid",
-        eventId: decoded.eventId,
-        code: "input_backpressure",
-        message:
-          over === "bytes"
-            ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
-            : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
-        param: null,
-        eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
-      };
-      return this.push(async () => ({ type: "CommandReceived", at, data: { command } }), false, undefined, {
-        ready: true,
-        prepared: null,
-      });
+      return this.refuse(
+        frame,
+        at,
+        over === "bytes"
+          ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
+          : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
+      );
     }
-    const taken = this.mailbox.take(cost);
     // When every client frame waiting is an append being prepared (none changes the configuration), the state's
     // configuration is the one this frame will be decided under: an append starts its resampling and VAD now.
     let lazy = frame;
     if (!this.mailbox.configuring && !this.faulted) {
       const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
       if (decoded.type === "input_audio_buffer.append") {
+        const taken = this.mailbox.take(cost);
         const command = this.preparation.commandOf(decoded, this.state, this.wire.seq);
         const client = { ready: false, prepared: command };
         const settled = (): void => {
@@ -347,12 +378,23 @@ export class SessionHost {
           client,
         );
       }
+      if (uncounted) {
+        uncounted = false;
+        const refused = this.rateLimited(decoded, at);
+        if (refused !== null) return refused;
+      }
       lazy = decoded;
     }
+    const taken = this.mailbox.take(cost);
     return this.push(
       async (state) => {
         taken();
         const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
+        if (uncounted && decoded.type !== "input_audio_buffer.append") {
+          const verdict = this.countEvent(at);
+          if (verdict.kind === "drop") return null;
+          if (verdict.kind === "tell") return rejected(decoded, at, this.rateMessage(verdict.dropped));
+        }
         return {
           type: "CommandReceived",
           at,
@@ -364,6 +406,43 @@ export class SessionHost {
       { ready: true, prepared: null },
       true,
     );
+  }
+
+  /** Counts one client event at `at` (ms) against the event rate; every event passes when there is no limit. */
+  private countEvent(at: number): ReturnType<typeof takeEventToken>["verdict"] {
+    const limits = this.deps.eventRate;
+    if (limits === undefined) return { kind: "pass" };
+    const { state, verdict } = takeEventToken(this.eventRate, at, limits);
+    this.eventRate = state;
+    return verdict;
+  }
+
+  private rateMessage(dropped: number): string {
+    return eventRateMessage(this.deps.eventRate ?? { perS: 0, burst: 0 }, dropped);
+  }
+
+  /**
+   * The event rate's verdict on a client frame at `at` (ms): null when it passes; else the frame is refused (told:
+   * recorded as `input_backpressure`) or dropped (nothing recorded), and the promise resolves as `submit`'s does.
+   */
+  private rateLimited(
+    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
+    at: number,
+  ): Promise<void> | null {
+    const verdict = this.countEvent(at);
+    if (verdict.kind === "pass") return null;
+    if (verdict.kind === "drop") return this.draining ?? Promise.resolve();
+    return this.refuse(frame, at, this.rateMessage(verdict.dropped));
+  }
+
+  /** Records a client frame refused with `input_backpressure` before it is accepted: nothing of it is buffered. */
+  private refuse(
+    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
+    at: number,
+    message: string,
+  ): Promise<void> {
+    const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
+    return this.push(async () => rejected(decoded, at, message), false, undefined, { ready: true, prepared: null });
   }
 
   /** Resolves once every input enqueued so far is decided, appended and published. */
@@ -434,7 +513,7 @@ export class SessionHost {
       let state = this.state;
       let wire = this.wire;
       for (const pending of batch) {
-        let input: Input;
+        let input: Input | null;
         try {
           input = await pending.input(state);
         } catch (error) {
@@ -443,6 +522,8 @@ export class SessionHost {
           this.fail(error, READ_FAILED);
           return;
         }
+        // A client frame dropped as it was decided (beyond the event rate, unanswered): nothing of it is logged.
+        if (input === null) continue;
         const before = state;
         // What reaches a closed session (a runner output that was on its way) changes nothing and is not logged:
         // after SessionClosed the log holds at most the runner's fault in closing (RunnerFaulted), a fact about it.

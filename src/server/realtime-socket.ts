@@ -74,6 +74,12 @@ export const DEFAULT_OUTPUT_LIMITS: OutputLimits = { maxBytes: 2 * 1024 * 1024, 
 /** How long a socket detached for output backpressure may take over its closing handshake before it is cut (ms). */
 const BACKPRESSURE_CLOSE_MS = 1000;
 
+/**
+ * An audio append's `type` (or one of its aliases) near the start of a frame: such a frame is not counted against the
+ * session's event rate before it is decoded (it is, once it decodes as something else; src/engine/session-host.ts).
+ */
+const APPEND_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.append|input\.audio\.append|push_chunk)"/;
+
 /** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
 const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
   (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
@@ -261,6 +267,9 @@ export const serveRealtimeSocket = (
       state = "closed";
       if (socket.readyState !== socket.OPEN) return;
       if (reason === "runner_failed") socket.close(1011, "model runner failed");
+      // The server ran short of disk for the session's log: try again later (1013), as a refused admission says.
+      else if (reason === "resource_exhausted")
+        socket.close(ERROR_CODES.resource_exhausted.closeCode, "resource_exhausted");
       else socket.close(1000, "session closed");
     },
   };
@@ -502,6 +511,8 @@ export const serveRealtimeSocket = (
           // A frame over the maximum is refused as event_too_large and buffers nothing: it costs nothing.
           bytes: text === null || bytes > MAX_FRAME_BYTES ? 0 : bytes,
           turn: text !== null && /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/.test(text.slice(0, 300)),
+          // Every other frame (binary ones included) is counted against the event rate before it is decoded.
+          sniffed: text !== null && APPEND_TYPE.test(text.slice(0, 300)) ? "append" : "event",
         });
         return;
       case "expired":

@@ -301,6 +301,8 @@ describe.skipIf(!mountable)("a full filesystem (tmpfs)", () => {
       log_level: "silent",
       listen: { host: "127.0.0.1", port: 0 },
       event_store: { kind: "sqlite", path: join(dir, "data", "duplex.sqlite") },
+      // The disk floors would refuse the session on a 2 MiB disk before it fills: this is the append that fails.
+      limits: { disk_free_floor_mb: 0, disk_hard_floor_mb: 0 },
     });
     const server = await startServer(config);
     try {

@@ -104,9 +104,11 @@ describe("fuzzed frames on one session", () => {
   let host: SessionHost;
   beforeAll(async () => {
     // The client reads in the server's process: a batch's answers may all wait in the server's buffer at once.
-    // Output backpressure has its own test (slow-reader.e2e); here it would only cut the fuzzed socket.
+    // Output backpressure has its own test (slow-reader.e2e); here it would only cut the fuzzed socket. So has the
+    // event rate (event-rate.e2e): every fuzzed frame must reach the session's log here.
     server = await startTestServer({
       duplex_session: { max_output_buffer_events: 1_000_000, max_output_buffer_bytes: 256 * 1024 * 1024 },
+      limits: { events_per_s: 1e9, event_burst: 1e9 },
     });
     peer = await connectRaw(server.url);
     const created = await peer.waitFor((e) => e.type === "session.created", 0);
