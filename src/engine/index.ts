@@ -1,4 +1,5 @@
 /** The session host: engine, per-session mailbox, effects, log layout, replay; and the ports it depends on. */
+export * from "./bidi-text.ts";
 export * from "./chain.ts";
 export * from "./diff.ts";
 export * from "./effects.ts";

@@ -1,4 +1,5 @@
 import { type SpanSummary, summariseTurns, type Turn } from "../projections/index.ts";
+import { bidiClosed } from "./bidi-text.ts";
 import { audioOf, envelopesOf, reportOf, responseSamples } from "./inspect.ts";
 import { stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -51,7 +52,9 @@ export interface Timeline {
   /**
    * Every other mark, each with its log revision: commits and transcripts (input), overlap decisions and the model's
    * listen/speak (decisions), tool calls and truncations (outputs), cancels, errors with their codes, detaches,
-   * resumes and restarts (connection).
+   * resumes and restarts (connection). A label is the server's words around client text (ids, transcripts, tool
+   * names and arguments, messages), each piece of which has its open bidi controls closed (`bidiClosed`), so no
+   * piece reverses the words after it.
    */
   readonly marks: readonly {
     readonly at_ms: number;
@@ -205,39 +208,44 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
         break;
       }
       case "InputCommitted":
-        mark(at, "commit", `commit ${event.data.itemId} (${Math.round(event.data.audioMs)} ms)`, revision);
+        mark(at, "commit", bidiClosed`commit ${event.data.itemId} (${Math.round(event.data.audioMs)} ms)`, revision);
         break;
       case "InputTranscribed":
-        mark(at, "transcript", `${event.data.itemId}: ${event.data.transcript}`, revision);
+        mark(at, "transcript", bidiClosed`${event.data.itemId}: ${event.data.transcript}`, revision);
         break;
       case "OverlapDecided":
         mark(
           at,
           event.data.action === "barge_in" ? "barge-in" : "overlap",
-          `${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
+          bidiClosed`${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
           revision,
         );
         break;
       case "ModelListened":
-        mark(at, "listen", `the model listens (${event.data.reason})`, revision);
+        mark(at, "listen", bidiClosed`the model listens (${event.data.reason})`, revision);
         break;
       case "ResponseSpoke":
-        mark(at, "speak", `the model speaks (${event.data.responseId})`, revision);
+        mark(at, "speak", bidiClosed`the model speaks (${event.data.responseId})`, revision);
         break;
       case "FunctionCallDelivered":
-        mark(at, "tool-call", `${event.data.call.name}(${event.data.call.arguments})`, revision);
+        mark(at, "tool-call", bidiClosed`${event.data.call.name}(${event.data.call.arguments})`, revision);
         break;
       case "ItemTruncated":
-        mark(at, "truncate", `truncate ${event.data.itemId} at ${event.data.audioEndMs} ms`, revision);
+        mark(at, "truncate", bidiClosed`truncate ${event.data.itemId} at ${event.data.audioEndMs} ms`, revision);
         break;
       case "RequestRejected":
       case "RunnerFailed":
       case "InputTranscriptionFailed":
       case "DeferredResponseRefused":
-        mark(at, "error", `${event.data.code}: ${event.data.message}`, revision);
+        mark(at, "error", bidiClosed`${event.data.code}: ${event.data.message}`, revision);
         break;
       case "MalformedFunctionCall":
-        mark(at, "error", `malformed_function_call: ${event.data.name ?? "?"}(${event.data.arguments})`, revision);
+        mark(
+          at,
+          "error",
+          bidiClosed`malformed_function_call: ${event.data.name ?? "?"}(${event.data.arguments})`,
+          revision,
+        );
         break;
       case "SessionResumed":
         mark(at, "resume", `resumed (generation ${event.data.attachmentGeneration})`, revision);
@@ -293,9 +301,9 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
           ended_revision: revision,
         });
         if (event.data.status === "cancelled")
-          mark(at, "cancel", `${r.id} cancelled (${event.data.reason ?? "?"})`, revision);
+          mark(at, "cancel", bidiClosed`${r.id} cancelled (${event.data.reason ?? "?"})`, revision);
         if (event.data.error !== null)
-          mark(at, "error", `${event.data.error.code}: ${event.data.error.message}`, revision);
+          mark(at, "error", bidiClosed`${event.data.error.code}: ${event.data.error.message}`, revision);
         break;
       }
       default:
@@ -307,7 +315,12 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
       mark(rel(entry.metadata.at), "restart", "rebuilt from the log", entry.revision);
     if (entry.type === "SessionOwned") {
       const { node, epoch } = entry.data as { node: string; epoch: number };
-      mark(rel(entry.metadata.at), "takeover", `taken over by node ${node} (ownership epoch ${epoch})`, entry.revision);
+      mark(
+        rel(entry.metadata.at),
+        "takeover",
+        bidiClosed`taken over by node ${node} (ownership epoch ${epoch})`,
+        entry.revision,
+      );
     }
   }
   marks.sort((a, b) => a.at_ms - b.at_ms || a.revision - b.revision);

@@ -3,6 +3,8 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import {
   audioOf,
+  closeBidiControls,
+  isolateBidi,
   MARK_LANES,
   PEAKS_PER_SECOND,
   type RecordedEntry,
@@ -12,6 +14,7 @@ import {
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { escapeMarkup } from "../infra/escape-markup.ts";
 import { renderEntryLine } from "../infra/event-store/index.ts";
+import { bdiMarkup } from "./page-security.ts";
 
 /** Widths of the plots' y axes, px: every lane is inset by them so that one time axis lines up. */
 const LEFT = 72;
@@ -35,6 +38,12 @@ const RIGHT = 44;
  * leading `-` excludes) says "N of M shown". A live session's page (`live`) follows its `/events` tail from the last
  * revision it holds, with `Last-Event-ID` on every reconnect, so no entry is lost or taken twice, and redraws from
  * `timeline.json` as entries arrive.
+ *
+ * Served, it runs under the Content-Security-Policy of src/server/page-security.ts: its inline scripts and style
+ * carry the response's `nonce`, it has no inline style or handler attribute, and it fetches only from its origin.
+ * Client text (ids, the model, transcripts, reasons, labels) is bidi-isolated wherever it is shown (issue 32, part
+ * 3): `<bdi>` in the markup and in what the script inserts, FSI ... PDI in titles, and a log entry's JSON shows its
+ * bidi controls as `\uXXXX` escapes.
  */
 export interface TimelinePageInput {
   readonly timeline: Timeline;
@@ -51,6 +60,11 @@ export interface TimelinePageInput {
    * page.
    */
   readonly live?: { readonly base: string };
+  /**
+   * The nonce of the page's Content-Security-Policy (src/server/page-security.ts): put on each inline `<script>` and
+   * `<style>` and handed to wavesurfer.js for the `<style>` it writes. Absent (the standalone file): no nonce.
+   */
+  readonly nonce?: string;
 }
 
 const require = createRequire(import.meta.url);
@@ -91,6 +105,25 @@ const RIGHT = data.layout.right;
 const lanesEl = document.getElementById("lanes");
 const detail = document.getElementById("detail");
 const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
+// The nonce this script runs under (the page's Content-Security-Policy): wavesurfer.js puts it on the <style> it writes.
+const nonce = document.currentScript === null ? "" : document.currentScript.nonce;
+// Client text (ids, transcripts, reasons, labels) is isolated wherever it is shown, so an unclosed bidi control in it
+// cannot reverse the page's text after it: <bdi> in the DOM; in plain text (a title), FSI ... PDI. closeBidi appends
+// a closer for every control the text leaves open, as src/engine/bidi-text.ts closeBidiControls does.
+const CLOSER_OF = { "\u202a": "\u202c", "\u202b": "\u202c", "\u202d": "\u202c", "\u202e": "\u202c", "\u2066": "\u2069", "\u2067": "\u2069", "\u2068": "\u2069" };
+const closeBidi = (text) => {
+  const open = [];
+  for (const c of String(text)) {
+    if (c in CLOSER_OF) open.push(CLOSER_OF[c]);
+    else if (c === "\u202c") { if (open[open.length - 1] === "\u202c") open.pop(); }
+    else if (c === "\u2069") { const i = open.lastIndexOf("\u2069"); if (i >= 0) open.length = i; }
+  }
+  return String(text) + open.reverse().join("");
+};
+const iso = (text) => "\u2068" + closeBidi(text) + "\u2069";
+const bdi = (text) => el("bdi", null, closeBidi(text));
+/** A log entry's JSON for people: bidi controls written as escapes (still JSON), seen and not obeyed. */
+const seenJson = (json) => json.replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 /** The axis's end: the session's last entry, or later where a response's audio plays on past it. */
 const extentOf = (tl) => Math.max(1, tl.duration_ms, ...tl.responses.map((r) => (r.first_audio_ms === null ? 0 : r.first_audio_ms + r.audio_ms)));
 let total = extentOf(t);
@@ -102,7 +135,7 @@ const highlight = () => { for (const e of document.querySelectorAll("[data-rev]"
 const show = (rev) => {
   selected = rev;
   const entry = data.entries[String(rev)];
-  detail.textContent = entry === undefined ? "revision " + rev + ": not in this page" : "revision " + rev + "\n" + JSON.stringify(JSON.parse(entry), null, 2);
+  detail.textContent = entry === undefined ? "revision " + rev + ": not in this page" : "revision " + rev + "\n" + seenJson(JSON.stringify(JSON.parse(entry), null, 2));
   highlight();
 };
 const select = (rev) => { history.replaceState(null, "", "#rev=" + rev); show(rev); };
@@ -186,18 +219,18 @@ const TURN_STEPS = [["speechStoppedAt", "commit"], ["committedAt", "created"], [
 const drawLanes = () => {
   const speech = document.getElementById("speech");
   speech.textContent = "";
-  for (const s of t.speech) bar(speech, s.start_ms, s.stop_ms === null ? total : s.stop_ms, "speech", s.item_id, "");
+  for (const s of t.speech) bar(speech, s.start_ms, s.stop_ms === null ? total : s.stop_ms, "speech", iso(s.item_id), "");
   const responses = document.getElementById("responses");
   responses.textContent = "";
   for (const r of t.responses) {
     const status = r.status === null ? "open" : r.status;
-    bar(responses, r.created_ms, r.ended_ms === null ? total : r.ended_ms, status, r.id + " " + status + (r.reason ? " (" + r.reason + ")" : "") + ": " + r.transcript, r.id.replace(/^resp_[0-9a-f]+_/, "#"), r.ended_revision === null ? r.started_revision : r.ended_revision);
+    bar(responses, r.created_ms, r.ended_ms === null ? total : r.ended_ms, status, iso(r.id) + " " + status + (r.reason ? " (" + iso(r.reason) + ")" : "") + ": " + iso(r.transcript), closeBidi(r.id.replace(/^resp_[0-9a-f]+_/, "#")), r.ended_revision === null ? r.started_revision : r.ended_revision);
     if (r.first_audio_ms === null) continue;
     const a = r.first_audio_ms;
-    tick(responses, a + r.audio_ms, "generated", r.id + ": generated " + r.audio_ms + " ms");
-    tick(responses, a + r.played_ms, "played", r.id + ": played " + Math.round(r.played_ms) + " ms" + (r.acks.length > 0 ? " (" + r.acks.length + " acks)" : " (the server's estimate)"));
-    if (r.heard_ms !== null) tick(responses, a + r.heard_ms, "heard", r.id + ": heard " + Math.round(r.heard_ms) + " ms");
-    if (r.status === "cancelled" && r.ended_ms !== null) tick(responses, r.ended_ms, "cut", r.id + ": cut (" + r.reason + ")", r.ended_revision);
+    tick(responses, a + r.audio_ms, "generated", iso(r.id) + ": generated " + r.audio_ms + " ms");
+    tick(responses, a + r.played_ms, "played", iso(r.id) + ": played " + Math.round(r.played_ms) + " ms" + (r.acks.length > 0 ? " (" + r.acks.length + " acks)" : " (the server's estimate)"));
+    if (r.heard_ms !== null) tick(responses, a + r.heard_ms, "heard", iso(r.id) + ": heard " + Math.round(r.heard_ms) + " ms");
+    if (r.status === "cancelled" && r.ended_ms !== null) tick(responses, r.ended_ms, "cut", iso(r.id) + ": cut (" + iso(r.reason) + ")", r.ended_revision);
   }
   const turns = document.getElementById("turns");
   turns.textContent = "";
@@ -217,7 +250,7 @@ const drawLanes = () => {
   for (const [name, kinds] of Object.entries(data.lanes)) {
     const lane = document.getElementById("lane-" + name);
     lane.textContent = "";
-    for (const m of t.marks) if (kinds.includes(m.kind)) tick(lane, m.at_ms, "mark " + m.kind, (m.at_ms / 1000).toFixed(2) + " s " + m.kind + ": " + m.label, m.revision);
+    for (const m of t.marks) if (kinds.includes(m.kind)) tick(lane, m.at_ms, "mark " + m.kind, (m.at_ms / 1000).toFixed(2) + " s " + m.kind + ": " + iso(m.label), m.revision);
   }
   highlight();
   document.getElementById("view").textContent = (view.from / 1000).toFixed(2) + " to " + (view.to / 1000).toFixed(2) + " s of " + (total / 1000).toFixed(2);
@@ -261,11 +294,11 @@ const nowPlaying = document.getElementById("now-playing");
 const play = (url, peaks, durationMs, toSession, label) => {
   if (player !== null) player.destroy();
   const maxima = peaks.filter((_, i) => i % 2 === 1);
-  player = WaveSurfer.create({ container: "#player", url: url, peaks: [maxima.length > 0 ? maxima : [0]], duration: Math.max(0.001, durationMs / 1000), height: 48, waveColor: "#55aa77", progressColor: "#226644", cursorColor: "#cc3333" });
+  player = WaveSurfer.create({ container: "#player", cspNonce: nonce, url: url, peaks: [maxima.length > 0 ? maxima : [0]], duration: Math.max(0.001, durationMs / 1000), height: 48, waveColor: "#55aa77", progressColor: "#226644", cursorColor: "#cc3333" });
   window.duplexPlayer = player;
-  nowPlaying.textContent = label;
+  nowPlaying.textContent = closeBidi(label);
   player.on("timeupdate", (s) => { playheadMs = toSession(s * 1000); drawPlayhead(); });
-  player.on("ready", () => { const p = player.play(); if (p && p.catch) p.catch((e) => { nowPlaying.textContent = label + ": " + e.message; }); });
+  player.on("ready", () => { const p = player.play(); if (p && p.catch) p.catch((e) => { nowPlaying.textContent = closeBidi(label) + ": " + e.message; }); });
 };
 const audioUrl = (kind, id) => (data.audio.kind === "embed" ? (kind === "input" ? data.audio.input : data.audio.responses[id]) : data.audio.base + (kind === "input" ? "/input.wav" : "/responses/" + encodeURIComponent(id) + ".wav"));
 document.getElementById("play-input").onclick = () => play(audioUrl("input"), t.input.peaks, t.input.duration_ms, inputToSession, "input (" + (t.input.duration_ms / 1000).toFixed(1) + " s)");
@@ -275,7 +308,7 @@ const drawTables = () => {
   const bargeIns = t.marks.filter((m) => m.kind === "barge-in").length, errors = t.marks.filter((m) => m.kind === "error").length;
   const counts = { responses: t.responses.length, "barge-ins": bargeIns, errors: errors, turns: t.turns.length };
   for (const [name, n] of Object.entries(counts)) document.querySelector('[data-count="' + name + '"]').textContent = String(n);
-  document.getElementById("state").textContent = t.state;
+  document.getElementById("state").textContent = closeBidi(t.state);
   document.getElementById("duration").textContent = (t.duration_ms / 1000).toFixed(1) + " s";
   const spans = document.getElementById("spans");
   for (const row of [...spans.querySelectorAll("tr.row")]) row.remove();
@@ -285,7 +318,8 @@ const drawTables = () => {
   for (const r of t.responses) {
     const tr = el("tr", "row");
     tr.dataset.response = r.id;
-    for (const v of [r.id, (r.status === null ? "running" : r.status) + (r.reason ? " (" + r.reason + ")" : ""), r.audio_ms, Math.round(r.played_ms), r.heard_ms === null ? "-" : Math.round(r.heard_ms), r.transcript]) tr.appendChild(el("td", null, String(v)));
+    const cells = [bdi(r.id), [r.status === null ? "running" : r.status].concat(r.reason ? [" (", bdi(r.reason), ")"] : []), r.audio_ms, Math.round(r.played_ms), r.heard_ms === null ? "-" : Math.round(r.heard_ms), bdi(r.transcript)];
+    for (const v of cells) { const td = el("td"); td.append.apply(td, [].concat(v).map((x) => (x instanceof Node ? x : String(x)))); tr.appendChild(td); }
     const cell = el("td");
     if (r.audio_ms > 0) { const button = el("button", "play", "play"); button.onclick = () => play(audioUrl("response", r.id), r.peaks, r.audio_ms, (ms) => r.first_audio_ms + ms, r.id); cell.appendChild(button); }
     tr.appendChild(cell);
@@ -293,7 +327,7 @@ const drawTables = () => {
   }
   const list = document.getElementById("marks");
   list.textContent = "";
-  for (const m of t.marks) { const li = el("li", null, (m.at_ms / 1000).toFixed(2) + " s  " + m.kind + "  " + m.label + "  (rev " + m.revision + ")"); li.dataset.rev = String(m.revision); li.dataset.kind = m.kind; li.onclick = () => select(m.revision); list.appendChild(li); }
+  for (const m of t.marks) { const li = el("li"); li.append((m.at_ms / 1000).toFixed(2) + " s  " + m.kind + "  ", bdi(m.label), "  (rev " + m.revision + ")"); li.dataset.rev = String(m.revision); li.dataset.kind = m.kind; li.onclick = () => select(m.revision); list.appendChild(li); }
   applyFilter();
   highlight();
 };
@@ -404,7 +438,7 @@ const base64Wav = (samples: Int16Array, rateHz: number): string =>
   `data:audio/wav;base64,${Buffer.from(encodeWav(samples, rateHz)).toString("base64")}`;
 
 /** The page of `input.timeline`. Pure but for reading the libraries from node_modules once. */
-export const renderTimelinePage = ({ timeline, entries, audio = "embed", live }: TimelinePageInput): string => {
+export const renderTimelinePage = ({ timeline, entries, audio = "embed", live, nonce }: TimelinePageInput): string => {
   const { uplotJs, uplotCss, wavesurferJs } = libs();
   const marked = new Set(timeline.marks.map((m) => m.revision));
   for (const r of timeline.responses) {
@@ -444,19 +478,20 @@ export const renderTimelinePage = ({ timeline, entries, audio = "embed", live }:
       : timeline.chain.verified
         ? "every entry the one written"
         : `BROKEN at revision ${timeline.chain.broken_at}`;
-  const id = escapeMarkup(timeline.session_id);
+  const id = bdiMarkup(timeline.session_id);
+  const nonceAttr = nonce === undefined ? "" : ` nonce="${escapeMarkup(nonce)}"`;
   const markLanes = Object.keys(MARK_LANES)
     .map(
       (name) => `<div class="row"><span class="label">${name}</span><div id="lane-${name}" class="lane"></div></div>`,
     )
     .join("\n");
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>duplex ${id}</title><link rel="icon" href="data:,">
-<style>${uplotCss}${PAGE_CSS}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>duplex ${escapeMarkup(isolateBidi(timeline.session_id))}</title><link rel="icon" href="data:,">
+<style${nonceAttr}>${uplotCss}${PAGE_CSS}</style></head>
 <body>
 <h1>session <code>${id}</code></h1>
-<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${timeline.turns.length}</span> turns &middot; <span id="state">${escapeMarkup(timeline.state)}</span> &middot; model ${escapeMarkup(timeline.model ?? "-")} &middot; <span id="duration"></span> &middot; opened ${escapeMarkup(timeline.opened_at)} &middot; chain: <span id="chain">${escapeMarkup(chain)}</span> &middot; <span id="tail"></span></p>
-<div id="toolbar"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button><button id="pan-left">&larr;</button><button id="pan-right">&rarr;</button><button id="zoom-reset">all</button> <span id="view"></span> &middot; <button id="play-input">play input</button> <span id="now-playing"></span></div>
+<p id="summary"><span data-count="responses">${timeline.responses.length}</span> responses, <span data-count="barge-ins">${bargeIns}</span> barge-ins, <span data-count="errors">${errors}</span> errors, <span data-count="turns">${timeline.turns.length}</span> turns &middot; <bdi id="state">${escapeMarkup(closeBidiControls(timeline.state))}</bdi> &middot; model ${bdiMarkup(timeline.model ?? "-")} &middot; <span id="duration"></span> &middot; opened ${escapeMarkup(timeline.opened_at)} &middot; chain: <span id="chain">${escapeMarkup(chain)}</span> &middot; <span id="tail"></span></p>
+<div id="toolbar"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button><button id="pan-left">&larr;</button><button id="pan-right">&rarr;</button><button id="zoom-reset">all</button> <span id="view"></span> &middot; <button id="play-input">play input</button> <bdi id="now-playing"></bdi></div>
 <div id="player"></div>
 <div id="lanes">
 <h2>input: what the model heard, and the VAD probability against its threshold</h2><div id="input-plot"></div>
@@ -472,10 +507,10 @@ ${markLanes}
 <h2>log entries</h2><input id="filter" placeholder="filter (a leading - excludes)" size="40"> <span id="shown"></span>
 <ol id="marks"></ol>
 <pre id="detail"></pre>
-<script>${scriptSafe(uplotJs)}</script>
-<script>${scriptSafe(wavesurferJs)}</script>
+<script${nonceAttr}>${scriptSafe(uplotJs)}</script>
+<script${nonceAttr}>${scriptSafe(wavesurferJs)}</script>
 <script type="application/json" id="timeline-data">${jsonSafe(JSON.stringify(data))}</script>
-<script>${scriptSafe(PAGE_SCRIPT)}</script>
+<script${nonceAttr}>${scriptSafe(PAGE_SCRIPT)}</script>
 </body></html>
 `;
 };
