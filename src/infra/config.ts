@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { isIP } from "node:net";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
@@ -37,6 +38,17 @@ const profileSchema = z.union([
 ]);
 
 export type ProfileConfig = z.infer<typeof profileSchema>;
+
+const PROXY_LIST = "expected proxy addresses or subnets (127.0.0.1, 10.0.0.0/8, ::1), not true or a hop count";
+
+/** Whether every entry of `value` (a comma-separated string or a list) is an IP address or a CIDR subnet. */
+const isProxyList = (value: string | readonly string[]): boolean =>
+  (typeof value === "string" ? value.split(",") : value).every((entry) => {
+    const [address, bits, extra] = entry.trim().split("/");
+    const family = isIP(address ?? "");
+    if (family === 0 || extra !== undefined) return false;
+    return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+  });
 
 export const configSchema = z
   .object({
@@ -210,13 +222,34 @@ export const configSchema = z
           .strict()
           .optional(),
         /**
-         * fastify's `trustProxy`: false (default) counts the socket's peer as the client (for the auth lockout and
-         * the logs); true trusts every proxy's `X-Forwarded-For`; a number trusts that many hops; addresses or
-         * subnets (`127.0.0.1`, `10.0.0.0/8`, comma-separated or a list) trust those proxies only.
+         * The proxies in front of the server whose `X-Forwarded-For` names the client (for the auth lockout, the
+         * per-address limits and the logs): addresses or subnets (`127.0.0.1`, `10.0.0.0/8`, `::1`; comma-separated or
+         * a list), read right to left and only from these peers. False (default): the client is the socket's peer.
+         * `true` and hop counts are refused: with them any client could name the address the lockout counts.
          */
         trust_proxy: z
-          .union([z.boolean(), z.number().int().nonnegative(), z.string().min(1), z.array(z.string().min(1))])
+          .union([
+            z.literal(false),
+            z.string().min(1).refine(isProxyList, PROXY_LIST),
+            z.array(z.string().min(1)).refine(isProxyList, PROXY_LIST),
+          ])
           .default(false),
+        /**
+         * Host names (besides loopback names and the listening address) a request's `Host` may name while no API
+         * keys are configured; others get 403 `forbidden_host` (DNS rebinding, issue 32 part 3).
+         */
+        allowed_hosts: z.array(z.string().min(1)).default([]),
+        /**
+         * Origins (`https://app.example.com`) besides the server's own whose browsers may upgrade a socket or send
+         * a state-changing request; they get CORS answers. Others get 403 `forbidden_origin`. Never `*`.
+         */
+        allowed_origins: z.array(z.string().regex(/^https?:\/\/[^/]+$/, "an origin: scheme://host[:port]")).default([]),
+        /** Open sockets (HTTP and WebSocket) in all; one more is refused before its upgrade (503). */
+        max_connections: z.number().int().positive().default(1024),
+        /** Open sockets from one client address; one more is refused before its upgrade (429). */
+        max_connections_per_address: z.number().int().positive().default(128),
+        /** s: a request's headers and body must have arrived within this long (408 and closed otherwise). */
+        request_timeout_s: durationS.default(25),
       })
       .strict()
       .prefault({}),
@@ -231,6 +264,30 @@ export const configSchema = z
           .object({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535) })
           .strict()
           .optional(),
+      })
+      .strict()
+      .prefault({}),
+    /**
+     * Bounds on what one request may cost (docs/deploy.md, "Limits"): refused before any work is done for it.
+     */
+    limits: z
+      .object({
+        /** Bytes of one HTTP request body; beyond it 413 `request_too_large`. */
+        http_body_bytes: z
+          .number()
+          .int()
+          .positive()
+          .default(16 * 1024 * 1024),
+        /** s of audio one HTTP request (a chat completion's `input_audio`) may carry; beyond it `bad_audio`. */
+        request_audio_s: z.number().positive().default(300),
+        /** Client events other than audio appends one session may send per second (token bucket refill). */
+        events_per_s: z.number().positive().default(100),
+        /** The token bucket's size: a burst of that many events passes at once. */
+        event_burst: z.number().int().positive().default(200),
+        /** MB free on the store's disk below which new sessions are refused with `resource_exhausted`. */
+        disk_free_floor_mb: z.number().nonnegative().default(256),
+        /** MB free below which open sessions end cleanly (`resource_exhausted`), their logs intact. */
+        disk_hard_floor_mb: z.number().nonnegative().default(64),
       })
       .strict()
       .prefault({}),

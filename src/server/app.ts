@@ -1,4 +1,6 @@
-import { STATUS_CODES } from "node:http";
+import { createServer as createHttpServer, type IncomingMessage, type Server, ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import type { Logger } from "pino";
@@ -7,16 +9,49 @@ import type { Engine, EventStore } from "../engine/index.ts";
 import { capabilitiesJson, dialectOf, handshakeErrorBody } from "../protocol/index.ts";
 import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
 import type { AuthLockoutOptions } from "./auth-lockout.ts";
+import { type BrowserRefusal, createBrowserPolicy } from "./browser-policy.ts";
 import { chatCompletionsHandler } from "./chat-completions.ts";
+import { limitConnections } from "./connection-limits.ts";
+import { DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
 import type { ServerMetrics } from "./metrics.ts";
+import { noSniff } from "./page-security.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
+import { createRouteRegistry, type RouteAccess } from "./route-access.ts";
 import { sessionsApi } from "./sessions-api.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
 export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
 
-/** Frames up to this size reach the codec, which refuses those over 15 MiB with `event_too_large`. */
-const WS_MAX_PAYLOAD = 64 * 1024 * 1024;
+/**
+ * Bytes of one WebSocket message, all its fragments together: ws cuts a message the moment it passes this (close
+ * 1009), so no socket holds more. Messages up to it reach the codec, which refuses those over 15 MiB
+ * (`MAX_FRAME_BYTES`) with `event_too_large` and the session goes on; the 2 MiB between let a client that sent a
+ * little too much hear why.
+ */
+export const WS_MAX_MESSAGE_BYTES = 17 * 1024 * 1024;
+
+/** ms between Node's checks of the request and header timeouts (its default, 30 s, would double a 25 s bound). */
+const TIMEOUT_CHECK_MS = 1000;
+
+/** ms an idle keep-alive connection stays open (fastify's default). */
+const KEEP_ALIVE_MS = 72_000;
+
+/** `listen.*` and `limits.*` of the deployment config that the app enforces (docs/deploy.md, "Limits"). */
+export interface ListenLimits {
+  /** The host the server listens on: a name there is accepted in `Host` (browser policy). */
+  readonly host?: string;
+  readonly allowedHosts?: readonly string[];
+  readonly allowedOrigins?: readonly string[];
+  /** Open sockets in all, and from one peer address (defaults 2048 and 512). */
+  readonly maxConnections?: number;
+  readonly maxConnectionsPerAddress?: number;
+  /** ms for a request's headers and body to arrive (default 25 000; checked every second). */
+  readonly requestTimeoutMs?: number;
+  /** Bytes of a request body (default 16 MiB). */
+  readonly httpBodyBytes?: number;
+  /** s of audio one chat completion's `input_audio` parts may carry in all (`limits.request_audio_s`, default 300). */
+  readonly requestAudioS?: number;
+}
 
 export interface AppOptions {
   readonly engine: Engine;
@@ -48,6 +83,8 @@ export interface AppOptions {
   readonly ready?: Promise<void>;
   /** PEM certificate and private key (contents, not paths): serve HTTPS and `wss:`. Absent: plain HTTP and `ws:`. */
   readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /** What a request may cost and who may send one from a browser (absent: the defaults of each). */
+  readonly listen?: ListenLimits;
 }
 
 /**
@@ -57,17 +94,47 @@ export interface AppOptions {
  * Listening is the caller's.
  */
 export const buildApp = (options: AppOptions) => {
-  // `https: null` is fastify's documented plain-HTTP case of its https overload; both servers emit `upgrade`.
+  const listen = options.listen ?? {};
   const app = Fastify({
     // fastify's own lines (its "Server listening at ...") are not ours to print: the server logs one "listening".
     loggerInstance: options.log.child({}, { level: "warn" }),
     // Requests are logged at debug below (health checks and scrapes would flood info).
     logController: new LogController({ disableRequestLogging: true }),
-    https: options.tls === undefined ? null : { cert: options.tls.cert, key: options.tls.key },
+    // Plain HTTP, or HTTPS with the configured certificate (both emit `upgrade`); a request's headers and body arrive
+    // within `requestTimeoutMs`, or it is answered 408 and closed (a body sent a byte at a time), checked every second.
+    serverFactory: (handler) => {
+      const timeoutMs = listen.requestTimeoutMs ?? 25_000;
+      const server =
+        options.tls === undefined
+          ? createHttpServer({ connectionsCheckingInterval: TIMEOUT_CHECK_MS }, handler)
+          : createHttpsServer(
+              { cert: options.tls.cert, key: options.tls.key, connectionsCheckingInterval: TIMEOUT_CHECK_MS },
+              handler,
+            );
+      server.requestTimeout = timeoutMs;
+      // Headers within the same bound (Node's default is 60 s; it may not exceed requestTimeout).
+      server.headersTimeout = timeoutMs;
+      server.keepAliveTimeout = KEEP_ALIVE_MS;
+      return server as Server;
+    },
+    bodyLimit: listen.httpBodyBytes ?? DEFAULT_HTTP_BODY_BYTES,
+    // A URL the router cannot decode (a lone surrogate, bad escapes) or a parameter over 100 characters: answered
+    // before any route, in the error envelope (400 and 414).
+    frameworkErrors: (error, _request, reply) =>
+      (reply as FastifyReply).code(error.statusCode ?? 400).send(handshakeErrorBody("bad_event", error.message)),
   });
+  registerBoundedJsonParser(app, { bodyLimitBytes: listen.httpBodyBytes ?? DEFAULT_HTTP_BODY_BYTES });
+
+  // Every route declares its access (route-access.ts): one without fails here, at registration.
+  const registry = createRouteRegistry();
+  app.addHook("onRoute", registry.onRoute);
+  app.decorate("routeTable", registry.routes);
+  app.setErrorHandler(answerError(options.log));
+  // Every answer says its content type is what it is (JSON, WAV, the pages): no browser sniffs another.
+  app.addHook("onSend", noSniff);
   const wss = new WebSocketServer({
     noServer: true,
-    maxPayload: WS_MAX_PAYLOAD,
+    maxPayload: WS_MAX_MESSAGE_BYTES,
     handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false),
   });
 
@@ -77,32 +144,68 @@ export const buildApp = (options: AppOptions) => {
     trustProxy: options.trustProxy ?? false,
     log: options.log,
   });
+  limitConnections(app.server, {
+    maxConnections: listen.maxConnections ?? 2048,
+    maxPerAddress: listen.maxConnectionsPerAddress ?? 512,
+    sharedPeer: gate.isTrustedProxy,
+  });
   const metricsAccess = options.metricsAccess ?? "open";
+  const browser = createBrowserPolicy({
+    keysConfigured: gate.required,
+    listenHost: listen.host ?? "127.0.0.1",
+    allowedHosts: listen.allowedHosts ?? [],
+    allowedOrigins: listen.allowedOrigins ?? [],
+  });
+  /**
+   * The one access decision, on the route that matched (never on the raw URL): the browser rules for every route
+   * that is not open, then the key for `api_keys` routes (and `metrics` ones when `metrics.access` says so).
+   */
+  const decide = async (
+    request: IncomingMessage,
+    access: RouteAccess,
+    upgrade: boolean,
+  ): Promise<AuthRefusal | BrowserRefusalWithHeaders | null> => {
+    if (access === "open") return null;
+    const refused = browser.check(request.method ?? "GET", request.headers, upgrade);
+    if (refused !== null) return { ...refused, headers: {} };
+    const keyed = access === "api_keys" || (access === "metrics" && metricsAccess === "api_keys");
+    return keyed ? gate.check(request) : null;
+  };
   app.addHook("onResponse", async (request, reply) => {
     options.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
   });
-  // Every /v1 route needs a key when keys are configured (the upgrade is checked on its own, below).
   app.addHook("onRequest", async (request, reply) => {
-    const path = request.url.split("?")[0] ?? "";
-    // The session pages show what the session API serves: behind the same keys.
-    const gated = path.startsWith("/v1/") || path === "/sessions" || path.startsWith("/sessions/");
-    if (!gated && !(path === "/metrics" && metricsAccess === "api_keys")) return;
-    const refusal = await gate.check(request.raw);
+    const preflight = browser.preflight(request.method, request.headers);
+    if (preflight !== null) return reply.code(204).headers(preflight).send();
+    // No route matched: the not-found answer is keyed like the routes, so it tells a client without a key nothing
+    // of which routes exist.
+    const config = request.is404 ? NOT_FOUND_CONFIG : request.routeOptions.config;
+    const access = config.access;
+    // Unreachable while the registry refuses routes without access; refused rather than served if it ever is.
+    const upgrading = upgradeOf(request.raw) !== undefined;
+    const refusal = await decide(request.raw, access ?? "api_keys", upgrading);
     if (refusal !== null) {
       return reply
         .code(refusal.status)
         .headers(refusal.headers)
         .send(handshakeErrorBody(refusal.code, refusal.message));
     }
+    if (upgrading && config.upgrade !== true) {
+      const path = request.url.split("?")[0] ?? "";
+      return reply.code(404).send(handshakeErrorBody("bad_event", `${path} is not a WebSocket endpoint`));
+    }
+    reply.headers(browser.corsHeaders(request.headers.origin));
   });
   // 503 once this node lost its shared store past its lease (issue 22): a proxy in front sends clients elsewhere.
-  app.get("/health", async (_request, reply) =>
+  const open = { config: { access: "open" as const } };
+  const keyed = { config: { access: "api_keys" as const } };
+  app.get("/health", open, async (_request, reply) =>
     (options.healthy?.() ?? true)
       ? { status: "ok", sessions: options.engine.sessions().length }
       : reply.code(503).send({ status: "store_lost", sessions: options.engine.sessions().length }),
   );
   if (metricsAccess !== "elsewhere" && options.metrics !== undefined)
-    app.get("/metrics", metricsHandler(options.metrics));
+    app.get("/metrics", { config: { access: "metrics" } }, metricsHandler(options.metrics));
   // OpenAI's model object (`models.list()`, `models.retrieve()` of the SDKs read it), with the capabilities beside.
   // `created`: when this server started (Unix seconds); the model is the one it serves.
   const created = Math.floor(Date.now() / 1000);
@@ -113,8 +216,8 @@ export const buildApp = (options: AppOptions) => {
     owned_by: "duplex-server",
     capabilities: capabilitiesJson(options.engine.capabilities),
   });
-  app.get("/v1/models", async () => ({ object: "list", data: [model()] }));
-  app.get<{ Params: { id: string } }>("/v1/models/:id", async (request, reply) =>
+  app.get("/v1/models", keyed, async () => ({ object: "list", data: [model()] }));
+  app.get<{ Params: { id: string } }>("/v1/models/:id", keyed, async (request, reply) =>
     request.params.id === options.model
       ? model()
       : reply
@@ -126,65 +229,67 @@ export const buildApp = (options: AppOptions) => {
 
   app.post(
     "/v1/chat/completions",
-    chatCompletionsHandler({ engine: options.engine, model: options.model, log: options.log }),
+    keyed,
+    chatCompletionsHandler({
+      engine: options.engine,
+      model: options.model,
+      log: options.log,
+      maxAudioS: listen.requestAudioS,
+    }),
   );
 
   if (options.store !== undefined) {
     const api = sessionsApi({ engine: options.engine, store: options.store });
-    app.get("/v1/sessions", api.list);
-    app.get("/v1/sessions/:id", api.show);
-    app.get("/v1/sessions/:id/export", api.exported);
-    app.get("/v1/sessions/:id/events", api.events);
-    app.get("/v1/sessions/:id/input.wav", api.inputWav);
-    app.get("/v1/sessions/:id/timeline.json", api.timeline);
-    app.get("/sessions", api.pages);
-    app.get("/sessions/:id", api.page);
-    app.get("/v1/sessions/:id/responses/:file", api.responseWav);
+    // Ids reach the store only in these shapes: a NUL, a lone surrogate or a 10 KB id is a 400, never a query.
+    const session = { ...keyed, schema: { params: sessionParams } };
+    app.get("/v1/sessions", keyed, api.list);
+    app.get("/v1/sessions/:id", session, api.show);
+    app.get("/v1/sessions/:id/export", session, api.exported);
+    app.get("/v1/sessions/:id/events", session, api.events);
+    app.get("/v1/sessions/:id/input.wav", session, api.inputWav);
+    app.get("/v1/sessions/:id/timeline.json", session, api.timeline);
+    app.get("/sessions", keyed, api.pages);
+    app.get("/sessions/:id", session, api.page);
+    app.get("/v1/sessions/:id/responses/:file", session, api.responseWav);
   }
 
   // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
+  // A plain GET learns what to do (426); an upgrade request routed here (see `routeUpgrade`) becomes a realtime socket.
   for (const path of REALTIME_PATHS) {
-    app.get(path, async (_request, reply) =>
-      reply
-        .code(426)
-        .header("Upgrade", "websocket")
-        .send({
-          error: {
-            type: "invalid_request_error",
-            code: "upgrade_required",
-            message: `${path} is a WebSocket endpoint (OpenAI Realtime API): connect with ws:// or wss:// and an Upgrade: websocket request`,
-          },
-        }),
-    );
-  }
-
-  app.server.on("upgrade", (request, socket, head) => {
-    const url = new URL(request.url ?? "/", "http://localhost");
-    if (!REALTIME_PATHS.includes(url.pathname)) {
-      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
-      return;
-    }
-    void (async () => {
-      // Refused before any session exists, at the HTTP level, so every client can read why.
-      const refusal = await gate.check(request);
-      if (refusal !== null) {
-        refuseUpgrade(socket, refusal);
-        return;
+    app.get(path, { config: { access: "api_keys", upgrade: true } }, async (request, reply) => {
+      const upgrade = upgradeOf(request.raw);
+      if (upgrade === undefined) {
+        return reply
+          .code(426)
+          .header("Upgrade", "websocket")
+          .send({
+            error: {
+              type: "invalid_request_error",
+              code: "upgrade_required",
+              message: `${path} is a WebSocket endpoint (OpenAI Realtime API): connect with ws:// or wss:// and an Upgrade: websocket request`,
+            },
+          });
       }
+      reply.hijack();
       await (options.ready ?? Promise.resolve());
-      wss.handleUpgrade(request, socket, head, (ws) => {
+      const url = new URL(request.raw.url ?? "/", "http://localhost");
+      wss.handleUpgrade(request.raw, upgrade.socket, upgrade.head, (ws) => {
         serveRealtimeSocket(ws, options.engine, options.log, {
           firstMessageTimeoutMs: options.firstMessageTimeoutMs,
           ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
           dialect: dialectOf(request.headers),
           query: readRealtimeQuery(url.searchParams),
-          remote: { address: gate.addressOf(request), userAgent: request.headers["user-agent"] ?? null },
+          remote: { address: gate.addressOf(request.raw), userAgent: request.headers["user-agent"] ?? null },
         });
       });
-    })().catch((error: unknown) => {
-      options.log.error({ err: error }, "upgrade failed");
-      socket.destroy();
     });
+  }
+  app.server.on("upgrade", (request: IncomingMessage, socket: Duplex, head: Buffer) =>
+    routeUpgrade(app, options.log, request, socket, head),
+  );
+  // An upgrade request answered over HTTP (refused, 404, a route that is not an upgrade): its socket ends with it.
+  app.addHook("onResponse", async (request) => {
+    upgradeOf(request.raw)?.socket.destroy();
   });
   // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
   // client; their sessions stay open in the log and resume after a restart).
@@ -204,6 +309,35 @@ export const buildApp = (options: AppOptions) => {
   return app;
 };
 
+/**
+ * What a client gets for an error a route threw (issue 32, part 4: a database's message never reaches a client):
+ * fastify's own 4xx (a body too large, a bad content type, a malformed URL) keep their status and message, in the
+ * error envelope (413 as `request_too_large`, others `bad_event`); anything else is 500 `internal_error` with a
+ * fixed message, and the error itself goes to the server's log.
+ */
+const answerError =
+  (log: Logger) =>
+  (error: Error & { statusCode?: number; code?: string }, request: FastifyRequest, reply: FastifyReply) => {
+    const status = error.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      const code = status === 413 ? "request_too_large" : "bad_event";
+      return reply.code(status).send(handshakeErrorBody(code, error.message));
+    }
+    log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
+    return reply
+      .code(500)
+      .send(handshakeErrorBody("internal_error", "internal error; the server's log has the detail"));
+  };
+
+/** The `:id` (and `:file`) of the session routes: what a session id and a response's file name can be. */
+const sessionParams = {
+  type: "object",
+  properties: {
+    id: { type: "string", pattern: "^[A-Za-z0-9_.:-]{1,128}$" },
+    file: { type: "string", pattern: "^[A-Za-z0-9_.-]{1,160}$" },
+  },
+} as const;
+
 /** The handler of `GET /metrics`: Prometheus' text format. */
 const metricsHandler = (metrics: ServerMetrics) => async (_request: FastifyRequest, reply: FastifyReply) =>
   reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
@@ -217,19 +351,43 @@ export const buildMetricsApp = (metrics: ServerMetrics, log: Logger) => {
     loggerInstance: log.child({}, { level: "warn" }),
     logController: new LogController({ disableRequestLogging: true }),
   });
-  app.get("/metrics", metricsHandler(metrics));
+  app.get("/metrics", { config: { access: "open" } }, metricsHandler(metrics));
   return app;
 };
 
+/** A browser-policy refusal with the (no) headers an AuthRefusal carries, so both are answered alike. */
+type BrowserRefusalWithHeaders = BrowserRefusal & { readonly headers: Readonly<Record<string, string>> };
+
+/** The access of fastify's not-found answer: a key, as for the routes (a 404 says what does not exist). */
+const NOT_FOUND_CONFIG = { access: "api_keys", upgrade: false } as const;
+
+const UPGRADE = Symbol("duplex.upgrade");
+
+/** The socket and first bytes of an upgrade request that `routeUpgrade` routed (undefined for a plain request). */
+const upgradeOf = (request: IncomingMessage): { readonly socket: Duplex; readonly head: Buffer } | undefined =>
+  (request as IncomingMessage & { [UPGRADE]?: { socket: Duplex; head: Buffer } })[UPGRADE];
+
 /**
- * Ends an upgrade request with an HTTP error before any session exists: `status` ("401 Unauthorized"), and the JSON
- * body of a handshake error (`handshakeErrorBody`: the error envelope, `code` repeated at the top level), so every
- * client can read why.
+ * Routes an HTTP upgrade request through fastify's router like any request (as @fastify/websocket does), so its
+ * route is matched on the decoded path and the same hooks decide its access: a response fastify gives it (401, 403,
+ * 404, 429) is written on the socket, which then closes; the upgrade routes' handler upgrades it (app.ts).
  */
-const refuseUpgrade = (socket: Duplex, refusal: AuthRefusal): void => {
-  const body = JSON.stringify(handshakeErrorBody(refusal.code, refusal.message));
-  const headers = Object.entries(refusal.headers).map(([name, value]) => `${name}: ${value}\r\n`);
-  socket.end(
-    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers.join("")}Connection: close\r\n\r\n${body}`,
-  );
+const routeUpgrade = (
+  app: { routing: (request: IncomingMessage, response: ServerResponse) => void },
+  log: Logger,
+  request: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): void => {
+  socket.on("error", () => socket.destroy());
+  (request as IncomingMessage & { [UPGRADE]?: { socket: Duplex; head: Buffer } })[UPGRADE] = { socket, head };
+  const response = new ServerResponse(request);
+  response.shouldKeepAlive = false;
+  try {
+    response.assignSocket(socket as Socket);
+    app.routing(request, response);
+  } catch (error) {
+    log.warn({ err: error }, "upgrade failed");
+    socket.destroy();
+  }
 };

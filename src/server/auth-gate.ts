@@ -13,10 +13,11 @@ export interface AuthRefusal {
 }
 
 /**
- * `trust_proxy` (fastify's option of that name): whether, or which, proxies in front of the server are trusted to say
- * the client's address in `X-Forwarded-For`. False (default): the address is the socket's peer.
+ * `listen.trust_proxy`: false (default: the client's address is the socket's peer), or the addresses and subnets of
+ * the proxies in front (`"127.0.0.1, 10.0.0.0/8"` or a list). `X-Forwarded-For` is read only when the peer is one of
+ * them, right to left, up to the first address that is not a trusted proxy.
  */
-export type TrustProxy = boolean | string | readonly string[] | number;
+export type TrustProxy = false | string | readonly string[];
 
 /**
  * The key check of every request that needs one (BEHAVIOUR.md, "Errors"; docs/deploy.md, "Configuration"): the WebSocket
@@ -32,6 +33,8 @@ export interface AuthGate {
   check(request: IncomingMessage): Promise<AuthRefusal | null>;
   /** The client's address of `request`, as the lockout counts it. */
   addressOf(request: IncomingMessage): string;
+  /** Whether a socket's peer `address` is one of `trust_proxy`'s proxies (it speaks for many clients). */
+  isTrustedProxy(address: string): boolean;
 }
 
 export const createAuthGate = (options: {
@@ -42,18 +45,16 @@ export const createAuthGate = (options: {
 }): AuthGate => {
   const checkKey = options.apiKeys.length === 0 ? null : createApiKeyCheck(options.apiKeys);
   const lockout = checkKey === null || options.lockout === null ? null : createAuthLockout(options.lockout);
-  // As fastify reads its `trustProxy`: true trusts every hop, a number that many hops, else addresses or subnets.
   const setting = options.trustProxy;
   const trust: (address: string, hop: number) => boolean =
-    typeof setting === "boolean"
-      ? () => setting
-      : typeof setting === "number"
-        ? (_address, hop) => hop < setting
-        : proxyAddr.compile(typeof setting === "string" ? setting.split(",").map((s) => s.trim()) : [...setting]);
+    setting === false
+      ? () => false
+      : proxyAddr.compile(typeof setting === "string" ? setting.split(",").map((s) => s.trim()) : [...setting]);
   const addressOf = (request: IncomingMessage): string => proxyAddr(request, trust) ?? "unknown";
   return {
     required: checkKey !== null,
     addressOf,
+    isTrustedProxy: (address) => trust(address, 0),
     async check(request) {
       if (checkKey === null) return null;
       const address = addressOf(request);

@@ -17,7 +17,9 @@ import {
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { escapeMarkup } from "../infra/escape-markup.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
+import type { SessionSummaryRow } from "../projections/index.ts";
 import { handshakeErrorBody } from "../protocol/index.ts";
+import { bdiMarkup, sendPage } from "./page-security.ts";
 import { renderTimelinePage } from "./timeline-page.ts";
 
 /**
@@ -25,9 +27,11 @@ import { renderTimelinePage } from "./timeline-page.ts";
  * auth gate of app.ts. Routes:
  *
  * - `GET /v1/sessions`: live and recorded sessions, oldest first (`order=desc`: newest first), `limit` (1..200,
- *   default 50) a page, `after` the cursor of the page before (`next_cursor`); filtered by `state` (`open`, `detached`, `closed`, `expired`,
- *   `failed`, `unused`: the first word of the state), `since` and `until` (ISO 8601, when the session opened),
- *   `model`, and `error` (an error code its log holds).
+ *   default 50) a page, `after` the cursor of the page before (`next_cursor`); filtered by `state` (`open`,
+ *   `detached`, `closed`, `expired`, `failed`, `unused`, `disconnected`: the first word of the state), `since` and
+ *   `until` (ISO 8601, when the session opened), `model`, and `error` (an error code its log holds). Read from the
+ *   store's summary row of each session (`listSummaries`, issue 32: no log is read), filtered and paged in the store:
+ *   `has_more` is true only when a next page holds a match. `live` is asked of the engine per request.
  * - `GET /v1/sessions/:id`: the session's report (`reportOf`: view, playback ledger, history as heard, turn ledger
  *   and spans, errors) and whether it is live here.
  * - `GET /v1/sessions/:id/export`: its duplex-session file (what `duplex export` writes; `duplex replay` reads it).
@@ -50,6 +54,9 @@ export interface SessionsApiOptions {
   /** Interval of the `: heartbeat` comments of a live tail, ms (default 15 000). */
   readonly heartbeatMs?: number;
 }
+
+/** Bytes of a live tail's output a reader may leave unread before it is cut off (`GET /v1/sessions/:id/events`). */
+export const MAX_TAIL_BUFFER_BYTES = 8 * 1024 * 1024;
 
 /** One row of `GET /v1/sessions`. */
 export interface SessionSummary {
@@ -74,14 +81,18 @@ export interface SessionPage {
   readonly next_cursor: string | null;
 }
 
+/** Text a store can compare: no NUL (PostgreSQL's text refuses it) and no lone surrogate; at most 200 characters. */
+const isStoreText = (value: string): boolean => !value.includes("\u0000") && !/\p{Cs}/u.test(value);
+const storeText = z.string().max(200).refine(isStoreText, "expected text without NUL or lone surrogates");
+
 const listQuery = z.object({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   after: z.string().optional(),
   state: z.enum(["open", "detached", "closed", "expired", "failed", "unused", "disconnected"]).optional(),
   since: z.iso.datetime({ offset: true }).optional(),
   until: z.iso.datetime({ offset: true }).optional(),
-  model: z.string().optional(),
-  error: z.string().optional(),
+  model: storeText.optional(),
+  error: storeText.optional(),
   order: z.enum(["asc", "desc"]).default("asc"),
 });
 
@@ -92,7 +103,12 @@ const cursorOf = (firstAt: number, stream: string): string =>
 const readCursor = (cursor: string): [number, string] | null => {
   try {
     const value = JSON.parse(Buffer.from(cursor, "base64url").toString()) as unknown;
-    return Array.isArray(value) && typeof value[0] === "number" && typeof value[1] === "string"
+    return Array.isArray(value) &&
+      value.length === 2 &&
+      Number.isFinite(value[0]) &&
+      typeof value[1] === "string" &&
+      value[1].startsWith(STREAM_PREFIX) &&
+      isStoreText(value[1])
       ? [value[0], value[1]]
       : null;
   } catch {
@@ -100,17 +116,18 @@ const readCursor = (cursor: string): [number, string] | null => {
   }
 };
 
-const summaryOf = (report: SessionReport, live: boolean): SessionSummary => ({
-  id: report.session_id,
+/** A row of the list from the store's summary of the session (src/projections/session-summary.ts). */
+const summaryOf = (row: SessionSummaryRow, live: boolean): SessionSummary => ({
+  id: row.id,
   object: "duplex.session",
-  opened_at: report.opened_at,
-  duration_s: report.duration_s,
-  state: report.state,
+  opened_at: row.opened_at,
+  duration_s: row.duration_s,
+  state: row.state,
   live,
-  model: report.model,
-  responses: report.responses,
-  revision: report.revision,
-  error_codes: [...new Set(report.errors.map((e) => e.code))],
+  model: row.model,
+  responses: row.responses,
+  revision: row.revision,
+  error_codes: row.error_codes,
 });
 
 const notFound = (reply: FastifyReply, id: string) =>
@@ -141,36 +158,25 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const q = parsed.data;
     const after = q.after === undefined ? null : readCursor(q.after);
     if (q.after !== undefined && after === null) return { error: "after: not a cursor this server gave" };
-    const since = q.since === undefined ? Number.NEGATIVE_INFINITY : Date.parse(q.since);
-    const until = q.until === undefined ? Number.POSITIVE_INFINITY : Date.parse(q.until);
-    const sign = q.order === "asc" ? 1 : -1;
-    const compare = (a: { firstAt: number; stream: string }, b: { firstAt: number; stream: string }) =>
-      sign * (a.firstAt - b.firstAt || (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
-    const streams = (await store.listStreams(STREAM_PREFIX))
-      .filter((s) => s.firstAt >= since && s.firstAt <= until)
-      .sort(compare)
-      .filter((s) => after === null || compare(s, { firstAt: after[0], stream: after[1] }) > 0);
-    const data: SessionSummary[] = [];
-    let last: (typeof streams)[number] | null = null;
-    let more = false;
-    for (const info of streams) {
-      if (data.length === q.limit) {
-        more = true;
-        break;
-      }
-      last = info;
-      const report = reportFor(await store.read(info.stream));
-      const summary = summaryOf(report, isLive(report.session_id));
-      if (q.state !== undefined && summary.state.split(" ")[0] !== q.state) continue;
-      if (q.model !== undefined && summary.model !== q.model) continue;
-      if (q.error !== undefined && !summary.error_codes.includes(q.error)) continue;
-      data.push(summary);
-    }
+    // Filtered, ordered and cut by the store over its summary rows (no log is read): `has_more` says that a next
+    // row passes the same filters.
+    const page = await store.listSummaries({
+      prefix: STREAM_PREFIX,
+      ...(q.state === undefined ? {} : { state: q.state }),
+      ...(q.model === undefined ? {} : { model: q.model }),
+      ...(q.error === undefined ? {} : { error: q.error }),
+      ...(q.since === undefined ? {} : { since: Date.parse(q.since) }),
+      ...(q.until === undefined ? {} : { until: Date.parse(q.until) }),
+      order: q.order,
+      ...(after === null ? {} : { after: { firstAt: after[0], stream: after[1] } }),
+      limit: q.limit,
+    });
+    const last = page.summaries.at(-1);
     return {
       object: "list",
-      data,
-      has_more: more,
-      next_cursor: more && last !== null ? cursorOf(last.firstAt, last.stream) : null,
+      data: page.summaries.map((s) => summaryOf(s.summary, isLive(s.summary.id))),
+      has_more: page.hasMore,
+      next_cursor: page.hasMore && last !== undefined ? cursorOf(last.firstAt, last.stream) : null,
     };
   };
 
@@ -203,9 +209,13 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const { id } = request.params;
     const stream = streamOf(id);
     const lastEventId = request.headers["last-event-id"];
-    const resumeAfter = typeof lastEventId === "string" && /^\d+$/.test(lastEventId) ? Number(lastEventId) : null;
+    // A revision is at most 15 digits (below 2^53, and what every store's integer column holds).
+    const resumeAfter = typeof lastEventId === "string" && /^\d{1,15}$/.test(lastEventId) ? Number(lastEventId) : null;
+    if (typeof lastEventId === "string" && resumeAfter === null)
+      return badRequest(reply, "Last-Event-ID: a revision (0, 1, ... up to 15 digits)");
     const fromQuery = request.query.from;
-    if (fromQuery !== undefined && !/^\d+$/.test(fromQuery)) return badRequest(reply, "from: a revision (0, 1, ...)");
+    if (fromQuery !== undefined && !/^\d{1,15}$/.test(fromQuery))
+      return badRequest(reply, "from: a revision (0, 1, ... up to 15 digits)");
     const from = resumeAfter !== null ? resumeAfter + 1 : fromQuery !== undefined ? Number(fromQuery) : 0;
     const stored = await store.read(stream, from);
     if (stored.length === 0 && (await store.read(stream, 0)).length === 0) return notFound(reply, id);
@@ -217,11 +227,23 @@ export const sessionsApi = (options: SessionsApiOptions) => {
       "cache-control": "no-cache",
       connection: "keep-alive",
       "x-accel-buffering": "no",
+      "x-content-type-options": "nosniff",
     });
+    // A reader that stops reading is cut off once this much waits for it (a live tail of a long session otherwise
+    // buffers its whole log in this process).
     const send = (entry: RecordedEntry): void => {
       out.write(`event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`);
+      if (out.writableLength > MAX_TAIL_BUFFER_BYTES) out.destroy();
     };
-    for (const entry of stored) send(entry);
+    // The stored part at the reader's pace: the next entry once the last one is written out.
+    for (const entry of stored) {
+      if (out.destroyed) return reply;
+      if (!out.write(`event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`))
+        await new Promise<void>((resolve) => {
+          out.once("drain", resolve);
+          out.once("close", resolve);
+        });
+    }
     const closed = stored.some((e) => e.type === "SessionClosed");
     let next = (stored.at(-1)?.revision ?? from - 1) + 1;
     if (closed || !isLive(id)) {
@@ -301,13 +323,9 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     if (entries.length === 0) return notFound(reply, id);
     const base = `/v1/sessions/${encodeURIComponent(id)}`;
     const closed = entries.some((e) => e.type === "SessionClosed");
-    const html = renderTimelinePage({
-      timeline: timelineOf(entries, foldLog(entries).state.attached),
-      entries,
-      audio: { base },
-      ...(isLive(id) && !closed ? { live: { base } } : {}),
-    });
-    return reply.header("content-type", "text/html; charset=utf-8").send(html);
+    const timeline = timelineOf(entries, foldLog(entries).state.attached);
+    const live = isLive(id) && !closed ? { live: { base } } : {};
+    return sendPage(reply, (nonce) => renderTimelinePage({ timeline, entries, audio: { base }, ...live, nonce }));
   };
 
   /**
@@ -321,12 +339,12 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const rows = page.data
       .map((s) => {
         const cells = [
-          `<a href="/sessions/${encodeURIComponent(s.id)}">${escapeMarkup(s.id)}</a>`,
+          `<a href="/sessions/${encodeURIComponent(s.id)}">${bdiMarkup(s.id)}</a>`,
           escapeMarkup(s.opened_at),
           `${s.duration_s.toFixed(1)} s`,
-          escapeMarkup(s.state) + (s.live ? " (live)" : ""),
+          bdiMarkup(s.state) + (s.live ? " (live)" : ""),
           String(s.responses),
-          escapeMarkup(s.error_codes.join(", ")),
+          s.error_codes.map(bdiMarkup).join(", "),
         ];
         return `<tr>${cells.map((c) => `<td>${c}</td>`).join("")}</tr>`;
       })
@@ -335,11 +353,11 @@ export const sessionsApi = (options: SessionsApiOptions) => {
       page.next_cursor === null
         ? ""
         : `<p><a id="next" href="/sessions?${escapeMarkup(new URLSearchParams({ ...query, after: page.next_cursor }).toString())}">next page</a></p>`;
-    return reply
-      .header("content-type", "text/html; charset=utf-8")
-      .send(
-        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex sessions</title><link rel="icon" href="data:,"><style>body{font:14px system-ui,sans-serif;margin:16px 20px}td,th{padding:2px 10px;text-align:left}</style></head><body><h1>sessions</h1><table id="sessions"><tr><th>session</th><th>opened</th><th>duration</th><th>state</th><th>responses</th><th>errors</th></tr>${rows}</table>${next}</body></html>`,
-      );
+    return sendPage(
+      reply,
+      (nonce) =>
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>duplex sessions</title><link rel="icon" href="data:,"><style nonce="${nonce}">body{font:14px system-ui,sans-serif;margin:16px 20px}td,th{padding:2px 10px;text-align:left}</style></head><body><h1>sessions</h1><table id="sessions"><tr><th>session</th><th>opened</th><th>duration</th><th>state</th><th>responses</th><th>errors</th></tr>${rows}</table>${next}</body></html>`,
+    );
   };
 
   return { list, show, exported, events, inputWav, responseWav, timeline, page, pages };

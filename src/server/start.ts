@@ -22,7 +22,9 @@ import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { buildApp, buildMetricsApp } from "./app.ts";
+import { diskGuardFor, type FreeBytes } from "./disk-guard.ts";
 import { createMetrics, type ServerMetrics } from "./metrics.ts";
+import type { RegisteredRoute } from "./route-access.ts";
 
 /** A running server: its address, and `close()` which stops listening, drains sessions and closes the store. */
 export interface RunningServer {
@@ -33,6 +35,8 @@ export interface RunningServer {
   readonly model: string;
   readonly engine: Engine;
   readonly store: EventStore;
+  /** Every route the server registered, with its declared access (src/server/route-access.ts). */
+  readonly routes: () => readonly RegisteredRoute[];
   close(): Promise<void>;
 }
 
@@ -56,6 +60,11 @@ export const startServer = async (
     wrapStore?: (store: EventStore) => EventStore;
     /** Wraps the Silero VAD model (tests: a VAD whose answers are held back); the server still closes the model. */
     wrapVad?: (vad: VadModel) => VadModel;
+    /**
+     * How the sqlite store's disk is looked at (src/server/disk-guard.ts): its free bytes (default `fs.statfs`;
+     * tests: a disk that fills up) and the ms between looks (default 5000).
+     */
+    disk?: { freeBytes?: FreeBytes; intervalMs?: number };
   } = {},
 ): Promise<RunningServer> => {
   const tls = config.listen.tls === undefined ? undefined : await readTlsFiles(config.listen.tls);
@@ -80,6 +89,14 @@ export const startServer = async (
     groupCommitted: metrics.groupCommitted,
   });
   const store = options.wrapStore?.(opened) ?? opened;
+  // The sqlite file's disk (issue 32, part 2): below its floors new sessions are refused, then open ones end.
+  const disk = diskGuardFor(
+    config.event_store,
+    config.limits,
+    log,
+    (message) => engine.endAll("disk", message),
+    options.disk,
+  );
   // Nodes sharing a PostgreSQL store hold leases on its clock (issue 22, part 4); this one's is taken before it
   // recovers anything, so no other node takes its sessions meanwhile.
   const leases =
@@ -107,6 +124,7 @@ export const startServer = async (
     sessionMode: config.session_mode,
     observe: { ...metrics.observe, resumed: metrics.resumed },
     leases,
+    ...(disk === null ? {} : { admit: disk.refusal }),
     limits: {
       maxSessions: config.duplex_session.max_sessions,
       idleTtlS: config.duplex_session.idle_ttl_s,
@@ -116,6 +134,8 @@ export const startServer = async (
       responseTimeoutMs: config.duplex_session.response_timeout_ms,
       resumeReplayTtlS: config.duplex_session.resume_replay_ttl_s,
       resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
+      eventsPerS: config.limits.events_per_s,
+      eventBurst: config.limits.event_burst,
     },
   });
   metrics.bind(engine);
@@ -126,6 +146,7 @@ export const startServer = async (
     recovered = resolve;
   });
   let cluster: ReturnType<typeof keepLease> | null = null;
+  warnShortKeys(config.auth.api_keys, log);
   const app = buildApp({
     ready,
     healthy: () => cluster?.healthy() ?? true,
@@ -149,6 +170,16 @@ export const startServer = async (
     tls,
     metrics,
     trustProxy: config.listen.trust_proxy,
+    listen: {
+      host: config.listen.host,
+      allowedHosts: config.listen.allowed_hosts,
+      allowedOrigins: config.listen.allowed_origins,
+      maxConnections: config.listen.max_connections,
+      maxConnectionsPerAddress: config.listen.max_connections_per_address,
+      requestTimeoutMs: config.listen.request_timeout_s * 1000,
+      httpBodyBytes: config.limits.http_body_bytes,
+      requestAudioS: config.limits.request_audio_s,
+    },
     metricsAccess: config.metrics.listen === undefined ? config.metrics.access : "elsewhere",
     ...(options.firstMessageTimeoutMs === undefined ? {} : { firstMessageTimeoutMs: options.firstMessageTimeoutMs }),
   });
@@ -165,6 +196,8 @@ export const startServer = async (
   }
   const sessions = await engine.recover();
   if (sessions.length > 0) log.info({ sessions }, "sessions recovered from the log; waiting for resumes");
+  // Looked at before the first upgrade is let in: a full disk refuses it, and ends the sessions just recovered.
+  await disk?.start();
   recovered();
   cluster = leases === null ? null : keepLease(engine, leases, metrics, log);
   const retention = config.retention;
@@ -200,11 +233,13 @@ export const startServer = async (
   return {
     url,
     port,
+    routes: app.routeTable,
     model: runner.name,
     engine,
     store,
     async close() {
       clearInterval(sweeper);
+      disk?.close();
       cluster?.stop();
       log.info({ sessions: engine.sessions().filter((h) => !h.isClosed).length }, "shutting down");
       await app.close();
@@ -366,4 +401,18 @@ export const createConfiguredRunner = async (
       throw new Error(`unhandled runner ${JSON.stringify(unhandled)}`);
     }
   }
+};
+
+/** Keys shorter than this are guessable at the network's speed despite the lockout: warned about at start-up. */
+const MIN_KEY_LENGTH = 32;
+
+/** One warning per short key of `auth.api_keys`, naming its position in the list, never the key. */
+const warnShortKeys = (keys: readonly string[], log: Logger): void => {
+  keys.forEach((key, index) => {
+    if (key.length < MIN_KEY_LENGTH)
+      log.warn(
+        { key_index: index, length: key.length },
+        `auth.api_keys[${index}] is shorter than ${MIN_KEY_LENGTH} characters: use a long random key`,
+      );
+  });
 };

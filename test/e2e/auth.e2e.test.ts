@@ -177,6 +177,24 @@ describe("API keys on the HTTP routes", () => {
     });
     expect(other.status).toBe(200);
   });
+
+  it("reads X-Forwarded-For right to left from trusted proxies only: a client cannot name the address that is counted", async () => {
+    const auth = { api_keys: ["sk-right"], max_failed_attempts: 2, lockout_s: 60 };
+    // The proxy (127.0.0.1) appends the address it saw (10.0.0.9); whatever the client wrote before it is not read.
+    const proxied = await start({ auth, listen: { host: "127.0.0.1", port: 0, trust_proxy: ["127.0.0.0/8"] } });
+    for (const spoofed of ["10.0.0.1", "10.0.0.2"])
+      await fetch(proxied.http("/v1/models"), {
+        headers: { ...bearer("sk-wrong"), "X-Forwarded-For": `${spoofed}, 10.0.0.9` },
+      });
+    const locked = await fetch(proxied.http("/v1/models"), {
+      headers: { ...bearer("sk-right"), "X-Forwarded-For": "10.0.0.1, 10.0.0.9" },
+    });
+    expect(locked.status).toBe(429);
+    const other = await fetch(proxied.http("/v1/models"), {
+      headers: { ...bearer("sk-right"), "X-Forwarded-For": "10.0.0.9, 10.0.0.10" },
+    });
+    expect(other.status).toBe(200);
+  });
 });
 
 describe("lockout after failed API key checks", () => {
@@ -280,5 +298,22 @@ describe("auth configuration", () => {
   ])("refuses auth %j, naming %s", (auth, key) => {
     expect(() => parseConfig({ auth })).toThrow(ConfigError);
     expect(() => parseConfig({ auth })).toThrow(new RegExp(`${key.replace(/\./g, "\\.")}:`));
+  });
+
+  it.each([[true], [2], ["everyone"], ["10.0.0.0/33"], [["127.0.0.1", "proxy.example"]]])(
+    "refuses listen.trust_proxy %j: only proxy addresses or subnets",
+    (trust_proxy) => {
+      expect(() => parseConfig({ listen: { trust_proxy } })).toThrow(/listen\.trust_proxy/);
+    },
+  );
+
+  it("takes proxy addresses and subnets in listen.trust_proxy", () => {
+    expect(parseConfig({ listen: { trust_proxy: "127.0.0.1, 10.0.0.0/8" } }).listen.trust_proxy).toBe(
+      "127.0.0.1, 10.0.0.0/8",
+    );
+    expect(parseConfig({ listen: { trust_proxy: ["::1", "fd00::/8"] } }).listen.trust_proxy).toEqual([
+      "::1",
+      "fd00::/8",
+    ]);
   });
 });

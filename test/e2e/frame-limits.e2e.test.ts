@@ -3,19 +3,20 @@ import WebSocket from "ws";
 import type { ServerEvent } from "../../src/client/index.ts";
 import type { SessionState } from "../../src/domain/index.ts";
 import { MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
+import { WS_MAX_MESSAGE_BYTES } from "../../src/server/app.ts";
 import { connectRaw, type Peer } from "../support/raw-socket.ts";
 import { startTestServer } from "../support/server.ts";
 
 /**
  * The frame size limit end to end (BEHAVIOUR.md, "Defaults and limits": max frame 15 MiB, `event_too_large`;
  * issue 10, part 6), and binary frames. A frame over 15 MiB is refused with `event_too_large` echoing its event_id
- * and the session goes on; a frame past what the WebSocket layer reads at all (64 MiB) closes the socket with 1009,
- * and the session is detached as after a drop: resumable, not lost. A binary frame is refused with `invalid_json`
+ * and the session goes on; a message past what the WebSocket layer reads at all (17 MiB, its fragments together)
+ * closes the socket with 1009 the moment it passes, and the session is detached as after a drop: resumable, not lost. A binary frame is refused with `invalid_json`
  * that echoes the event_id its bytes carry. (A 16 MiB frame among other bad frames is scenario 2, scenarios.e2e.)
  */
 
-/** The WebSocket layer's maxPayload (src/server/app.ts). */
-const WS_MAX_PAYLOAD = 64 * 1024 * 1024;
+/** The WebSocket layer's maxPayload (src/server/app.ts): a whole message, all its fragments. */
+const WS_MAX_PAYLOAD = WS_MAX_MESSAGE_BYTES;
 
 /** A text frame of exactly `bytes` bytes: `{"event_id":ID,"type":TYPE,"audio":"AAAA..."}`. */
 const frameOf = (eventId: string, type: string, bytes: number): string => {
@@ -116,7 +117,24 @@ describe("frame size limits and binary frames", () => {
     expect(slice(server.engine.get(sessionId)?.current)).toEqual(before);
   });
 
-  it("closes the socket with 1009 on a frame past the WebSocket layer's 64 MiB, and the session is detached, then resumed", async () => {
+  it("closes the socket with 1009 on a message sent as fragments that never end, once they pass the limit", async () => {
+    const since = peer.received.length;
+    // 1 MiB fragments of one text message, never a final one: the server must cut it, not keep buffering.
+    const chunk = "A".repeat(1024 * 1024);
+    let sent = 0;
+    for (; sent < 40 && peer.ws.readyState === WebSocket.OPEN; sent += 1) {
+      peer.ws.send(chunk, { fin: false });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const closed = await peer.closed;
+    expect(closed.code).toBe(1009);
+    expect(peer.received.slice(since)).toEqual([]);
+    const host = server.engine.get(sessionId);
+    await until("the session's detach", () => host?.current.attached === false);
+    expect(host?.isClosed).toBe(false);
+  });
+
+  it("closes the socket with 1009 on a frame past the WebSocket layer's 17 MiB, and the session is detached, then resumed", async () => {
     const lastSeq = Math.max(...peer.received.map((e) => Number(e.server_event_seq ?? 0)));
     const since = peer.received.length;
     peer.ws.send(frameOf("evt_huge", "input_audio_buffer.append", WS_MAX_PAYLOAD + 1));
