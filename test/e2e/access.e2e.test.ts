@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { createRouteRegistry, type RegisteredRoute, RouteAccessError } from "../../src/server/route-access.ts";
 import { startTestServer } from "../support/server.ts";
+import { upgradeRequest } from "../support/upgrade-request.ts";
 
 /**
  * Access is decided on the matched route, never on a spelling (issue 32, part 1; BEHAVIOUR.md, "The edges",
@@ -36,33 +37,9 @@ const send = (port: number, method: string, path: string, headers: Record<string
     req.end(method === "POST" ? "{}" : undefined);
   });
 
-/** Sends an upgrade request for `path` and says the status: 101 when a socket was opened (then dropped). */
-const upgradeStatus = (port: number, path: string, headers: Record<string, string> = {}): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const req = httpRequest({
-      host: "127.0.0.1",
-      port,
-      path,
-      agent: false,
-      headers: {
-        Connection: "Upgrade",
-        Upgrade: "websocket",
-        "Sec-WebSocket-Version": "13",
-        "Sec-WebSocket-Key": Buffer.from("0123456789abcdef").toString("base64"),
-        ...headers,
-      },
-    });
-    req.once("upgrade", (response, socket) => {
-      socket.destroy();
-      resolve(response.statusCode ?? 0);
-    });
-    req.once("response", (response) => {
-      response.resume();
-      response.once("end", () => resolve(response.statusCode ?? 0));
-    });
-    req.once("error", reject);
-    req.end();
-  });
+/** The status of an upgrade request for `path`: 101 when a socket was opened (then dropped). */
+const upgradeStatus = async (port: number, path: string, headers: Record<string, string> = {}): Promise<number> =>
+  (await upgradeRequest(port, path, headers)).status;
 
 const hex = (c: string, upper: boolean): string => {
   const h = c.charCodeAt(0).toString(16).padStart(2, "0");

@@ -1,8 +1,8 @@
-import { request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../../src/infra/config.ts";
 import { startTestServer } from "../support/server.ts";
+import { type UpgradeAnswer, upgradeRequest } from "../support/upgrade-request.ts";
 
 /**
  * Keys and tokens (issue 10, part 8): API keys are checked at the upgrade, in constant time (src/server/api-keys.ts),
@@ -10,45 +10,12 @@ import { startTestServer } from "../support/server.ts";
  * refused with 429 for `auth.lockout_s`, even with a good key. Over real sockets, with raw upgrade requests.
  */
 
-type Upgrade = { status: number; retryAfter: string | null; body: unknown };
-
-/**
- * Sends a WebSocket upgrade request to `url` (ws://) with `headers` and reads the answer: 101 (the socket is then
- * dropped at once; `?autostart=0` keeps it from opening a session), or the status, Retry-After and JSON body.
- */
-const upgrade = (url: string, headers: Record<string, string> = {}): Promise<Upgrade> =>
-  new Promise((resolve, reject) => {
-    const target = new URL(url.replace(/^ws/, "http"));
-    target.searchParams.set("autostart", "0");
-    const req = request(target, {
-      headers: {
-        Connection: "Upgrade",
-        Upgrade: "websocket",
-        "Sec-WebSocket-Version": "13",
-        "Sec-WebSocket-Key": Buffer.from("0123456789abcdef").toString("base64"),
-        ...headers,
-      },
-    });
-    req.once("upgrade", (response, socket) => {
-      socket.destroy();
-      resolve({ status: response.statusCode ?? 0, retryAfter: null, body: null });
-    });
-    req.once("response", (response) => {
-      let text = "";
-      response.on("data", (chunk: Buffer) => {
-        text += chunk.toString();
-      });
-      response.once("end", () =>
-        resolve({
-          status: response.statusCode ?? 0,
-          retryAfter: (response.headers["retry-after"] as string | undefined) ?? null,
-          body: text === "" ? null : JSON.parse(text),
-        }),
-      );
-    });
-    req.once("error", reject);
-    req.end();
-  });
+/** An upgrade of `url` (ws://) with `headers`; `?autostart=0` keeps a 101's socket from opening a session. */
+const upgrade = (url: string, headers: Record<string, string> = {}): Promise<UpgradeAnswer> => {
+  const target = new URL(url.replace(/^ws/, "http"));
+  target.searchParams.set("autostart", "0");
+  return upgradeRequest(Number(target.port), `${target.pathname}${target.search}`, headers);
+};
 
 const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
 
