@@ -192,13 +192,24 @@ export const registerStoreCommands = (program: Command): void => {
           decisions: result.decisions,
           wire_events: result.wireEvents,
           divergence: result.divergence,
+          ...(result.earlierRelease === null ? {} : { earlier_release: result.earlierRelease }),
           ...(explanation === null ? {} : { explanation }),
           ...(vad === null ? {} : { vad }),
         };
+        // A log of an earlier release is read as it ran: the summary says which, and what of it replay cannot redo.
+        const earlier = result.earlierRelease;
+        const earlierLines =
+          earlier === null
+            ? ""
+            : `  written by a release before ${earlier.before[0]} (log schema 1), read as it ran: docs/log-format.md, "Logs of earlier releases"\n${
+                result.ok || earlier.unreproduced.length === 0
+                  ? ""
+                  : `  of such a release, replay does not reproduce:\n${earlier.unreproduced.map((u) => `    ${u}\n`).join("")}`
+              }`;
         if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
         else if (result.ok) {
           process.stdout.write(
-            `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n`,
+            `replay of ${result.sessionId}: identical (${result.inputs} inputs, ${result.decisions} decisions, ${result.wireEvents} server events)\n${earlierLines}`,
           );
         } else if (result.divergence?.kind === "chain") {
           process.stdout.write(
@@ -219,11 +230,11 @@ export const registerStoreCommands = (program: Command): void => {
                   `    ${x.path}: recorded ${JSON.stringify(x.recorded) ?? "(nothing)"} | replayed ${JSON.stringify(x.replayed) ?? "(nothing)"}`,
               ),
               "",
-            ].join("\n"),
+            ].join("\n") + earlierLines,
           );
         } else {
           process.stdout.write(
-            `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n  (--diff shows where they differ)\n`,
+            `replay of ${result.sessionId}: DIVERGES at revision ${d?.revision} (${d?.inputType}), ${d?.kind} #${d?.index}\n  recorded: ${d?.expected.slice(0, 2000)}\n  replayed: ${d?.actual.slice(0, 2000)}\n  (--diff shows where they differ)\n${earlierLines}`,
           );
         }
         if (vad !== null && !opts.json) {

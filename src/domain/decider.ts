@@ -1,6 +1,6 @@
 import { decisionBuilder } from "./builder.ts";
 import type { Command } from "./commands.ts";
-import { applySessionPatch, defaultSessionConfig } from "./config.ts";
+import { applySessionPatch, type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
 import { type Rejection, reject } from "./errors.ts";
 import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
 import { evolve } from "./evolve.ts";
@@ -21,7 +21,7 @@ import {
   timeOutResponse,
 } from "./response-flow.ts";
 import { responseCreateRefusal } from "./response-options.ts";
-import { initialState, type SessionState } from "./state.ts";
+import { type EarlierRules, initialState, type SessionState } from "./state.ts";
 
 /**
  * The session decider (DESIGN.md, "How data flows"; emmett's `Decider`): a plain object of pure functions.
@@ -227,17 +227,37 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
   }
 };
 
+/**
+ * The configuration a session recorded by an earlier release started with (EarlierRules): the runner's input rate
+ * before 83a7701, barge-in after the short remark's 700 ms before 387785c. `config` itself under today's rules.
+ */
+const withEarlierDefaults = (
+  config: SessionConfig,
+  capabilities: Capabilities,
+  rules: EarlierRules | undefined,
+): SessionConfig => {
+  if (rules === undefined) return config;
+  return {
+    ...config,
+    ...(rules.inputRateOfRunner === true
+      ? { inputAudio: { format: "pcm16" as const, rate: capabilities.inputSampleRateHz } }
+      : {}),
+    ...(rules.bargeInAfterShortAck === true ? { overlapBargeInMs: config.overlapShortAckMs } : {}),
+  };
+};
+
 /** Decides what an input means for the session. Pure. */
 export const decide = (state: SessionState, input: Input): DomainEvent[] => {
   switch (input.type) {
     case "SessionOpened": {
       if (state.phase !== "new") return [];
-      const defaults = defaultSessionConfig(
+      const created = defaultSessionConfig(
         input.data.model,
         input.data.capabilities,
         input.data.idleTimeoutS,
         input.data.responseTimeoutMs,
       );
+      const defaults = withEarlierDefaults(created, input.data.capabilities, input.data.rules);
       // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
       const nativeDuplex = input.data.nativeDuplex ?? null;
       // `?native_duplex=` opts an opt_in model in or out of its native implementation; on any other model it is the
@@ -258,6 +278,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             attachmentGeneration: 1,
             resumeTokenSha256: input.data.resumeTokenSha256,
             ...(input.data.maxPendingTurns === undefined ? {} : { maxPendingTurns: input.data.maxPendingTurns }),
+            ...(input.data.rules === undefined ? {} : { rules: input.data.rules }),
           },
         },
       ];
@@ -285,7 +306,8 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       return [...b.events];
     }
     case "AttachmentChanged": {
-      if (state.phase !== "open") return [];
+      // Sessions recorded before 83a7701 decided nothing of an attachment (EarlierRules).
+      if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return [];
       const b = decisionBuilder(state);
       if (input.data.change === "resumed") {
         b.push({
@@ -359,7 +381,8 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       // Nor is an utterance of the model-native lane that the model had heard end but not answered: the new runner
       // never heard it, so its logged audio goes to it again, and the model answers as after a dropped socket.
       const unanswered = b.state.input.unanswered;
-      if (unanswered != null && laneOf(b.state) === "native") {
+      // Sessions recorded before 1e19abe gave the new runner nothing again (EarlierRules).
+      if (unanswered != null && laneOf(b.state) === "native" && state.rules?.noUtteranceResubmitted !== true) {
         b.push({ type: "UtteranceResubmitted", data: { ...unanswered } });
       }
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });

@@ -47,8 +47,9 @@ export const lowerThreshold = (threshold: number): number => Math.max(threshold 
 
 /**
  * Runs the endpointer over consecutive frames. Frame `i` covers `[firstFrameStartMs + i*frameMs,
- * firstFrameStartMs + (i+1)*frameMs)`. A stop moves the floor of
- * the next `audioStartMs` to it: an utterance's prefix padding never reaches back into the one before. Returns the new state and the events, in order.
+ * firstFrameStartMs + (i+1)*frameMs)`. A stop moves the floor of the next `audioStartMs` to it: an utterance's
+ * prefix padding never reaches back into the one before (`floorOnStop` false: the floor stays, as sessions recorded
+ * before 83a7701 without turn detection decided). Returns the new state and the events, in order.
  */
 export const stepEndpointer = (
   state: EndpointerState,
@@ -56,6 +57,7 @@ export const stepEndpointer = (
   probabilities: readonly number[],
   firstFrameStartMs: number,
   frameMs: number,
+  floorOnStop = true,
 ): { state: EndpointerState; events: EndpointerEvent[] } => {
   const lower = lowerThreshold(params.threshold);
   const events: EndpointerEvent[] = [];
@@ -88,7 +90,7 @@ export const stepEndpointer = (
     const silenceStart = s.silenceStartMs ?? (p < lower ? start : null);
     if (silenceStart !== null && p < lower && end - silenceStart >= params.silenceDurationMs) {
       events.push({ type: "speech_stopped", audioEndMs: end });
-      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: end };
+      s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: floorOnStop ? end : s.floorMs };
       return;
     }
     s = { ...s, silenceStartMs: silenceStart };

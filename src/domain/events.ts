@@ -5,6 +5,7 @@ import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
 import type { IncompleteReason, StageLossCode, StageOutput, TranscriptFailureCode } from "./stage.ts";
+import type { EarlierRules } from "./state.ts";
 
 /** A message: a discriminated union member `{ type, data }` (STYLE.md, "Messages are discriminated unions"). */
 export interface Message<T extends string, D> {
@@ -33,6 +34,8 @@ export type Input = (
         readonly responseTimeoutMs?: number;
         /** The deployment's `max_pending_turns_per_session`: deferred responses at most (absent in older logs: 4). */
         readonly maxPendingTurns?: number;
+        /** The rules of the earlier release that recorded the session, as the upcaster fills them (absent: today's). */
+        readonly rules?: EarlierRules;
         /**
          * The node that opened the session and owns it first (ownership epoch 1; issue 22, part 4). Absent in older
          * logs and for a store of one node: owned by whichever node serves it.
@@ -203,6 +206,8 @@ export type DomainEvent =
         readonly resumeTokenSha256: string | null;
         /** Deferred responses a session may hold (absent in older logs: 4). */
         readonly maxPendingTurns?: number;
+        /** `SessionOpened.rules`, kept by the session (absent: today's). */
+        readonly rules?: EarlierRules;
       }
     >
   | Message<

@@ -55,6 +55,7 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
         resumeTokenSha256: event.data.resumeTokenSha256,
         attached: true,
         maxPendingTurns: event.data.maxPendingTurns ?? DEFAULT_MAX_PENDING_TURNS,
+        ...(event.data.rules === undefined ? {} : { rules: event.data.rules }),
       };
     case "SessionConfigured":
       return { ...state, config: withConfigDefaults(event.data.config) };

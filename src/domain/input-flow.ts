@@ -34,7 +34,9 @@ export const commitInput = (
   const s = b.state;
   // A server-VAD commit holds the utterance: from its start (minus the prefix padding) to its stop, not whatever
   // silence was buffered before it (issue 8: 13 minutes of silence made an item of 782784 ms).
-  const bufferStartMs = Math.max(s.input.clockMs - s.input.bufferedMs, speechFromMs ?? Number.NEGATIVE_INFINITY);
+  // Sessions recorded before 4cb232b committed everything buffered (EarlierRules).
+  const from = s.rules?.serverVadCommitsWholeBuffer === true ? null : speechFromMs;
+  const bufferStartMs = Math.max(s.input.clockMs - s.input.bufferedMs, from ?? Number.NEGATIVE_INFINITY);
   const commitMs = atMs === null ? s.input.clockMs : Math.min(s.input.clockMs, Math.max(bufferStartMs, atMs));
   const committed = itemId ?? nextUserItemId(s);
   const answer = responseWanted(s, createResponse);
@@ -78,9 +80,13 @@ export const responseWanted = (
   state: SessionState,
   createResponse: boolean | null,
 ): "none" | "now" | "deferred" | "refused" => {
-  const wanted = createResponse ?? state.config.turnDetection?.createResponse ?? false;
+  // Sessions recorded before 83a7701 answered a commit that did not say (EarlierRules).
+  const wanted =
+    createResponse ?? state.config.turnDetection?.createResponse ?? state.rules?.speechNeverHeldBack === true;
   if (laneOf(state) !== "turn" || !wanted) return "none";
   if (state.response === null) return "now";
+  // Sessions recorded before 5a45cdf answered no commit made while a response was active (EarlierRules).
+  if (state.rules?.commitDuringResponseUnanswered === true) return "none";
   return state.deferredTurns.length < state.maxPendingTurns ? "deferred" : "refused";
 };
 
@@ -100,6 +106,8 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
     command.vad,
     s.input.vadFrames * VAD_FRAME_MS,
     VAD_FRAME_MS,
+    // Sessions recorded before 83a7701 moved the floor only at a server-VAD stop (EarlierRules).
+    s.rules?.speechNeverHeldBack !== true || s.config.turnDetection !== null,
   );
   b.push({
     type: "AudioBuffered",
@@ -115,6 +123,8 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   // The endpointer always runs (its marks annotate the runner's units), but only turn detection tells the client:
   // with turn_detection null no speech event is sent (BEHAVIOUR.md, "Turn-taking"; OpenAI's manual mode).
   const detecting = b.state.config.turnDetection !== null;
+  // Sessions recorded before c073d28 told the client of speech without turn detection too (EarlierRules).
+  const earlier = b.state.rules?.speechEventsWithoutTurnDetection === true;
   for (const event of stepped.events) {
     if (event.type === "speech_started") {
       b.push({
@@ -122,7 +132,8 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
         data: {
           itemId: nextUserItemId(b.state),
           audioStartMs: event.audioStartMs,
-          announced: detecting && b.state.response === null,
+          announced:
+            (detecting || earlier) && (b.state.response === null || b.state.rules?.speechNeverHeldBack === true),
         },
       });
     } else {
@@ -130,14 +141,17 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       const speechFromMs = b.state.input.speechStartMs;
       // A server-VAD commit is preceded by its own speech_started, also when it was held back during a response
       // that the speech did not interrupt (interrupt_response false, or a listen decision).
-      announceSpeech(b);
-      b.push({ type: "SpeechStopped", data: { itemId, audioEndMs: event.audioEndMs, announced: detecting } });
+      if (!earlier) announceSpeech(b);
+      const announced = earlier ? b.state.input.speechAnnounced : detecting;
+      b.push({ type: "SpeechStopped", data: { itemId, audioEndMs: event.audioEndMs, announced } });
       if (detecting && b.state.input.bufferedBytes > 0) {
         commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId, speechFromMs);
       }
     }
   }
-  if (overlapping && b.state.response !== null) decideOverlap(b, at, command, durationMs);
+  // Sessions recorded before 42f53f0 decided nothing of overlapping audio (EarlierRules).
+  if (overlapping && b.state.response !== null && b.state.rules?.noOverlapDecisions !== true)
+    decideOverlap(b, at, command, durationMs);
 };
 
 /**
@@ -165,7 +179,8 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
       : mayBargeIn && overlapMs > config.overlapBargeInMs
         ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
         : (["listen", "long_overlap_speech"] as const);
-  const reported = response.lastOverlap !== `${action}:${reason}`;
+  // Sessions recorded before 25f1415 reported every decision (EarlierRules).
+  const reported = b.state.rules?.everyOverlapReported === true || response.lastOverlap !== `${action}:${reason}`;
   b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported } });
   if (action === "barge_in") {
     announceSpeech(b);

@@ -82,7 +82,8 @@ export const truncateItem = (b: DecisionBuilder, at: number, command: ItemTrunca
         )
       : reject("item_not_found", `no item ${command.itemId}`, "item_id");
   }
-  if (command.contentIndex !== 0) {
+  // Sessions recorded before 25f1415 truncated whatever content part was named (EarlierRules).
+  if (command.contentIndex !== 0 && b.state.rules?.everyOverlapReported !== true) {
     return reject(
       "bad_event",
       `content_index ${command.contentIndex} does not exist: item ${command.itemId} has one content part (0)`,

@@ -45,7 +45,8 @@ export const startResponse = (
       ...(outOfBand ? { conversation: "none" as const } : {}),
       ...(overrides.inReplyTo === undefined ? {} : { inReplyTo: overrides.inReplyTo }),
       ...(overrides.deferred ? { deferred: true } : {}),
-      messageLater: true,
+      // Sessions recorded before 6e96108 open the message item with the response (EarlierRules).
+      ...(b.state.rules?.messageOpensWithResponse === true ? {} : { messageLater: true }),
     },
   });
 };
@@ -97,7 +98,7 @@ export const dropDeferredResponses = (b: DecisionBuilder, reason: "barge_in" | "
  */
 export const announceSpeech = (b: DecisionBuilder): void => {
   const input = b.state.input;
-  if (b.state.config.turnDetection === null) return;
+  if (b.state.config.turnDetection === null && b.state.rules?.speechEventsWithoutTurnDetection !== true) return;
   if (input.speechItemId === null || input.speechAnnounced || input.speechStartMs === null) return;
   b.push({ type: "SpeechAnnounced", data: { itemId: input.speechItemId, audioStartMs: input.speechStartMs } });
 };
@@ -191,7 +192,10 @@ export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason
  * the input it was. Returns whether a response is active after it.
  */
 const ensureResponse = (b: DecisionBuilder, at: number): boolean => {
-  if (b.state.response === null && laneOf(b.state) === "native") startResponse(b, at, "model", null);
+  const lane = laneOf(b.state);
+  // Sessions recorded before c073d28 started one in the turn lane too (EarlierRules).
+  const starts = lane === "native" || b.state.rules?.speechEventsWithoutTurnDetection === true;
+  if (b.state.response === null && starts) startResponse(b, at, "model", null);
   return b.state.response !== null;
 };
 

@@ -2,6 +2,7 @@
 export * from "./bidi-text.ts";
 export * from "./chain.ts";
 export * from "./diff.ts";
+export * from "./earlier-releases.ts";
 export * from "./effects.ts";
 export * from "./engine.ts";
 export * from "./inspect.ts";

@@ -18,6 +18,7 @@ import {
   type WireState,
 } from "../projections/index.ts";
 import { chainHeadOf } from "./chain.ts";
+import { earlierWireRulesOf, RENDERED_BEFORE } from "./earlier-releases.ts";
 import { effectsOf } from "./effects.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 import { LOG_SCHEMA_VERSION, upcast } from "./upcast.ts";
@@ -87,7 +88,15 @@ const restoredData = (type: string, data: unknown, input: Input): unknown => {
 export interface RecordedStep {
   readonly input: Input;
   readonly revision: number;
-  readonly decisions: readonly { readonly envelope: EventEnvelope; readonly wire: readonly WireDigest[] }[];
+  readonly decisions: readonly {
+    readonly envelope: EventEnvelope;
+    readonly wire: readonly WireDigest[];
+    /**
+     * The changes (commits) whose wire an earlier release rendered this decision before (see
+     * src/engine/earlier-releases.ts); absent: rendered as today.
+     */
+    readonly renderedBefore?: readonly string[];
+  }[];
 }
 
 /** Whether a log entry of `type` is an input (the decisions follow it). */
@@ -119,6 +128,9 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
         metadata: { at: metadata.at, epoch: metadata.epoch, turnId: metadata.turnId },
       },
       wire: wire ?? [],
+      ...(Array.isArray(metadata[RENDERED_BEFORE])
+        ? { renderedBefore: metadata[RENDERED_BEFORE] as readonly string[] }
+        : {}),
     });
   }
   return steps;
@@ -147,7 +159,8 @@ export const withUnansweredAppends = <L extends RecoveredLog>(log: L, entries: P
 };
 
 /**
- * Folds a session's recorded entries into its state, its wire projection and its last revision.
+ * Folds a session's recorded entries into its state, its wire projection and its last revision. A log of an earlier
+ * release is read through its upcasters (`stepsOf`) and numbered as that release numbered its server events.
  * @throws Error when the entries are not a session stream (see `stepsOf`).
  */
 export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & { replay: WireEvent[] } => {
@@ -164,9 +177,10 @@ export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & 
         refAudio = clip;
       }
     }
-    for (const { envelope } of step.decisions) {
+    for (const { envelope, renderedBefore } of step.decisions) {
       state = evolve(state, envelope.event);
-      wire = reduceWire(wire, envelope);
+      // A log of an earlier release goes on with the server_event_seq its clients were given.
+      wire = reduceWire(wire, envelope, earlierWireRulesOf(renderedBefore));
       replay.push(...wire.emitted);
     }
   }

@@ -1,15 +1,20 @@
 import { decide, evolve, initialState, type SessionState } from "../domain/index.ts";
 import { type EventEnvelope, initialWireState, reduceWire, type WireState } from "../projections/index.ts";
 import { verifyChain } from "./chain.ts";
+import { earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "./earlier-releases.ts";
 import { digestOf, type RecordedStep, stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
+import { schemaOf } from "./upcast.ts";
 
 /** Where a replay first differs from the recording. `expected` is the recording, `actual` the replay. */
 export interface Divergence {
   /** Revision of the input whose decisions differ. */
   readonly revision: number;
   readonly inputType: string;
-  /** `chain`: the recording itself was changed after it was written (its hash chain breaks at `revision`). */
+  /**
+   * `chain`: the recording itself was changed after it was written (its hash chain breaks at `revision`, or a log
+   * whose schema has the chain lacks a digest there).
+   */
   readonly kind: "domain" | "wire" | "chain";
   /** Index of the differing decision (domain) or server event (wire) within that input's output. */
   readonly index: number;
@@ -17,9 +22,19 @@ export interface Divergence {
   readonly actual: string;
 }
 
+/**
+ * The earlier release a log of schema 1 was written by, as far as the log shows it (src/engine/earlier-releases.ts):
+ * the changes it predates (commits, oldest first), and what of those releases a replay does not reproduce.
+ */
+export interface EarlierRelease {
+  readonly before: readonly string[];
+  readonly unreproduced: readonly string[];
+}
+
 /** Counts of a replay, and its first divergence (null when the replay equals the recording byte for byte). */
 export interface ReplayResult {
   readonly ok: boolean;
+  /** The session the log is of: its `SessionOpened.sessionId` (null: the log opens no session). */
   readonly sessionId: string | null;
   readonly inputs: number;
   readonly decisions: number;
@@ -27,6 +42,8 @@ export interface ReplayResult {
   readonly divergence: Divergence | null;
   /** The state the replay ended in. */
   readonly state: SessionState;
+  /** The earlier release that wrote the log, when it is one (null: today's shape). */
+  readonly earlierRelease: EarlierRelease | null;
 }
 
 /** Canonical JSON of a decision for comparison: audio bytes as base64, keys in recorded order. */
@@ -38,23 +55,44 @@ const canonical = (value: unknown): string =>
 const envelopeText = (e: EventEnvelope): string =>
   canonical({ type: e.event.type, data: e.event.data, metadata: e.metadata });
 
+/** The session id a log's first `SessionOpened` names, or null. */
+const openedSessionOf = (entries: readonly RecordedEntry[]): string | null => {
+  const id = (entries.find((e) => e.type === "SessionOpened")?.data as { sessionId?: unknown } | undefined)?.sessionId;
+  return typeof id === "string" ? id : null;
+};
+
+/** What a log of schema 1 shows of the release that wrote it (null: today's shape, or a later schema). */
+export const earlierReleaseOf = (entries: readonly RecordedEntry[]): EarlierRelease | null => {
+  if (schemaOf(entries) !== 1) return null;
+  const changes = earlierChangesOf(entries);
+  if (changes.length === 0) return null;
+  return {
+    before: changes.map((c) => c.commit),
+    unreproduced: changes.flatMap((c) => (c.unreproduced === undefined ? [] : [`${c.commit}: ${c.unreproduced}`])),
+  };
+};
+
 /**
  * Replays a recorded session offline (DESIGN.md, rule 2): feeds each recorded input through `decide`, never a
  * model, and checks that the decisions equal the recorded ones, and that the wire projection renders server
- * events whose digests equal the recorded ones, byte for byte. Stops at the first divergence.
+ * events whose digests equal the recorded ones, byte for byte. Stops at the first divergence. A log whose schema
+ * has the hash chain (2 and later; or any log whose first entry carries a digest) is checked against it first, and
+ * a missing digest is a broken chain as a changed entry is (divergence `chain`, naming the first revision without
+ * one). A log of an earlier release is read as it ran (src/engine/earlier-releases.ts) and its summary says which.
  * @throws Error when the entries are not a session stream (see `stepsOf`).
  */
 export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult => {
-  // A log written with a hash chain is checked against it first: a recording changed after it was written (one
-  // byte of an append, a zeroed chunk) would otherwise replay "identical", its changed inputs taken as given.
-  if (typeof entries[0]?.metadata.chain === "string") {
+  const sessionId = openedSessionOf(entries);
+  // A recording changed after it was written (one byte of an append, a zeroed chunk, its digests stripped) would
+  // otherwise replay "identical", its changed inputs taken as given.
+  if (schemaOf(entries) >= 2 || typeof entries[0]?.metadata.chain === "string") {
     const verdict = verifyChain(entries);
     if (!verdict.ok) {
       const entry = entries.find((e) => e.revision === verdict.revision);
       return {
         ...replaySteps([]),
         inputs: stepsOf(entries).length,
-        sessionId: (entries[0]?.data as { sessionId?: string } | undefined)?.sessionId ?? null,
+        sessionId,
         ok: false,
         divergence: {
           revision: verdict.revision,
@@ -67,22 +105,31 @@ export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult =
       };
     }
   }
-  return replaySteps(stepsOf(entries));
+  const result = replaySteps(stepsOf(entries));
+  return { ...result, sessionId: result.sessionId ?? sessionId, earlierRelease: earlierReleaseOf(entries) };
 };
 
+/**
+ * Replays recorded steps (see `replayEntries`, which reads them from a log). Each decision's server events are
+ * compared as the release that recorded it rendered them (`renderedBefore`). `sessionId` is the session the replay
+ * opened (null when none).
+ */
 export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
   let state = initialState;
   let wire: WireState = initialWireState;
   let decisions = 0;
   let wireEvents = 0;
+  const opened = steps.find((s) => s.input.type === "SessionOpened")?.input;
+  const openedId = opened?.type === "SessionOpened" ? opened.data.sessionId : null;
   const result = (divergence: Divergence | null): ReplayResult => ({
     ok: divergence === null,
-    sessionId: state.phase === "new" ? null : state.sessionId,
+    sessionId: state.phase === "new" ? openedId : state.sessionId,
     inputs: steps.length,
     decisions,
     wireEvents,
     divergence,
     state,
+    earlierRelease: null,
   });
   for (const step of steps) {
     const events = decide(state, step.input);
@@ -110,8 +157,10 @@ export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
         });
       }
       state = evolve(state, event);
-      wire = reduceWire(wire, replayed);
-      const digests = wire.emitted.map(digestOf);
+      wire = reduceWire(wire, replayed, earlierWireRulesOf(recorded.renderedBefore));
+      const digests = wire.emitted.map((w) =>
+        digestOf({ ...w, json: earlierWireJson(w.json, recorded.renderedBefore) }),
+      );
       const wireCount = Math.max(digests.length, recorded.wire.length);
       for (let w = 0; w < wireCount; w += 1) {
         const a = digests[w];

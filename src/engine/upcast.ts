@@ -1,3 +1,4 @@
+import { upcastEarlierReleases } from "./earlier-releases.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -6,9 +7,15 @@ import type { RecordedEntry } from "./ports/index.ts";
  * today's shape: each step from a version to the next is one pure function over the entries (an upcaster, as in
  * emmett and Marten), applied in order on read, never written back.
  *
- * - 1: the log before the hash chain.
+ * - 1: the log before the hash chain. The releases that wrote it differ among themselves (fields added, decision
+ *   rules and server bytes changed, none of it versioned): the step to 2 reads each release's log as that release
+ *   decided and rendered it (src/engine/earlier-releases.ts; issue 33, part 1). A version 1 entry has no digest to
+ *   verify, and none is made up for it.
  * - 2: every entry carries `metadata.chain` (src/engine/chain.ts), the first one `metadata.schema: 2`. Nothing else
- *   changed: a version 1 entry is read as it is (it has no digest to verify, and none is made up for it).
+ *   changed; every release that wrote it had the entries' shape of today.
+ *
+ * A change of the log's shape raises the version and adds a frozen fixture of the version before it
+ * (replays/frozen/schema-N/; test/e2e/frozen-logs.test.ts fails without one).
  */
 export const LOG_SCHEMA_VERSION = 2;
 
@@ -19,7 +26,7 @@ export interface Upcaster {
 }
 
 /** The upcasters, one per version step, in order. */
-export const UPCASTERS: readonly Upcaster[] = [{ from: 1, upcast: (entries) => [...entries] }];
+export const UPCASTERS: readonly Upcaster[] = [{ from: 1, upcast: upcastEarlierReleases }];
 
 /** Thrown for a log of a version this server does not know (written by a newer one). */
 export class LogSchemaError extends Error {

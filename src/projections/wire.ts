@@ -24,11 +24,21 @@ export interface WireState {
 export const initialWireState: WireState = { ctx: null, seq: 0, emitted: [] };
 
 /**
+ * How an earlier release numbered its server events, for a replay of a log it wrote (docs/log-format.md, "Logs of
+ * earlier releases"; src/engine/upcast.ts). Absent: today's numbering.
+ */
+export interface EarlierWireRules {
+  /** Before 6ec247f: `session.resumed` takes the next `server_event_seq`, as any other event. */
+  readonly sequenceResumed?: boolean;
+}
+
+/**
  * Renders one envelope to server events and stamps each with `event_id` (derived from the seq), its
  * `server_event_seq` (from 1, after `session.created`) and the session's `epoch` (BEHAVIOUR.md, "Resume";
- * DESIGN.md rule 4). Pure: a replay of the same envelopes renders the same bytes.
+ * DESIGN.md rule 4). Pure: a replay of the same envelopes renders the same bytes. `earlier`: the numbering of the
+ * release that recorded the envelope, when a replay checks the bytes of an old log (absent: today's).
  */
-export const reduceWire = (state: WireState, envelope: EventEnvelope): WireState => {
+export const reduceWire = (state: WireState, envelope: EventEnvelope, earlier?: EarlierWireRules): WireState => {
   const { event, metadata } = envelope;
   const ctx: RenderContext | null =
     event.type === "SessionCreated"
@@ -58,7 +68,8 @@ export const reduceWire = (state: WireState, envelope: EventEnvelope): WireState
     // session.created precedes the sequence; session.resumed stands outside it, so that on one socket
     // server_event_seq strictly increases: the missed events that follow it have the smaller seqs (BEHAVIOUR.md,
     // "Resume"). Their event_ids are derived from the attachment generation instead.
-    if (body.type === "session.created" || body.type === "session.resumed") {
+    const outside = body.type === "session.created" || (body.type === "session.resumed" && !earlier?.sequenceResumed);
+    if (outside) {
       const generation = typeof body.attachment_generation === "number" ? body.attachment_generation : 1;
       const eventId =
         body.type === "session.created"
@@ -89,6 +100,6 @@ export const wireProjection =
   (initial: WireState = initialWireState): OperatorFunction<EventEnvelope, WireEvent> =>
   (source) =>
     source.pipe(
-      scan(reduceWire, initial),
+      scan((state: WireState, envelope: EventEnvelope) => reduceWire(state, envelope), initial),
       concatMap((state) => from(state.emitted)),
     );

@@ -151,10 +151,14 @@ describe("duplex verify", () => {
   });
 
   it("replay --diff explains a divergence: the input that produced it, the inputs before, the paths that differ", async () => {
-    // A recording without its chain (as one written before chains) whose decided transcript was edited: the chain
+    // A recording without its chain and its schema (as one written before chains) whose decided transcript was edited: the chain
     // cannot catch it, the replay does.
     const unchained = lines.map((l) => {
-      const { chain: _chain, ...metadata } = (l as unknown as { metadata: Record<string, unknown> }).metadata;
+      const {
+        chain: _chain,
+        schema: _schema,
+        ...metadata
+      } = (l as unknown as { metadata: Record<string, unknown> }).metadata;
       return { ...l, metadata };
     }) as Line[];
     const ended = unchained.find((l) => l.type === "ResponseEnded") as Line & { data: { transcript: string } };
@@ -162,7 +166,7 @@ describe("duplex verify", () => {
       l === ended ? { ...l, data: { ...ended.data, transcript: "Something else entirely." } } : l,
     );
     const path = join(dataDir, "edited.jsonl");
-    const { chain_head: _head, ...plainHeader } = header;
+    const { chain_head: _head, schema: _headerSchema, ...plainHeader } = header as typeof header & { schema?: number };
     await writeFile(path, `${[plainHeader, ...edited].map((l) => JSON.stringify(l)).join("\n")}\n`);
     const input = [...unchained].reverse().find((l) => l.revision < ended.revision && isInput(l));
     const diff = await duplex("replay", path, "--diff");

@@ -107,9 +107,10 @@ describe("demo flow on real speech", () => {
       revision: entries[index]?.revision,
       inputType: "SpeechStopped",
     });
-    // Without the chain (a log written before it), the decider's replay finds it: the recorded decision differs.
+    // Without the chain (a log written before it: schema 1, no digests), the decider's replay finds it: the recorded
+    // decision differs. (A log of schema 2 without its digests is refused as tampered: test/e2e/frozen-logs.test.ts.)
     const unchained = altered.map((e) => {
-      const { chain: _chain, ...metadata } = e.metadata;
+      const { chain: _chain, schema: _schema, ...metadata } = e.metadata;
       return { ...e, metadata: metadata as typeof e.metadata };
     });
     const replayed = replayEntries(unchained);
