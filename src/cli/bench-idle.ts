@@ -21,7 +21,10 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 2000));
 export const benchIdle = async (o: IdleOptions): Promise<void> => {
   const dir = await mkdtemp(join(tmpdir(), "duplex-idle-"));
   const config = join(dir, "config.yaml");
-  await writeFile(config, `duplex_session: { max_sessions: ${o.sessions + 8} }\n`);
+  await writeFile(
+    config,
+    `duplex_session: { max_sessions: ${o.sessions + 8} }\nlisten: { max_connections_per_address: ${o.sessions * 2 + 64}, max_connections: ${o.sessions * 2 + 128} }\n`,
+  );
   const port = await freePort();
   const { child } = await startServerProcess(port, join(dir, "data"), 60_000, ["--config", config]);
   const pid = child.pid ?? 0;

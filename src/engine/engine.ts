@@ -43,6 +43,12 @@ export interface EngineLimits {
   readonly eventsPerS: number | null;
   /** `limits.event_burst`: the bucket's size, events that pass at once (200). */
   readonly eventBurst: number;
+  /**
+   * `limits.appends_per_s` and `limits.append_burst`: the audio appends one session may send a second (a second
+   * bucket: 1000, a burst of 4000; each one is an entry in the log, whatever the audio it carries); null: no limit.
+   */
+  readonly appendsPerS: number | null;
+  readonly appendBurst: number;
 }
 
 export const DEFAULT_LIMITS: EngineLimits = {
@@ -56,6 +62,8 @@ export const DEFAULT_LIMITS: EngineLimits = {
   resumeReplayMaxBytes: null,
   eventsPerS: 100,
   eventBurst: 200,
+  appendsPerS: 1000,
+  appendBurst: 4000,
 };
 
 export interface EngineDeps {
@@ -256,6 +264,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         now,
         inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
         ...(limits.eventsPerS === null ? {} : { eventRate: { perS: limits.eventsPerS, burst: limits.eventBurst } }),
+        ...(limits.appendsPerS === null ? {} : { appendRate: { perS: limits.appendsPerS, burst: limits.appendBurst } }),
         openRunner: (id, config, history, emit) => deps.runner.open({ sessionId: id, config, history }, emit),
         onRunnerFault: (faulty, operation, error) =>
           deps.log?.error(

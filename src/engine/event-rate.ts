@@ -71,6 +71,10 @@ export const takeEventToken = (
   };
 };
 
+/** The message of an audio append refused by the appends' bucket (`limits.appends_per_s`, `append_burst`). */
+export const appendRateMessage = (limits: EventRateLimits, dropped: number): string =>
+  `more than ${limits.perS} audio appends a second (a burst of ${limits.burst}): this append is refused and nothing of it is buffered, and the appends after it are dropped unanswered for a second (${dropped} dropped since the last notice); send larger appends, or slow down`;
+
 /** The message of a refusal told: the limits, and how many events were dropped unanswered since the last one. */
 export const eventRateMessage = (limits: EventRateLimits, dropped: number): string =>
   `more than ${limits.perS} client events a second other than audio appends (a burst of ${limits.burst}): this event is refused, and those after it are dropped unanswered for a second (${dropped} dropped since the last notice); slow down`;

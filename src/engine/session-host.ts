@@ -27,6 +27,7 @@ import { CommandPreparation } from "./command-preparation.ts";
 import { type Effect, effectsOf } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
 import {
+  appendRateMessage,
   type EventRateLimits,
   type EventRateState,
   eventRateMessage,
@@ -91,6 +92,11 @@ export interface SessionHostDeps {
    * once a second. Absent: no limit.
    */
   readonly eventRate?: EventRateLimits;
+  /**
+   * `limits.appends_per_s` and `limits.append_burst`: the bucket of a socket's audio appends (a flood of one-sample
+   * appends costs an entry each, as any event does); beyond it refused as for `eventRate`. Absent: no limit.
+   */
+  readonly appendRate?: EventRateLimits;
   /** Observes each group commit: how many entries, and how long the append took (ms). */
   readonly onAppended?: (entries: number, ms: number) => void;
   /** For each runner output whose server events were written to a socket: ms from its arrival to that write. */
@@ -170,6 +176,8 @@ export class SessionHost {
   private readonly outputAudio: OutputAudio;
   /** The token bucket of the session's client events other than audio appends (`deps.eventRate`). */
   private eventRate: EventRateState = INITIAL_EVENT_RATE;
+  /** The token bucket of the session's audio appends (`deps.appendRate`). */
+  private appendRate: EventRateState = INITIAL_EVENT_RATE;
 
   constructor(
     readonly sessionId: SessionId,
@@ -340,8 +348,8 @@ export class SessionHost {
     // A socket's frame that does not look like an append is counted against the event rate before it is decoded;
     // one that does (`uncounted`) once it is decoded, unless it is one.
     let uncounted = cost.sniffed === "append";
-    if (cost.sniffed === "event") {
-      const refused = this.rateLimited(frame, at);
+    if (cost.sniffed === "event" || cost.sniffed === "append") {
+      const refused = this.rateLimited(frame, at, cost.sniffed);
       if (refused !== null) return refused;
     }
     const over = this.mailbox.refusal(cost);
@@ -380,7 +388,7 @@ export class SessionHost {
       }
       if (uncounted) {
         uncounted = false;
-        const refused = this.rateLimited(decoded, at);
+        const refused = this.rateLimited(decoded, at, "event");
         if (refused !== null) return refused;
       }
       lazy = decoded;
@@ -391,9 +399,9 @@ export class SessionHost {
         taken();
         const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
         if (uncounted && decoded.type !== "input_audio_buffer.append") {
-          const verdict = this.countEvent(at);
+          const verdict = this.countEvent(at, "event");
           if (verdict.kind === "drop") return null;
-          if (verdict.kind === "tell") return rejected(decoded, at, this.rateMessage(verdict.dropped));
+          if (verdict.kind === "tell") return rejected(decoded, at, this.rateMessage(verdict.dropped, "event"));
         }
         return {
           type: "CommandReceived",
@@ -408,17 +416,23 @@ export class SessionHost {
     );
   }
 
-  /** Counts one client event at `at` (ms) against the event rate; every event passes when there is no limit. */
-  private countEvent(at: number): ReturnType<typeof takeEventToken>["verdict"] {
-    const limits = this.deps.eventRate;
+  /**
+   * Counts one client frame at `at` (ms) against its bucket: audio appends (`append`) and every other event
+   * (`event`) have one each; every frame passes when its bucket has no limit.
+   */
+  private countEvent(at: number, kind: "event" | "append"): ReturnType<typeof takeEventToken>["verdict"] {
+    const limits = kind === "event" ? this.deps.eventRate : this.deps.appendRate;
     if (limits === undefined) return { kind: "pass" };
-    const { state, verdict } = takeEventToken(this.eventRate, at, limits);
-    this.eventRate = state;
+    const { state, verdict } = takeEventToken(kind === "event" ? this.eventRate : this.appendRate, at, limits);
+    if (kind === "event") this.eventRate = state;
+    else this.appendRate = state;
     return verdict;
   }
 
-  private rateMessage(dropped: number): string {
-    return eventRateMessage(this.deps.eventRate ?? { perS: 0, burst: 0 }, dropped);
+  private rateMessage(dropped: number, kind: "event" | "append"): string {
+    return kind === "event"
+      ? eventRateMessage(this.deps.eventRate ?? { perS: 0, burst: 0 }, dropped)
+      : appendRateMessage(this.deps.appendRate ?? { perS: 0, burst: 0 }, dropped);
   }
 
   /**
@@ -428,11 +442,12 @@ export class SessionHost {
   private rateLimited(
     frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
     at: number,
+    kind: "event" | "append",
   ): Promise<void> | null {
-    const verdict = this.countEvent(at);
+    const verdict = this.countEvent(at, kind);
     if (verdict.kind === "pass") return null;
     if (verdict.kind === "drop") return this.draining ?? Promise.resolve();
-    return this.refuse(frame, at, this.rateMessage(verdict.dropped));
+    return this.refuse(frame, at, this.rateMessage(verdict.dropped, kind));
   }
 
   /** Records a client frame refused with `input_backpressure` before it is accepted: nothing of it is buffered. */

@@ -39,15 +39,26 @@ const profileSchema = z.union([
 
 export type ProfileConfig = z.infer<typeof profileSchema>;
 
-const PROXY_LIST = "expected proxy addresses or subnets (127.0.0.1, 10.0.0.0/8, ::1), not true or a hop count";
+const PROXY_LIST =
+  "expected the proxies' addresses or subnets (127.0.0.1, 10.0.0.0/8, 10.0.0.0/255.0.0.0, ::1, or loopback, linklocal, uniquelocal), not true or a hop count: with those any client could name the address the lockout counts";
 
-/** Whether every entry of `value` (a comma-separated string or a list) is an IP address or a CIDR subnet. */
+/** proxy-addr's names for the loopback, link-local and unique-local ranges. */
+const PROXY_RANGE_NAMES = new Set(["loopback", "linklocal", "uniquelocal"]);
+
+/**
+ * Whether every entry of `value` (a comma-separated string or a list) is an IP address, a subnet (CIDR prefix or an
+ * IPv4 netmask) or one of proxy-addr's range names.
+ */
 const isProxyList = (value: string | readonly string[]): boolean =>
   (typeof value === "string" ? value.split(",") : value).every((entry) => {
-    const [address, bits, extra] = entry.trim().split("/");
+    const trimmed = entry.trim();
+    if (PROXY_RANGE_NAMES.has(trimmed)) return true;
+    const [address, bits, extra] = trimmed.split("/");
     const family = isIP(address ?? "");
     if (family === 0 || extra !== undefined) return false;
-    return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+    if (bits === undefined) return true;
+    if (family === 4 && isIP(bits) === 4) return true;
+    return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
   });
 
 export const configSchema = z
@@ -228,11 +239,8 @@ export const configSchema = z
          * `true` and hop counts are refused: with them any client could name the address the lockout counts.
          */
         trust_proxy: z
-          .union([
-            z.literal(false),
-            z.string().min(1).refine(isProxyList, PROXY_LIST),
-            z.array(z.string().min(1)).refine(isProxyList, PROXY_LIST),
-          ])
+          .union([z.literal(false), z.string().min(1), z.array(z.string().min(1))], { error: PROXY_LIST })
+          .refine((value) => value === false || isProxyList(value), PROXY_LIST)
           .default(false),
         /**
          * Host names (besides loopback names and the listening address) a request's `Host` may name while no API
@@ -245,9 +253,9 @@ export const configSchema = z
          */
         allowed_origins: z.array(z.string().regex(/^https?:\/\/[^/]+$/, "an origin: scheme://host[:port]")).default([]),
         /** Open sockets (HTTP and WebSocket) in all; one more is refused before its upgrade (503). */
-        max_connections: z.number().int().positive().default(1024),
+        max_connections: z.number().int().positive().default(2048),
         /** Open sockets from one client address; one more is refused before its upgrade (429). */
-        max_connections_per_address: z.number().int().positive().default(128),
+        max_connections_per_address: z.number().int().positive().default(512),
         /** s: a request's headers and body must have arrived within this long (408 and closed otherwise). */
         request_timeout_s: durationS.default(25),
       })
@@ -284,6 +292,13 @@ export const configSchema = z
         events_per_s: z.number().positive().default(100),
         /** The token bucket's size: a burst of that many events passes at once. */
         event_burst: z.number().int().positive().default(200),
+        /**
+         * Audio appends one session may send per second (a bucket of their own: each is a log entry, whatever audio
+         * it carries, so a flood of one-sample appends is bounded as other events are).
+         */
+        appends_per_s: z.number().positive().default(1000),
+        /** The appends' bucket size. */
+        append_burst: z.number().int().positive().default(4000),
         /** MB free on the store's disk below which new sessions are refused with `resource_exhausted`. */
         disk_free_floor_mb: z.number().nonnegative().default(256),
         /** MB free below which open sessions end cleanly (`resource_exhausted`), their logs intact. */

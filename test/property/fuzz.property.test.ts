@@ -108,7 +108,7 @@ describe("fuzzed frames on one session", () => {
     // event rate (event-rate.e2e): every fuzzed frame must reach the session's log here.
     server = await startTestServer({
       duplex_session: { max_output_buffer_events: 1_000_000, max_output_buffer_bytes: 256 * 1024 * 1024 },
-      limits: { events_per_s: 1e9, event_burst: 1e9 },
+      limits: { events_per_s: 1e9, event_burst: 1e9, appends_per_s: 1e9, append_burst: 1e9 },
     });
     peer = await connectRaw(server.url);
     const created = await peer.waitFor((e) => e.type === "session.created", 0);

@@ -161,7 +161,10 @@ export const runAgainstServer = async (o: LoadRunOptions): Promise<RunMeasure> =
     o.postgresUrl === undefined
       ? ""
       : `event_store: { kind: postgres, url: "${await freshDatabase(o.postgresUrl)}" }\n`;
-  await writeFile(config, `duplex_session: { max_sessions: ${o.sessions + 8} }\n${store}`);
+  await writeFile(
+    config,
+    `duplex_session: { max_sessions: ${o.sessions + 8} }\nlisten: { max_connections_per_address: ${o.sessions * 2 + 64}, max_connections: ${o.sessions * 2 + 128} }\n${store}`,
+  );
   const port = await freePort();
   const { child } = await startServerProcess(port, o.postgresUrl === undefined ? join(dir, "data") : null, 60_000, [
     "--config",
