@@ -1,3 +1,4 @@
+import type { Writable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Subscription } from "rxjs";
 import { z } from "zod";
@@ -53,10 +54,85 @@ export interface SessionsApiOptions {
   readonly store: EventStore;
   /** Interval of the `: heartbeat` comments of a live tail, ms (default 15 000). */
   readonly heartbeatMs?: number;
+  /** Requests that read a whole log (report, export, timeline, page, audio) running at once, at most (default 2). */
+  readonly maxWholeLogReads?: number;
 }
 
 /** Bytes of a live tail's output a reader may leave unread before it is cut off (`GET /v1/sessions/:id/events`). */
 export const MAX_TAIL_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** Requests that read a whole log at once, at most (`SessionsApiOptions.maxWholeLogReads`). */
+const DEFAULT_WHOLE_LOG_READS = 2;
+
+/** Requests that may wait for one of those places; one more is refused. */
+export const WHOLE_LOG_QUEUE = 32;
+
+/**
+ * Wraps the handlers that read and fold a whole session's log (its report, export, timeline, page, audio): at most
+ * `max` of them run at once, the next {@link WHOLE_LOG_QUEUE} wait for a place in arrival order (a timeline page
+ * fetches its audio files at once), and one beyond is answered at once with 429 `resource_exhausted` and
+ * `Retry-After: 1`. So parallel requests for long sessions hold at most `max` logs in memory (each about its log's
+ * size: an hour-long session's is about 100 MB), however many are sent.
+ */
+export const foldsWholeLogs = (max: number) => {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const release = (): void => {
+    const nextInLine = waiting.shift();
+    if (nextInLine === undefined) running -= 1;
+    else nextInLine();
+  };
+  return <R extends FastifyRequest>(handler: (request: R, reply: FastifyReply) => Promise<unknown>) =>
+    async (request: R, reply: FastifyReply): Promise<unknown> => {
+      if (running >= max) {
+        if (waiting.length >= WHOLE_LOG_QUEUE)
+          return reply
+            .code(429)
+            .header("retry-after", "1")
+            .send(
+              handshakeErrorBody(
+                "resource_exhausted",
+                `${max} requests that read a whole session log are running and ${WHOLE_LOG_QUEUE} wait; retry in a second`,
+              ),
+            );
+        await new Promise<void>((resolve) => waiting.push(resolve));
+      } else running += 1;
+      try {
+        return await handler(request, reply);
+      } finally {
+        release();
+      }
+    };
+};
+
+/** Entries of a tail's stored part read at a time. */
+const TAIL_PAGE_ENTRIES = 500;
+
+/** ms a tail's reader may take to read what was written before it is cut off. */
+const TAIL_DRAIN_MS = 30_000;
+
+/** The largest revision a client may name: what every store's revision column holds (PostgreSQL's int4). */
+const MAX_REVISION = 2_147_483_647;
+
+/** `text` as a revision (decimal digits, 0 to MAX_REVISION), or null. */
+const revisionOf = (text: string): number | null =>
+  /^\d{1,10}$/.test(text) && Number(text) <= MAX_REVISION ? Number(text) : null;
+
+/** Resolves true once `out` drains, false when it closes or `timeoutMs` pass first; no listener is left behind. */
+const drained = (out: Writable, timeoutMs: number): Promise<boolean> =>
+  new Promise<boolean>((resolve) => {
+    const done = (value: boolean) => () => {
+      clearTimeout(timer);
+      out.off("drain", onDrain);
+      out.off("close", onClose);
+      resolve(value);
+    };
+    const onDrain = done(true);
+    const onClose = done(false);
+    const timer = setTimeout(done(false), timeoutMs);
+    out.once("drain", onDrain);
+    out.once("close", onClose);
+  });
 
 /** One row of `GET /v1/sessions`. */
 export interface SessionSummary {
@@ -209,16 +285,21 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const { id } = request.params;
     const stream = streamOf(id);
     const lastEventId = request.headers["last-event-id"];
-    // A revision is at most 15 digits (below 2^53, and what every store's integer column holds).
-    const resumeAfter = typeof lastEventId === "string" && /^\d{1,15}$/.test(lastEventId) ? Number(lastEventId) : null;
+    const resumeAfter = typeof lastEventId === "string" ? revisionOf(lastEventId) : null;
     if (typeof lastEventId === "string" && resumeAfter === null)
-      return badRequest(reply, "Last-Event-ID: a revision (0, 1, ... up to 15 digits)");
+      return badRequest(reply, `Last-Event-ID: a revision (0 to ${MAX_REVISION})`);
     const fromQuery = request.query.from;
-    if (fromQuery !== undefined && !/^\d{1,15}$/.test(fromQuery))
-      return badRequest(reply, "from: a revision (0, 1, ... up to 15 digits)");
-    const from = resumeAfter !== null ? resumeAfter + 1 : fromQuery !== undefined ? Number(fromQuery) : 0;
-    const stored = await store.read(stream, from);
-    if (stored.length === 0 && (await store.read(stream, 0)).length === 0) return notFound(reply, id);
+    const fromValue = fromQuery === undefined ? null : revisionOf(fromQuery);
+    if (fromQuery !== undefined && fromValue === null)
+      return badRequest(reply, `from: a revision (0 to ${MAX_REVISION})`);
+    const from = resumeAfter !== null ? resumeAfter + 1 : (fromValue ?? 0);
+    // The entry before `from` says whether the client already has the session's end; none at all: no session.
+    const before = await store.read(stream, Math.max(0, from - 1), 1);
+    if (before.length === 0) {
+      if ((await store.read(stream, 0, 1)).length === 0) return notFound(reply, id);
+      return badRequest(reply, `from ${from}: past the end of session ${id}'s log`);
+    }
+    let closed = from > 0 && before[0]?.type === "SessionClosed";
 
     reply.hijack();
     const out = reply.raw;
@@ -229,28 +310,36 @@ export const sessionsApi = (options: SessionsApiOptions) => {
       "x-accel-buffering": "no",
       "x-content-type-options": "nosniff",
     });
-    // A reader that stops reading is cut off once this much waits for it (a live tail of a long session otherwise
-    // buffers its whole log in this process).
+    const line = (entry: RecordedEntry): string =>
+      `event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`;
+    // A live reader that stops reading is cut off once this much waits for it.
     const send = (entry: RecordedEntry): void => {
-      out.write(`event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`);
+      out.write(line(entry));
       if (out.writableLength > MAX_TAIL_BUFFER_BYTES) out.destroy();
     };
-    // The stored part at the reader's pace: the next entry once the last one is written out.
-    for (const entry of stored) {
-      if (out.destroyed) return reply;
-      if (!out.write(`event: entry\nid: ${entry.revision}\ndata: ${renderEntryLine(entry)}\n\n`))
-        await new Promise<void>((resolve) => {
-          out.once("drain", resolve);
-          out.once("close", resolve);
-        });
+    // The stored part a page at a time, at the reader's pace: a reader that takes nothing for TAIL_DRAIN_MS is cut
+    // off, so a tail never holds more than a page and the socket's buffer.
+    let next = from;
+    for (;;) {
+      const page = await store.read(stream, next, TAIL_PAGE_ENTRIES);
+      for (const entry of page) {
+        if (out.destroyed) return reply;
+        next = entry.revision + 1;
+        if (entry.type === "SessionClosed") closed = true;
+        if (!out.write(line(entry)) && !(await drained(out, TAIL_DRAIN_MS))) {
+          out.destroy();
+          return reply;
+        }
+      }
+      if (page.length < TAIL_PAGE_ENTRIES) break;
     }
-    const closed = stored.some((e) => e.type === "SessionClosed");
-    let next = (stored.at(-1)?.revision ?? from - 1) + 1;
-    if (closed || !isLive(id)) {
-      // A finished session (or one this server does not hold): its log, then the end.
+    if (closed) {
+      // A finished session: its log, then the end.
       out.end();
       return reply;
     }
+    // A session not ended is followed to its end wherever it runs: on this node, or on another node of the cluster
+    // whose appends the store delivers.
     out.write(`event: caught_up\nid: ${next - 1}\ndata: ${JSON.stringify({ revision: next - 1 })}\n\n`);
     let subscription: Subscription | null = null;
     const heartbeat = setInterval(() => out.write(": heartbeat\n\n"), heartbeatMs);
@@ -360,5 +449,17 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     );
   };
 
-  return { list, show, exported, events, inputWav, responseWav, timeline, page, pages };
+  // The routes that read and fold a whole log: a few at a time (see `oneAtATime`).
+  const whole = foldsWholeLogs(options.maxWholeLogReads ?? DEFAULT_WHOLE_LOG_READS);
+  return {
+    list,
+    show: whole(show),
+    exported: whole(exported),
+    events,
+    inputWav: whole(inputWav),
+    responseWav: whole(responseWav),
+    timeline: whole(timeline),
+    page: whole(page),
+    pages,
+  };
 };

@@ -148,6 +148,18 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         expect(await store.append(stream, [entry("b")], 0)).toBe(1);
       });
 
+      it("reads a page: at most limit entries from a revision, in order, and nothing past the end", async () => {
+        const stream = uniqueStream("page");
+        await store.append(stream, [entry("a"), entry("b"), entry("c"), entry("d")], "no_stream");
+        expect((await store.read(stream, 1, 2)).map((e) => [e.revision, e.type])).toEqual([
+          [1, "b"],
+          [2, "c"],
+        ]);
+        expect((await store.read(stream, 3, 10)).map((e) => e.type)).toEqual(["d"]);
+        expect(await store.read(stream, 4, 10)).toEqual([]);
+        expect((await store.read(stream, 0)).length).toBe(4);
+      });
+
       it("creates a stream with no_stream and returns the revision of the last entry", async () => {
         const stream = uniqueStream("new");
 

@@ -141,8 +141,11 @@ export interface EventStore {
    * @throws EntryTooLargeError when an entry is larger than the store takes; nothing of the batch is stored.
    */
   append(stream: string, entries: readonly NewEntry[], expectedRevision: ExpectedRevision): Promise<number>;
-  /** Reads `stream` from revision `from` (inclusive, default 0) in order. An unknown stream reads as empty. */
-  read(stream: string, from?: number): Promise<RecordedEntry[]>;
+  /**
+   * Reads `stream` from revision `from` (inclusive, default 0) in order, at most `limit` entries (default: all, to
+   * its end). An unknown stream reads as empty.
+   */
+  read(stream: string, from?: number, limit?: number): Promise<RecordedEntry[]>;
   /**
    * Entries of `stream` (or of every stream for `"$all"`) from revision / position `from` (inclusive), first
    * those already stored, then each new one as it is appended. Completes when the store closes.

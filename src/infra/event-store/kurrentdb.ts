@@ -220,11 +220,12 @@ export async function createKurrentDbEventStore(options: KurrentDbEventStoreOpti
     }
   };
 
-  const read = async (stream: string, from = 0): Promise<RecordedEntry[]> => {
+  const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
     if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
     const out: RecordedEntry[] = [];
     try {
-      for await (const resolved of client.readStream(stream, { direction: FORWARDS, fromRevision: BigInt(from) }))
+      const options = { fromRevision: BigInt(from), ...(limit === undefined ? {} : { maxCount: limit }) };
+      for await (const resolved of client.readStream(stream, { direction: FORWARDS, ...options }))
         if (resolved.event !== undefined) out.push(toRecorded(resolved.event as KurrentEvent));
     } catch (error) {
       if (!(error instanceof StreamNotFoundError)) throw error;

@@ -372,11 +372,11 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     (await reads.query<EntryRow>(text, [...values])).rows;
   const COLUMNS = "position::text AS position, stream, revision, type, data, bin, metadata";
 
-  const read = async (stream: string, from = 0): Promise<RecordedEntry[]> => {
+  const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
     if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
     const rows = await selectRows(
-      `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision`,
-      [stream, from],
+      `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision${limit === undefined ? "" : " LIMIT $3"}`,
+      limit === undefined ? [stream, from] : [stream, from, limit],
     );
     return rows.map(toRecorded);
   };

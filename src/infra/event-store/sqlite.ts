@@ -134,6 +134,10 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     `SELECT ${COLUMNS} FROM streams s CROSS JOIN entries e ON e.stream_id = s.id
      WHERE s.stream = ? AND e.revision >= ? ORDER BY e.revision`,
   );
+  const selectPageOfStream = db.prepare<[string, number, number], EntryRow>(
+    `SELECT ${COLUMNS} FROM streams s CROSS JOIN entries e ON e.stream_id = s.id
+     WHERE s.stream = ? AND e.revision >= ? ORDER BY e.revision LIMIT ?`,
+  );
   // substr rather than LIKE, where `_` and `%` in a prefix would be wildcards.
   const selectStreams = db.prepare<{ prefix: string }, StreamRow>(
     `SELECT stream, revision, first_at, last_at FROM streams
@@ -201,9 +205,11 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
     return outcome.revision;
   };
 
-  const read = async (stream: string, from = 0): Promise<RecordedEntry[]> => {
+  const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
     if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
-    return selectAllOfStream.all(stream, from).map(toRecorded);
+    const rows =
+      limit === undefined ? selectAllOfStream.all(stream, from) : selectPageOfStream.all(stream, from, limit);
+    return rows.map(toRecorded);
   };
 
   const subscribe = (stream: string, from?: number): Observable<RecordedEntry> =>
