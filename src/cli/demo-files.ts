@@ -12,7 +12,7 @@ import { type EncodedWav, pcm16FromBytes, pcm16ToBytes, readEncodedWav, resample
 const SUPPORTED_RATES = [8000, 16000, 24000, 48000];
 
 /**
- * Reads `path` as the demo's input: a mono WAV of PCM16 (any rate), IEEE float32, A-law or mu-law (8 kHz), the
+ * Reads `path` as the demo's input: a WAV of PCM16 (8-96 kHz, stereo mixed down), IEEE float32, A-law or mu-law (8 kHz), the
  * encodings a session accepts.
  * @throws InvalidArgumentError naming the path and what is wrong with it, with the sox command that converts it.
  */

@@ -116,7 +116,7 @@ program
   .option("--url <url>", "realtime endpoint", "ws://127.0.0.1:8099/v1/realtime")
   .requiredOption(
     "--input <wav>",
-    "mono WAV to speak: PCM16 at any rate, float32, or G.711 mu-law/A-law at 8 kHz, e.g. ../shared/audio/jfk_16k.wav",
+    "WAV to speak: PCM16 at 8-96 kHz (stereo is mixed down), float32, or G.711 mu-law/A-law at 8 kHz, e.g. ../shared/audio/jfk_16k.wav",
   )
   .option("--out <dir>", "folder for response-N.wav", "./out")
   .option("--fast", "send and play as fast as possible instead of in real time", false)

@@ -14,6 +14,7 @@ import {
 import { bytesPerSample, decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
 import { base64ByteLength, decodeStandardBase64, isStandardBase64 } from "./base64.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
+import { jsonValuesExceededAt, MAX_JSON_VALUES } from "./json-depth.ts";
 import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
 /** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
@@ -403,6 +404,15 @@ export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeC
     return invalid(
       "event_too_large",
       `frame of ${byteLength} bytes exceeds the maximum of ${MAX_FRAME_BYTES} bytes`,
+      sniffEventId(text),
+      null,
+    );
+  }
+  // Counted before parsing: a frame of millions of tiny values would hold the event loop for seconds in JSON.parse.
+  if (jsonValuesExceededAt(text, MAX_JSON_VALUES) >= 0) {
+    return invalid(
+      "invalid_json",
+      `frame holds more than ${MAX_JSON_VALUES} values (commas outside strings); it was not parsed`,
       sniffEventId(text),
       null,
     );

@@ -130,6 +130,12 @@ export const buildApp = (options: AppOptions) => {
   app.addHook("onRoute", registry.onRoute);
   app.decorate("routeTable", registry.routes);
   app.setErrorHandler(answerError(options.log));
+  // A path no route matches (after the key check, which the not-found answer needs too): the error envelope.
+  app.setNotFoundHandler(async (request, reply) =>
+    reply
+      .code(404)
+      .send(handshakeErrorBody("not_found", `no route ${request.method} ${request.url.split("?")[0] ?? ""}`)),
+  );
   // Every answer says its content type is what it is (JSON, WAV, the pages): no browser sniffs another.
   app.addHook("onSend", noSniff);
   const wss = new WebSocketServer({
@@ -175,6 +181,10 @@ export const buildApp = (options: AppOptions) => {
     options.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
   });
   app.addHook("onRequest", async (request, reply) => {
+    // One Host, and a path as the target (RFC 9112, 3.2: a server refuses a request with two Host fields; the
+    // absolute form is for proxies, and its authority could differ from the Host the browser rules read).
+    const malformed = hostFieldProblem(request.raw);
+    if (malformed !== null) return reply.code(400).send(handshakeErrorBody("bad_event", malformed));
     const preflight = browser.preflight(request.method, request.headers);
     if (preflight !== null) return reply.code(204).headers(preflight).send();
     // No route matched: the not-found answer is keyed like the routes, so it tells a client without a key nothing
@@ -353,6 +363,17 @@ export const buildMetricsApp = (metrics: ServerMetrics, log: Logger) => {
   });
   app.get("/metrics", { config: { access: "open" } }, metricsHandler(metrics));
   return app;
+};
+
+/** Why a request's Host or target is malformed (two Host fields, an absolute-form target), or null. */
+const hostFieldProblem = (request: IncomingMessage): string | null => {
+  let hosts = 0;
+  for (let i = 0; i < request.rawHeaders.length; i += 2)
+    if (request.rawHeaders[i]?.toLowerCase() === "host") hosts += 1;
+  if (hosts > 1) return "the request has more than one Host header";
+  if (!(request.url ?? "/").startsWith("/") && request.url !== "*")
+    return "the request target must be a path (origin form), not an absolute URL";
+  return null;
 };
 
 /** A browser-policy refusal with the (no) headers an AuthRefusal carries, so both are answered alike. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import proxyAddr from "@fastify/proxy-addr";
 import type { Logger } from "pino";
+import { addressKey } from "./address-key.ts";
 import { createApiKeyCheck, offeredApiKey } from "./api-keys.ts";
 import { type AuthLockoutOptions, createAuthLockout } from "./auth-lockout.ts";
 
@@ -60,7 +61,9 @@ export const createAuthGate = (options: {
       const address = addressOf(request);
       const path = new URL(request.url ?? "/", "http://localhost").pathname;
       const refused = request.headers.upgrade === undefined ? "request refused" : "upgrade refused";
-      const waitMs = (await lockout?.lockedFor(address)) ?? 0;
+      // Counted by address, an IPv6 client by its /64 (address-key.ts).
+      const key = addressKey(address);
+      const waitMs = (await lockout?.lockedFor(key)) ?? 0;
       if (waitMs > 0) {
         const retryAfterS = Math.ceil(waitMs / 1000);
         options.log.info(
@@ -76,7 +79,7 @@ export const createAuthGate = (options: {
       }
       if (checkKey(offeredApiKey(request.headers))) return null;
       options.log.info({ code: "unauthorized", path, address }, `${refused}: missing or invalid API key`);
-      if ((await lockout?.failed(address)) === true) {
+      if ((await lockout?.failed(key)) === true) {
         options.log.info(
           { code: "too_many_auth_failures", address, lockoutS: options.lockout?.lockoutS },
           "address locked out after repeated failed API key checks",

@@ -53,7 +53,16 @@ const audioPart = z.object({
   input_audio: z.object({ data: z.string(), format: z.string() }),
 });
 const otherPart = z.object({ type: z.string() }).loose();
-const contentSchema = z.union([z.string(), z.array(z.union([textPart, audioPart, otherPart])), z.null()]).optional();
+/**
+ * Parts of one message and messages of one request, at most: each becomes an item of the request's session, decided
+ * and logged one by one (50,000 one-word messages held a session for over a minute and logged 12 MB).
+ */
+export const MAX_CHAT_PARTS = 64;
+export const MAX_CHAT_MESSAGES = 1024;
+
+const contentSchema = z
+  .union([z.string(), z.array(z.union([textPart, audioPart, otherPart])).max(MAX_CHAT_PARTS), z.null()])
+  .optional();
 
 const messageSchema = z.object({
   role: z.enum(["system", "developer", "user", "assistant", "tool"]),
@@ -73,7 +82,7 @@ const messageSchema = z.object({
 
 const requestSchema = z.object({
   model: z.string(),
-  messages: z.array(messageSchema).min(1),
+  messages: z.array(messageSchema).min(1).max(MAX_CHAT_MESSAGES),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
   modalities: z.array(z.enum(["text", "audio"])).nullish(),

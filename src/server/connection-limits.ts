@@ -1,5 +1,6 @@
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
+import { addressKey } from "./address-key.ts";
 
 /** `listen.max_connections` and `listen.max_connections_per_address` (docs/deploy.md, "Limits"). */
 export interface ConnectionLimitOptions {
@@ -34,9 +35,11 @@ export const limitConnections = (server: Server, options: ConnectionLimitOptions
   const perAddress = new Map<string, number>();
   const tls = "setSecureContext" in server;
   const admit = (socket: Socket): boolean => {
-    const address = socket.remoteAddress ?? "unknown";
+    const peer = socket.remoteAddress ?? "unknown";
+    // An IPv6 peer counts by its /64 (address-key.ts).
+    const address = addressKey(peer);
     const mine = perAddress.get(address) ?? 0;
-    const capped = options.sharedPeer?.(address) !== true;
+    const capped = options.sharedPeer?.(peer) !== true;
     if (open >= options.maxConnections || (capped && mine >= options.maxPerAddress)) {
       const total = open >= options.maxConnections;
       // Over TLS nothing readable can be said before the handshake: the socket is closed at once.

@@ -7,7 +7,13 @@ import type {
   RawServerBase,
 } from "fastify";
 import type { ErrorCode } from "../domain/index.ts";
-import { handshakeErrorBody, jsonDepthExceededAt, MAX_JSON_DEPTH } from "../protocol/index.ts";
+import {
+  handshakeErrorBody,
+  jsonDepthExceededAt,
+  jsonValuesExceededAt,
+  MAX_JSON_DEPTH,
+  MAX_JSON_VALUES,
+} from "../protocol/index.ts";
 
 /**
  * JSON request bodies on every HTTP route, bounded before any work is done for them (issue 32, part 2; docs/deploy.md,
@@ -145,6 +151,13 @@ const parseBounded = (
     );
   if (bytes.length === 0) return new RefusedBody(400, "invalid_json", "the body is empty; expected a JSON value");
   const text = bytes.toString("utf8");
+  const past = jsonValuesExceededAt(text, MAX_JSON_VALUES);
+  if (past >= 0)
+    return new RefusedBody(
+      400,
+      "invalid_json",
+      `the JSON body holds more than ${MAX_JSON_VALUES} values (commas outside strings; the one past it at character ${past}); it was not parsed`,
+    );
   const result: { settled?: { readonly value: unknown } } = {};
   parse(text, (error, value) => {
     result.settled = { value: error === null ? value : new RefusedBody(400, "invalid_json", whyNotJson(text)) };

@@ -71,8 +71,17 @@ export interface OutputLimits {
 /** 2 MiB / 512 events. */
 export const DEFAULT_OUTPUT_LIMITS: OutputLimits = { maxBytes: 2 * 1024 * 1024, maxEvents: 512 };
 
-/** How long a socket detached for output backpressure may take over its closing handshake before it is cut (ms). */
-const BACKPRESSURE_CLOSE_MS = 1000;
+/**
+ * How long a socket the server closes may take over its closing handshake before it is cut (ms): ws would wait 30 s,
+ * reading (and buffering, up to a whole message) whatever the client still sends.
+ */
+const CLOSE_HANDSHAKE_MS = 1000;
+
+/** Closes `socket` with `code` and `reason`, and cuts it if the client has not answered within CLOSE_HANDSHAKE_MS. */
+const closeSocket = (socket: WebSocket, code: number | undefined, reason: string): void => {
+  socket.close(code, reason);
+  setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS).unref();
+};
 
 /**
  * An audio append's `type` (or one of its aliases) near the start of a frame: such a frame is not counted against the
@@ -146,7 +155,7 @@ export const serveRealtimeSocket = (
         // A session opened on connect and never used ends with the socket.
         if (host !== null && !used) engine.abandon(host, sink);
         state = "closed";
-        socket.close(ERROR_CODES.internal_error.closeCode, "internal_error");
+        closeSocket(socket, ERROR_CODES.internal_error.closeCode, "internal_error");
       }, firstMessageMs);
       return;
     }
@@ -157,7 +166,7 @@ export const serveRealtimeSocket = (
       socket.send(sessionError("config_timeout", "no client event arrived within the first message timeout"));
       engine.abandon(host, sink);
       state = "closed";
-      socket.close(ERROR_CODES.config_timeout.closeCode, "config_timeout");
+      closeSocket(socket, ERROR_CODES.config_timeout.closeCode, "config_timeout");
       return;
     }
     if (state !== "new") return;
@@ -165,7 +174,7 @@ export const serveRealtimeSocket = (
     refuse(code, refused?.message ?? "no session.update arrived within the first message timeout", null);
     // Frames that cross the close open nothing.
     state = "closed";
-    socket.close(ERROR_CODES[code].closeCode, code);
+    closeSocket(socket, ERROR_CODES[code].closeCode, code);
   };
   const firstMessage = setTimeout(timeOut, firstMessageMs);
 
@@ -199,8 +208,7 @@ export const serveRealtimeSocket = (
         `more than ${outputLimits.maxBytes} bytes or ${outputLimits.maxEvents} events of output are waiting for this client; resume the session to receive what was missed`,
       ),
     );
-    socket.close(ERROR_CODES.output_backpressure.closeCode, "output_backpressure");
-    setTimeout(() => socket.terminate(), BACKPRESSURE_CLOSE_MS).unref();
+    closeSocket(socket, ERROR_CODES.output_backpressure.closeCode, "output_backpressure");
   };
 
   /**
@@ -248,7 +256,7 @@ export const serveRealtimeSocket = (
       state = "replaced";
       if (socket.readyState !== socket.OPEN) return;
       socket.send(sessionReplaced(host?.sessionId ?? "", generation));
-      socket.close(1000, "session replaced");
+      closeSocket(socket, 1000, "session replaced");
     },
     failed: (code, message) => {
       // Nothing after the last durable event went out; the session waits, detached, for a resume from its log.
@@ -256,7 +264,7 @@ export const serveRealtimeSocket = (
       state = "detached";
       if (socket.readyState !== socket.OPEN) return;
       socket.send(sessionError(code, message));
-      socket.close(ERROR_CODES[code].closeCode, code);
+      closeSocket(socket, ERROR_CODES[code].closeCode, code);
     },
     ended: (lastType, reason) => {
       // The engine logs the session's end (src/engine/lifecycle-log.ts), socket or not.
@@ -266,11 +274,11 @@ export const serveRealtimeSocket = (
       }
       state = "closed";
       if (socket.readyState !== socket.OPEN) return;
-      if (reason === "runner_failed") socket.close(1011, "model runner failed");
+      if (reason === "runner_failed") closeSocket(socket, 1011, "model runner failed");
       // The server ran short of disk for the session's log: try again later (1013), as a refused admission says.
       else if (reason === "resource_exhausted")
-        socket.close(ERROR_CODES.resource_exhausted.closeCode, "resource_exhausted");
-      else socket.close(1000, "session closed");
+        closeSocket(socket, ERROR_CODES.resource_exhausted.closeCode, "resource_exhausted");
+      else closeSocket(socket, 1000, "session closed");
     },
   };
 
@@ -294,7 +302,7 @@ export const serveRealtimeSocket = (
     });
     if ("code" in opened) {
       refuse(opened.code, opened.message, eventId);
-      socket.close(ERROR_CODES.resource_exhausted.closeCode, opened.code);
+      closeSocket(socket, ERROR_CODES.resource_exhausted.closeCode, opened.code);
       return null;
     }
     opened.attach(sink);

@@ -136,6 +136,8 @@ export const startServer = async (
       resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
       eventsPerS: config.limits.events_per_s,
       eventBurst: config.limits.event_burst,
+      appendsPerS: config.limits.appends_per_s,
+      appendBurst: config.limits.append_burst,
     },
   });
   metrics.bind(engine);

@@ -263,6 +263,55 @@ describe("browsers", () => {
   });
 });
 
+/** Writes `head` (request line and headers, CRLF-separated, ending with an empty line) and reads the status. */
+const rawStatus = (port: number, head: string): Promise<{ status: number; text: string }> =>
+  new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1", () => socket.write(head));
+    let text = "";
+    socket.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    socket.once("end", () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text }));
+    socket.once("error", reject);
+    setTimeout(() => socket.end(), 500);
+  });
+
+describe("malformed targets and hosts", () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  beforeAll(async () => {
+    server = await startTestServer({ auth: { api_keys: [KEY], max_failed_attempts: null } });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it("refuses two Host headers and an absolute-form target with 400, whatever key is sent", async () => {
+    const key = `Authorization: Bearer ${KEY}\r\n`;
+    const twice = await rawStatus(
+      server.port,
+      `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n${key}Connection: close\r\n\r\n`,
+    );
+    expect(twice.status).toBe(400);
+    const absolute = await rawStatus(
+      server.port,
+      `GET http://evil.example/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n${key}Connection: close\r\n\r\n`,
+    );
+    expect(absolute.status).toBe(400);
+    const plain = await rawStatus(
+      server.port,
+      `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n${key}Connection: close\r\n\r\n`,
+    );
+    expect(plain.status).toBe(200);
+  });
+
+  it("answers a path no route has with 404 not_found in the error envelope, once the key is good", async () => {
+    const answer = await send(server.port, "GET", "/v1/nothing", { Authorization: `Bearer ${KEY}` });
+    expect(answer.status).toBe(404);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { code: "not_found", type: "invalid_request_error" } });
+    expect((await send(server.port, "GET", "/v1/nothing")).status).toBe(401);
+  });
+});
+
 describe("sockets and slow requests", () => {
   it("caps the sockets of one address before any request of them is read, and takes one again once one closes", async () => {
     const server = await startTestServer({

@@ -5,6 +5,7 @@ import {
   type DecodedFrame,
   decodeClientFrame,
   encodeAudio,
+  MAX_JSON_VALUES,
   sessionObject,
 } from "../../src/protocol/index.ts";
 
@@ -66,6 +67,23 @@ const ULAW_CODES = [0xff, 0x7f, 0x80, 0x00, 0xf0, 0x70];
 const ULAW_PCM = [0, 0, 32124, -32124, 120, -120];
 const ALAW_CODES = [0xd5, 0x55, 0xaa, 0x2a, 0xff];
 const ALAW_PCM = [8, -8, 32256, -32256, 848];
+
+describe("frames of many values", () => {
+  it("refuses a frame of more than 100,000 values with invalid_json before parsing it, echoing its event_id", () => {
+    const frame = (n: number) =>
+      `{"event_id":"evt_wide","type":"session.update","session":{"instructions":"hi","x":[${Array(n).fill("0").join(",")}]}}`;
+    const wide = frame(MAX_JSON_VALUES);
+    expect(decodeClientFrame(wide, Buffer.byteLength(wide), PCM16_16K)).toMatchObject({
+      type: "invalid",
+      code: "invalid_json",
+      eventId: "evt_wide",
+    });
+    // Within the limit the frame is decoded as what it is (here refused for its unknown field, not for its size).
+    const within = frame(MAX_JSON_VALUES - 10);
+    const decoded = decodeClientFrame(within, Buffer.byteLength(within), PCM16_16K);
+    expect(decoded.type === "invalid" && decoded.code === "invalid_json").toBe(false);
+  });
+});
 
 describe("input_audio_buffer.append formats", () => {
   it("passes pcm16 through unchanged at the session's rate", () => {
