@@ -86,9 +86,15 @@ program
       runnerUrl?: string;
       nodeId?: string;
     }) => {
-      const { loadConfig, sqlitePathIn } = await import("../infra/config.ts");
+      const { ConfigError, loadConfig, sqlitePathIn } = await import("../infra/config.ts");
       const { startServer } = await import("../server/index.ts");
       const config = await loadConfig(opts.config);
+      // --data names an embedded store's folder: with a shared store configured it would start a node alone on a
+      // SQLite file of its own (issue 33, part 6).
+      if (opts.data !== undefined && config.event_store.kind !== "sqlite")
+        throw new ConfigError(
+          `--data ${opts.data}: the configuration's event_store is ${config.event_store.kind}; --data names the folder of an embedded sqlite store. Drop --data, or the config's event_store`,
+        );
       const runner = opts.runnerUrl === undefined ? config.runner : await withRunnerUrl(config.runner, opts.runnerUrl);
       const effective = {
         ...config,

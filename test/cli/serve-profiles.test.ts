@@ -167,6 +167,26 @@ describe("duplex demo when the session ends under it", () => {
     }
   }, 30_000);
 
+  it("refuses --data with a shared store configured, naming the flag and the store, instead of serving SQLite alone", async () => {
+    const refused = await run(process.execPath, [
+      "bin/duplex.js",
+      "serve",
+      "--config",
+      "deploy/cluster.yaml",
+      "--data",
+      "/tmp/duplex-never-written",
+      "--port",
+      "0",
+    ]).then(
+      () => null,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(refused?.code).toBe(2);
+    expect(refused?.stderr.trim()).toMatch(
+      /^duplex: --data \/tmp\/duplex-never-written: the configuration's event_store is postgres; --data names the folder of an embedded sqlite store/,
+    );
+  });
+
   it("--runner-url puts a model server behind the server without editing YAML; a URL that is not ws:// is refused", async () => {
     const behind = await startTestServer();
     const running = await serve("embedded", ["--runner-url", behind.url]);
