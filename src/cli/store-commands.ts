@@ -173,7 +173,7 @@ export const registerStoreCommands = (program: Command): void => {
           recomputeVad: boolean;
         },
       ) => {
-        const { explainDivergence, replayEntries } = await import("../engine/index.ts");
+        const { explainDivergence, replayEntries, schemaOf } = await import("../engine/index.ts");
         const read = await readSession(file, opts);
         if (read === null) return;
         const { entries } = read;
@@ -201,7 +201,7 @@ export const registerStoreCommands = (program: Command): void => {
         const earlierLines =
           earlier === null
             ? ""
-            : `  written by a release before ${earlier.before[0]} (log schema 1), read as it ran: docs/log-format.md, "Logs of earlier releases"\n${
+            : `  written by a release before ${earlier.before[0]} (log schema ${schemaOf(entries)}), read as it ran: docs/log-format.md, "Logs of earlier releases"\n${
                 result.ok || earlier.unreproduced.length === 0
                   ? ""
                   : `  of such a release, replay does not reproduce:\n${earlier.unreproduced.map((u) => `    ${u}\n`).join("")}`

@@ -5,7 +5,7 @@ import { type Rejection, reject } from "./errors.ts";
 import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
 import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
-import { appendAudio, commitInput, responseWanted } from "./input-flow.ts";
+import { appendAudio, commitInput, responseWanted, speechInProgress } from "./input-flow.ts";
 import { createItem, findItem } from "./item-flow.ts";
 import { laneOf } from "./lane.ts";
 import { emptyLedger } from "./playback.ts";
@@ -384,6 +384,14 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       // Sessions recorded before 1e19abe gave the new runner nothing again (EarlierRules).
       if (unanswered != null && laneOf(b.state) === "native" && state.rules?.noUtteranceResubmitted !== true) {
         b.push({ type: "UtteranceResubmitted", data: { ...unanswered } });
+      }
+      // Nor is an utterance in progress, in either lane (BEHAVIOUR.md, "Moves lose nothing"): its speech started
+      // before the move and goes on after it, and the new runner never heard its beginning. Its logged audio so far
+      // goes to it now, the rest follows live, and the endpointer (in the state) goes on where it was: one utterance.
+      const speaking = speechInProgress(b.state);
+      // Sessions recorded before issue 33, part 2 gave the new runner only what followed the move (EarlierRules).
+      if (speaking !== null && state.rules?.noUtteranceCarriedOver !== true) {
+        b.push({ type: "UtteranceResubmitted", data: { ...speaking, inProgress: true } });
       }
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
       return [...b.events];

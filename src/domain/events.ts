@@ -443,6 +443,13 @@ export type DomainEvent =
          */
         readonly audioStartMs: number;
         readonly audioEndMs: number;
+        /**
+         * True for an utterance still in progress when the session moved (issue 33, part 2): its speech started before
+         * the restart or takeover and had not stopped. Its audio so far, from `audioStartMs` (prefix padding included)
+         * to `audioEndMs` (the input clock at the move), goes to the new runner now, and the rest of it follows live,
+         * so the runner hears one utterance from its start. Absent: an utterance that ended (older logs too).
+         */
+        readonly inProgress?: true;
       }
     >
   | Message<"ModelListened", { readonly reason: string }>

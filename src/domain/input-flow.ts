@@ -91,6 +91,15 @@ export const responseWanted = (
 };
 
 /**
+ * The utterance in progress, if the user is speaking: where its speech started (prefix padding included) and the
+ * input clock now, ms. Null outside speech (a commit or a clear that reset the endpointer ended it too).
+ */
+export const speechInProgress = (state: SessionState): { audioStartMs: number; audioEndMs: number } | null =>
+  state.input.endpointer.phase === "speech" && state.input.speechStartMs !== null
+    ? { audioStartMs: state.input.speechStartMs, audioEndMs: state.input.clockMs }
+    : null;
+
+/**
  * `input_audio_buffer.append`: buffers the audio, runs server-VAD endpointing on the recorded frame
  * probabilities, and acts on what it hears: a barge-in when the policy says so, a commit when speech stops in the
  * turn lane with server VAD.

@@ -135,6 +135,11 @@ export interface EarlierRules {
   readonly bargeInAfterShortAck?: boolean;
   /** Before 1e19abe: a restart gives the new runner no unanswered utterance again (no `UtteranceResubmitted`). */
   readonly noUtteranceResubmitted?: boolean;
+  /**
+   * Before issue 33, part 2: a restart or takeover gives the new runner nothing of an utterance still in progress (no
+   * `UtteranceResubmitted{inProgress}`), so it hears only the part after the move.
+   */
+  readonly noUtteranceCarriedOver?: boolean;
 }
 
 /** The whole state of a session, folded from its domain events by `evolve`. */

@@ -8,6 +8,7 @@ import {
   initialState,
   laneOf,
   type SessionState,
+  speechInProgress,
 } from "../domain/index.ts";
 import { type EarlierWireRules, initialWireState, reduceWire } from "../projections/index.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -49,6 +50,11 @@ export interface EarlierChange {
   readonly wire?: (event: Json) => Json;
   /** How the release before the change numbered server events. */
   readonly wireRules?: EarlierWireRules;
+  /**
+   * The log schema in force when the change was made (absent: 1). A change made after the hash chain came in (2) may
+   * be predated by logs of that schema too, and is looked for in them as well (see `upcastEarlierReleases`).
+   */
+  readonly sinceSchema?: number;
   /**
    * What of the release before the change a replay does not reproduce (it would need that release's decider code):
    * said with a divergence of such a log, so that it reads as what it is.
@@ -525,25 +531,50 @@ export const EARLIER_CHANGES: readonly EarlierChange[] = [
       }),
     upcast: withRule("noUtteranceResubmitted"),
   },
+  {
+    // Made after 01b8770 (issue 33, part 2), in the schema-2 era: a log of schema 2 may predate it too.
+    commit: "01b8770",
+    summary:
+      "a restart or takeover gives the new runner the utterance in progress from its start (UtteranceResubmitted{inProgress})",
+    sinceSchema: 2,
+    before: (entries) => {
+      // Only a move shows it: a log without one reads alike under both rules (and costs no fold).
+      if (!entries.some((e) => e.type === "SessionRecovered" || e.type === "SessionOwned")) return null;
+      return foldSteps(entries, (input, decisions, before) => {
+        if (input.type !== "SessionRecovered" && input.type !== "SessionOwned") return null;
+        let state = before;
+        for (const d of decisions) {
+          if (d.type === "UtteranceResubmitted" && (d.data as { inProgress?: unknown }).inProgress === true)
+            return false;
+          if (d.type === "SessionDetached") return speechInProgress(state) !== null ? true : null;
+          state = evolve(state, { type: d.type, data: d.data } as DomainEvent);
+        }
+        return null;
+      });
+    },
+    upcast: withRule("noUtteranceCarriedOver"),
+  },
 ];
 
 /**
  * The changes a log was written before, oldest first: from the oldest one it shows it predates, every later one
- * (history is a line). Empty for a log of today's shape.
+ * (history is a line). Empty for a log of today's shape. A log of `schema` is looked at only for the changes made
+ * while that schema was in force (`sinceSchema`): those before it are behind any log of it.
  */
-export const earlierChangesOf = (entries: readonly RecordedEntry[]): readonly EarlierChange[] => {
-  const at = EARLIER_CHANGES.findIndex((c) => c.before(entries) === true);
-  return at < 0 ? [] : EARLIER_CHANGES.slice(at);
+export const earlierChangesOf = (entries: readonly RecordedEntry[], schema = 1): readonly EarlierChange[] => {
+  const changes = EARLIER_CHANGES.filter((c) => (c.sinceSchema ?? 1) >= schema);
+  const at = changes.findIndex((c) => c.before(entries) === true);
+  return at < 0 ? [] : changes.slice(at);
 };
 
 /**
- * A log of schema 1 in today's shape: each change it predates applied in turn (see the module comment), and each
- * entry written without a hash chain marked with the changes whose wire it was rendered before
- * (`metadata.renderedBefore`, read by `earlierWireJson` and `earlierWireRulesOf`). A log of today's shape comes back
- * as it is. Pure.
+ * A log of schema 1 (or of `schema`, for the changes made since it came in) in today's shape: each change it predates
+ * applied in turn (see the module comment), and each entry written without a hash chain marked with the changes
+ * whose wire it was rendered before (`metadata.renderedBefore`, read by `earlierWireJson` and `earlierWireRulesOf`).
+ * A log of today's shape comes back as it is. Pure.
  */
-export const upcastEarlierReleases = (entries: readonly RecordedEntry[]): RecordedEntry[] => {
-  const changes = earlierChangesOf(entries);
+export const upcastEarlierReleases = (entries: readonly RecordedEntry[], schema = 1): RecordedEntry[] => {
+  const changes = earlierChangesOf(entries, schema);
   if (changes.length === 0) return [...entries];
   const upcast = changes.reduce<RecordedEntry[]>(
     (out, c) => (c.upcast === undefined ? out : c.upcast(out)),

@@ -20,8 +20,9 @@ export type Effect =
   | { readonly kind: "abort"; readonly epoch: number }
   | { readonly kind: "configure"; readonly config: SessionConfig; readonly refAudio?: RefAudioInput | null }
   /**
-   * The logged appends of an utterance the model never answered, from `fromMs` to `toMs` on the input clock, go to
-   * the runner again (its runner lost its work: a restart, a failed append). The host has them from the log.
+   * The logged appends of an utterance the model never answered, or of one still in progress, from `fromMs` to
+   * `toMs` on the input clock, go to the runner again (its runner lost its work: a restart, a takeover, a failed
+   * append). The host has them from the log.
    */
   | { readonly kind: "resubmit"; readonly fromMs: number; readonly toMs: number }
   | { readonly kind: "close" };

@@ -9,6 +9,7 @@ import {
   type RefAudioInput,
   type RunnerUnit,
   type SessionState,
+  speechInProgress,
 } from "../domain/index.ts";
 import {
   type EventEnvelope,
@@ -151,11 +152,16 @@ export interface RecoveredLog {
   readonly unansweredAppends?: readonly Extract<RunnerUnit, { kind: "append" }>[];
 }
 
-/** `log` with the appends of its unanswered utterance, read from `entries` (none when there is none). */
+/**
+ * `log` with the appends its new runner may be given again, read from `entries`: those of its unanswered utterance
+ * and of the utterance in progress (`speechInProgress`), from the first one's start (none when there is neither).
+ */
 export const withUnansweredAppends = <L extends RecoveredLog>(log: L, entries: Parameters<typeof stepsOf>[0]): L => {
-  const unanswered = log.state.input.unanswered;
-  if (unanswered == null) return log;
-  return { ...log, unansweredAppends: appendsBetween(entries, unanswered.audioStartMs, unanswered.audioEndMs) };
+  const ranges = [log.state.input.unanswered ?? null, speechInProgress(log.state)].filter((r) => r !== null);
+  if (ranges.length === 0) return log;
+  const fromMs = Math.min(...ranges.map((r) => r.audioStartMs));
+  const toMs = Math.max(...ranges.map((r) => r.audioEndMs));
+  return { ...log, unansweredAppends: appendsBetween(entries, fromMs, toMs) };
 };
 
 /**

@@ -61,10 +61,12 @@ const openedSessionOf = (entries: readonly RecordedEntry[]): string | null => {
   return typeof id === "string" ? id : null;
 };
 
-/** What a log of schema 1 shows of the release that wrote it (null: today's shape, or a later schema). */
+/**
+ * What a log shows of the earlier release that wrote it (null: today's shape): for a log of schema 2, only the changes
+ * made since that schema came in (`sinceSchema`).
+ */
 export const earlierReleaseOf = (entries: readonly RecordedEntry[]): EarlierRelease | null => {
-  if (schemaOf(entries) !== 1) return null;
-  const changes = earlierChangesOf(entries);
+  const changes = earlierChangesOf(entries, schemaOf(entries));
   if (changes.length === 0) return null;
   return {
     before: changes.map((c) => c.commit),

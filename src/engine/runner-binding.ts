@@ -52,7 +52,10 @@ export class RunnerBinding {
     private readonly deps: RunnerBindingDeps,
     /** The `ref_audio` clip in force (bytes in memory; the log holds them once, in the update that set them). */
     private refAudio: RefAudioInput | null,
-    /** The appends of the utterance a rebuilt session's model had not answered, for its new runner (`resubmit`). */
+    /**
+     * The appends of the utterances a rebuilt session's model had not answered or was still hearing, for its new
+     * runner (`resubmit`).
+     */
     private unansweredAppends: readonly Extract<RunnerUnit, { kind: "append" }>[],
   ) {}
 
@@ -106,14 +109,14 @@ export class RunnerBinding {
           this.guard("configure", () => runner?.configure(effect.config, this.refAudio));
           break;
         case "resubmit": {
-          // The runner is a new one, in the epoch the recovery moved to: it hears the utterance as it was logged.
+          // The runner is a new one, in the epoch the recovery moved to: it hears the utterance as it was logged. An
+          // append is given once, also when it holds the end of one utterance and the start of the next.
           const state = this.deps.state();
-          const units = this.unansweredAppends.filter(
-            (u) =>
-              u.startMs < effect.toMs &&
-              u.startMs + (u.audio.byteLength / 2 / state.capabilities.inputSampleRateHz) * 1000 > effect.fromMs,
-          );
-          this.unansweredAppends = [];
+          const within = (u: Extract<RunnerUnit, { kind: "append" }>): boolean =>
+            u.startMs < effect.toMs &&
+            u.startMs + (u.audio.byteLength / 2 / state.capabilities.inputSampleRateHz) * 1000 > effect.fromMs;
+          const units = this.unansweredAppends.filter(within);
+          this.unansweredAppends = this.unansweredAppends.filter((u) => u.startMs >= effect.toMs);
           for (const unit of units) this.guard("submit", () => runner?.submit({ ...unit, epoch: state.epoch }));
           break;
         }

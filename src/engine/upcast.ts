@@ -12,7 +12,8 @@ import type { RecordedEntry } from "./ports/index.ts";
  *   decided and rendered it (src/engine/earlier-releases.ts; issue 33, part 1). A version 1 entry has no digest to
  *   verify, and none is made up for it.
  * - 2: every entry carries `metadata.chain` (src/engine/chain.ts), the first one `metadata.schema: 2`. Nothing else
- *   changed; every release that wrote it had the entries' shape of today.
+ *   changed; every release that wrote it had the entries' shape of today. Decision rules changed since (issue 33,
+ *   part 2: the utterance in progress at a move) are kept for the logs that show them, as for schema 1.
  *
  * A change of the log's shape raises the version and adds a frozen fixture of the version before it
  * (replays/frozen/schema-N/; test/e2e/frozen-logs.test.ts fails without one).
@@ -53,6 +54,7 @@ export const upcast = (entries: readonly RecordedEntry[]): readonly RecordedEntr
     throw new LogSchemaError(
       `the log is of schema version ${version}, newer than this server's ${LOG_SCHEMA_VERSION}: read it with the version that wrote it`,
     );
+  const written = version;
   let out = entries;
   while (version < LOG_SCHEMA_VERSION) {
     const step = UPCASTERS.find((u) => u.from === version);
@@ -60,5 +62,7 @@ export const upcast = (entries: readonly RecordedEntry[]): readonly RecordedEntr
     out = step.upcast(out);
     version += 1;
   }
-  return out;
+  // A decision rule changed without a version step since the log's schema came in: a log that shows it was decided
+  // under the old rule keeps it (src/engine/earlier-releases.ts, `sinceSchema`). Schema 1 had them all above.
+  return written === 1 ? out : upcastEarlierReleases(out, written);
 };

@@ -210,6 +210,65 @@ describe("session opening", () => {
       expect(types(turnLane.when(recovered()).events)).not.toContain("UtteranceResubmitted");
     });
   });
+
+  describe("an utterance in progress when the session moves (issue 33, part 2: BEHAVIOUR.md, 'Moves lose nothing')", () => {
+    const recovered: Input = { type: "SessionRecovered", at: 5, data: { reason: "server_restart" } };
+    const owned: Input = { type: "SessionOwned", at: 5, data: { node: "node-b", epoch: 2 } };
+    // Speech from frame 1 (start 0 ms with the prefix padding), still going at 192 ms.
+    const speaking = command(appendFrames([0, ...speech(5)]));
+    const carried = { type: "UtteranceResubmitted", data: { audioStartMs: 0, audioEndMs: 192, inProgress: true } };
+
+    it.each([
+      ["a restart", recovered],
+      ["a takeover", owned],
+    ])("is carried over to the new runner after %s, in the model-native lane", (_, move) => {
+      const w = given(opened(), speaking).when(move);
+      expect(types(w.events)).toEqual(["UtteranceResubmitted", "SessionDetached"]);
+      w.thenStartsWith([carried as DomainEvent]);
+      // The endpointer goes on where it was: still in speech, the same item to come.
+      expect(w.after.input.endpointer.phase).toBe("speech");
+      expect(w.after.input.speechStartMs).toBe(0);
+    });
+
+    it("in the turn lane too, and its end after the move commits one item from its start, answered", () => {
+      const w = given(opened(), serverVad(), speaking).when(recovered);
+      expect(types(w.events)).toEqual(["UtteranceResubmitted", "SessionDetached"]);
+      w.thenStartsWith([carried as DomainEvent]);
+      const ended = given(opened(), serverVad(), speaking, recovered).when(
+        command(appendFrames([...speech(3), ...silence(16)])),
+      );
+      expect(types(ended.events)).toContain("SpeechStopped");
+      expect(ofType(ended.events, "SpeechStarted")).toHaveLength(0);
+      const committed = ofType(ended.events, "InputCommitted")[0];
+      expect(committed?.data).toMatchObject({ itemId: U1, source: "turn_detection" });
+      // From the speech's start before the move (0 ms) to its stop: the whole utterance in one item.
+      expect(committed?.data.audioMs).toBe(committed?.data.clockMs);
+      expect(types(ended.events)).toContain("ResponseStarted");
+    });
+
+    it("after an unanswered one: both, oldest first, each once", () => {
+      const both = given(
+        opened(),
+        command(appendFrames([0, ...speech(3), ...silence(16)])),
+        command(appendFrames(speech(4))),
+      ).when(recovered);
+      expect(types(both.events)).toEqual(["UtteranceResubmitted", "UtteranceResubmitted", "SessionDetached"]);
+      const [first, second] = ofType(both.events, "UtteranceResubmitted");
+      expect(first?.data).toEqual({ audioStartMs: 0, audioEndMs: 640 });
+      expect(second?.data).toMatchObject({ inProgress: true, audioEndMs: 768 });
+      expect(second?.data.audioStartMs).toBeGreaterThanOrEqual(640);
+    });
+
+    it("is not once the speech ended by a clear, nor for a session kept on the rule before it", () => {
+      expect(types(given(opened(), speaking, command(clear())).when(recovered).events)).toEqual(["SessionDetached"]);
+      const old = opened();
+      const before: Input = {
+        ...old,
+        data: { ...(old as Extract<Input, { type: "SessionOpened" }>).data, rules: { noUtteranceCarriedOver: true } },
+      } as Input;
+      expect(types(given(before, speaking).when(recovered).events)).toEqual(["SessionDetached"]);
+    });
+  });
 });
 
 describe("session.update", () => {
