@@ -10,6 +10,7 @@ import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { expectDeliveredAsLogged } from "../support/delivery.ts";
+import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -33,13 +34,6 @@ const KILLS = Number(process.env.DUPLEX_CHAOS_KILLS ?? 3);
  */
 const serve = async (config: string, port: number, dataDir: string): Promise<ChildProcess> =>
   (await startServerProcess(port, dataDir, 60_000, ["--config", config])).child;
-
-const kill = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 /** Resolves once `check` holds, polled every 50 ms. @throws after `timeoutMs`, saying what it waited for. */
 const until = async (what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> => {

@@ -9,6 +9,7 @@ import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { expectDeliveredAsLogged } from "../support/delivery.ts";
+import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -16,12 +17,6 @@ import { sharedAudio } from "../support/server.ts";
  * (BEHAVIOUR.md scenario 14, "Resume": a restart is a disconnect), and the DuplexClient resumes by itself: nothing
  * of the test resumes by hand (test/e2e/restart.e2e.test.ts does that over the wire).
  */
-const kill = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 describe("DuplexClient across a killed server", () => {
   const children: ChildProcess[] = [];

@@ -9,6 +9,7 @@ import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
 import { expectDeliveredAsLogged } from "../support/delivery.ts";
+import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -18,12 +19,6 @@ import { sharedAudio } from "../support/server.ts";
  * pace by a DuplexClient that resumes by itself; the server dies 1 s into the speech. The echo says how much speech
  * it heard: the whole utterance, not the part after the restart.
  */
-const kill = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 describe("SIGKILL while the user is speaking", () => {
   const children: ChildProcess[] = [];

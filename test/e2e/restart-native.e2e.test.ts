@@ -8,6 +8,7 @@ import { RealtimeClient } from "../../src/client/index.ts";
 import { replayEntries, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -24,13 +25,6 @@ turns:
       - speak: "I heard you out."
       - end_turn
 `;
-
-const kill = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 describe("a model-native utterance not yet answered when the server dies", () => {
   const children: ChildProcess[] = [];

@@ -8,6 +8,7 @@ import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -17,13 +18,6 @@ import { sharedAudio } from "../support/server.ts";
 /** Starts `duplex serve` as a real process and resolves once it listens. */
 const serve = async (port: number, dataDir: string): Promise<ChildProcess> =>
   (await startServerProcess(port, dataDir, 30_000)).child;
-
-const kill = (child: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
 
 describe("restart", () => {
   let dataDir: string;
