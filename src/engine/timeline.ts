@@ -181,6 +181,7 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
   const report = reportOf(entries, attached);
   const audio = audioOf(entries);
   const envelopes = envelopesOf(entries);
+  const playback = new Map(report.playback.map((p) => [p.responseId, p]));
 
   const { clock, vad } = inputClockOf(entries);
   let threshold = 0.5;
@@ -276,16 +277,12 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
         if (r === undefined) break;
         r.first_audio_ms ??= rel(event.data.firstDeltaAt);
         r.audio_ms += event.data.durationMs;
-        r.played_ms = event.data.playback.playedMs;
         break;
       }
       case "PlaybackAcknowledged": {
         const r = responses.get(event.data.responseId);
         if (r === undefined) break;
         r.acks.push([at, event.data.playedMs]);
-        r.played_ms = event.data.playback.playedMs;
-        // An ack after the response ended (its audio still playing) moves what was heard on.
-        if (r.ended_ms !== null) r.heard_ms = event.data.playback.committedMs;
         break;
       }
       case "ResponseEnded": {
@@ -295,8 +292,6 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
           ended_ms: at,
           status: event.data.status,
           reason: event.data.reason,
-          played_ms: event.data.playback.playedMs,
-          heard_ms: event.data.playback.committedMs,
           transcript: event.data.transcript,
           ended_revision: revision,
         });
@@ -356,7 +351,11 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached = false):
         sent === undefined || !(samples instanceof Int16Array)
           ? []
           : peaksOf(new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength), sent.rateHz);
-      return { ...r, audio_ms: Math.round(r.audio_ms), peaks };
+      // Played and heard are the playback truth's, as in every other view (BEHAVIOUR.md, "One story per session").
+      const truth = playback.get(r.id);
+      const played_ms = truth?.ledger.playedMs ?? 0;
+      const heard_ms = truth === undefined || truth.source === "none" ? null : truth.ledger.committedMs;
+      return { ...r, audio_ms: Math.round(r.audio_ms), played_ms, heard_ms, peaks };
     }),
     turns,
     spans: summariseTurns(report.turns),

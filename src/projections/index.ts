@@ -3,6 +3,7 @@
  * events, and the session summary a session list reads.
  */
 export * from "./envelope.ts";
+export * from "./playback-truth.ts";
 export * from "./session-summary.ts";
 export * from "./session-view.ts";
 export * from "./turn-ledger.ts";

@@ -1,6 +1,7 @@
 import { map, type OperatorFunction, scan } from "rxjs";
 import { evolve, type HistoryItem, initialState, type PlaybackLedger, type SessionState } from "../domain/index.ts";
 import type { EventEnvelope } from "./envelope.ts";
+import { type PlaybackTruth, playbackTruth } from "./playback-truth.ts";
 
 /** The session state folded from its domain events with the decider's own `evolve`. */
 export const sessionState =
@@ -35,25 +36,33 @@ export const toSessionView = (s: SessionState): SessionView => ({
 export const sessionView = (): OperatorFunction<EventEnvelope, SessionView> => (source) =>
   source.pipe(sessionState(), map(toSessionView));
 
-/** One response's playback ledger (BEHAVIOUR.md, "Playback truth"). */
+/**
+ * One response's playback ledger (BEHAVIOUR.md, "Playback truth"), as every view tells it: read from the playback
+ * truth (playback-truth.ts), so `committedMs` is what history keeps as heard, from acks or the server's estimate.
+ */
 export interface PlaybackEntry {
   readonly responseId: string;
   readonly itemId: string;
   readonly ledger: PlaybackLedger;
   readonly truncatedAtMs: number | null;
+  /** Where played and heard come from: the client's acks, the server's estimate, or nothing yet. */
+  readonly source: PlaybackTruth["source"];
 }
 
-export const toPlaybackLedger = (s: SessionState): PlaybackEntry[] =>
-  Object.values(s.audio).map((a) => ({
-    responseId: a.responseId,
-    itemId: a.itemId,
-    ledger: a.ledger,
-    truncatedAtMs: a.truncatedAtMs,
-  }));
+export const toPlaybackEntry = (t: PlaybackTruth): PlaybackEntry => ({
+  responseId: t.responseId,
+  itemId: t.itemId,
+  ledger: { generatedMs: t.generatedMs, sentMs: t.sentMs, playedMs: t.playedMs, committedMs: t.heardMs ?? 0 },
+  truncatedAtMs: t.truncatedAtMs,
+  source: t.source,
+});
 
 /** The playback ledger projection: every response's ledger after each event. */
 export const playbackLedger = (): OperatorFunction<EventEnvelope, PlaybackEntry[]> => (source) =>
-  source.pipe(sessionState(), map(toPlaybackLedger));
+  source.pipe(
+    playbackTruth(),
+    map((truths) => truths.map(toPlaybackEntry)),
+  );
 
 /** History as a listener would tell it: assistant items that were not heard at all are dropped. */
 export const toHistory = (s: SessionState): HistoryItem[] =>

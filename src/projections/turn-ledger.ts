@@ -1,5 +1,6 @@
 import { map, type OperatorFunction, scan } from "rxjs";
 import type { EventEnvelope } from "./envelope.ts";
+import { initialPlaybackTruth, type PlaybackTruthState, reducePlaybackTruth } from "./playback-truth.ts";
 
 /**
  * The turn ledger (issue 20, part 3): for each user turn, when each step of answering it happened, from the
@@ -60,11 +61,17 @@ export const TURN_SPANS = [
 
 export type TurnSpanName = (typeof TURN_SPANS)[number][0];
 
+/** The turns, and the playback truth their `heardMs` is read from (the one story of what was heard). */
 export interface TurnLedgerState {
   readonly turns: readonly Turn[];
+  readonly playback: PlaybackTruthState;
 }
 
-export const initialTurnLedger: TurnLedgerState = { turns: [] };
+export const initialTurnLedger: TurnLedgerState = { turns: [], playback: initialPlaybackTruth };
+
+interface Turns {
+  readonly turns: readonly Turn[];
+}
 
 const newTurn = (index: number, patch: Partial<Turn>): Turn => ({
   index,
@@ -108,9 +115,23 @@ const runningTurn = (turns: readonly Turn[]): number =>
 
 /**
  * Folds one envelope into the ledger. Pure: the same envelopes give the same ledger, live or replayed. Events of
- * out-of-band responses (`conversation: "none"`) answer no user turn and are left out.
+ * out-of-band responses (`conversation: "none"`) answer no user turn and are left out. `heardMs` is the playback
+ * truth's (playback-truth.ts), the value history keeps, so the turn ledger never tells another story.
  */
 export const reduceTurns = (state: TurnLedgerState, envelope: EventEnvelope): TurnLedgerState => {
+  const stepped = stepTurns(state, envelope);
+  const playback = reducePlaybackTruth(state.playback, envelope);
+  if (playback === state.playback) return stepped === state ? state : { turns: stepped.turns, playback };
+  // One response's truth changed (an update replaces one entry; new audio appends one).
+  const changed = playback.responses.findLast((t, i) => t !== state.playback.responses[i]);
+  const i = changed === undefined ? -1 : turnOfResponse(stepped.turns, changed.responseId);
+  const turn = stepped.turns[i];
+  if (changed === undefined || turn === undefined || turn.heardMs === changed.heardMs)
+    return { turns: stepped.turns, playback };
+  return { turns: patched(stepped.turns, i, { heardMs: changed.heardMs }), playback };
+};
+
+const stepTurns = (state: Turns, envelope: EventEnvelope): Turns => {
   const { event, metadata } = envelope;
   const at = metadata.at;
   const turns = state.turns;
@@ -165,7 +186,7 @@ export const reduceTurns = (state: TurnLedgerState, envelope: EventEnvelope): Tu
       const turn = turns[i];
       if (turn === undefined) return state;
       return {
-        turns: patched(turns, i, { firstAckAt: turn.firstAckAt ?? at, heardMs: event.data.playback.committedMs }),
+        turns: patched(turns, i, { firstAckAt: turn.firstAckAt ?? at }),
       };
     }
     case "MessageStarted": {
@@ -195,7 +216,6 @@ export const reduceTurns = (state: TurnLedgerState, envelope: EventEnvelope): Tu
           status: event.data.status,
           endReason: event.data.reason,
           bargeInAt: turn.bargeInAt ?? (cutByUser ? at : null),
-          heardMs: event.data.playback.committedMs,
         }),
       };
     }

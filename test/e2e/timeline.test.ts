@@ -1,7 +1,7 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PEAKS_PER_SECOND, peaksOf, stepsOf, timelineOf } from "../../src/engine/index.ts";
+import { PEAKS_PER_SECOND, peaksOf, reportOf, stepsOf, timelineOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 
 /**
@@ -25,6 +25,7 @@ describe("timelineOf", () => {
   it.each(files)("%s: every response, utterance, VAD frame and mark of the log, once", async (file) => {
     const { entries } = await readSessionFile(join(dir, file));
     const timeline = timelineOf(entries);
+    const report = reportOf(entries);
     const decisions = stepsOf(entries).flatMap((s) => s.decisions.map((d) => d.envelope.event));
     const ended = decisions.filter((e) => e.type === "ResponseEnded");
     expect(timeline.responses.map((r) => [r.id, r.status])).toEqual(
@@ -63,12 +64,22 @@ describe("timelineOf", () => {
       expect(r.acks.map(([, played]) => played)).toEqual(
         acks.map((e) => (e.type === "PlaybackAcknowledged" ? e.data.playedMs : -1)),
       );
-      const ledgers = decisions.flatMap((e) =>
-        (e.type === "ResponseEnded" || e.type === "PlaybackAcknowledged") && e.data.responseId === r.id
-          ? [e.data.playback.committedMs]
+      // Heard is what history keeps of the response's item (BEHAVIOUR.md, "One story per session"): its last
+      // settlement, or before any, the client's last acknowledged committed ms.
+      const itemIds = decisions.flatMap((e) =>
+        (e.type === "ResponseStarted" || e.type === "MessageStarted") && e.data.responseId === r.id
+          ? [e.data.itemId]
           : [],
       );
-      expect(r.heard_ms).toBe(ledgers.at(-1) ?? null);
+      const settled = decisions.flatMap((e) =>
+        e.type === "HistoryCommitted" && e.data.committedMs !== null && itemIds.includes(e.data.item.id)
+          ? [e.data.item.audioMs]
+          : [],
+      );
+      const acked = acks.map((e) => (e.type === "PlaybackAcknowledged" ? e.data.playback.committedMs : -1));
+      expect(r.heard_ms).toBe(settled.at(-1) ?? acked.at(-1) ?? null);
+      const heard = report.history.find((h) => itemIds.includes(h.id));
+      if (heard !== undefined) expect(r.heard_ms ?? 0).toBe(heard.audioMs);
     }
     // The input clock's anchors rise on both clocks; the turns' times are the session's like the rest.
     for (const [i, [input, at]] of timeline.input.clock.entries()) {
