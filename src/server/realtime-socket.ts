@@ -131,6 +131,10 @@ export const serveRealtimeSocket = (
   let refused: AdmissionRefusal | null = null;
   /** Frames that arrived while a session was being taken over from another node, handled once it is held here. */
   let adopting: [RawData, boolean][] | null = null;
+  /** The socket has been sent its first event (the session.created of the session opened on connect). */
+  let delivered = false;
+  /** The first-message timeout passed before that: config_timeout waits for it, so it never comes first. */
+  let timedOutBeforeCreated = false;
   /** The first-message timeout passed while a resume was taking the session over from another node. */
   let timedOutWhileAdopting = false;
   /** Counts takeovers started; a takeover given up (past its deadline) is told apart from a later one by it. */
@@ -161,6 +165,11 @@ export const serveRealtimeSocket = (
     }
     timedOutWhileAdopting = false;
     if (state === "bound" && !used && host !== null) {
+      // Its session.created is not out yet (a slow store): the session exists, so the client hears of it first.
+      if (!delivered) {
+        timedOutBeforeCreated = true;
+        return;
+      }
       // A session opened on connect that heard nothing: it closes and holds no capacity.
       log.info({ sessionId: host.sessionId, code: "config_timeout" }, "session closed unused: no client event");
       socket.send(sessionError("config_timeout", "no client event arrived within the first message timeout"));
@@ -232,6 +241,10 @@ export const serveRealtimeSocket = (
     send: (json, replayed = false) => {
       if (socket.readyState !== socket.OPEN || state === "detached") return;
       const text = renderForDialect(json, dialect);
+      if (!delivered) {
+        delivered = true;
+        if (timedOutBeforeCreated) setImmediate(timeOut);
+      }
       // A resume's replay is read from the log and already in memory: only live output counts against the limit.
       batchWrites();
       if (replayed) {

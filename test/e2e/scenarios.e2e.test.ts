@@ -230,6 +230,33 @@ describe("admission", () => {
       await server.stop();
     }
   });
+
+  it("a store slower than the first message timeout: config_timeout still comes after session.created", async () => {
+    // Every append takes 400 ms, twice the timeout: the session opened on connect exists before the client hears of
+    // it, and the client must hear of it before it hears why it closes.
+    const server = await startTestServer(
+      {},
+      {
+        firstMessageTimeoutMs: 200,
+        wrapStore: (store) => ({
+          ...store,
+          append: async (...args: Parameters<typeof store.append>) => {
+            await sleep(400);
+            return store.append(...args);
+          },
+        }),
+      },
+    );
+    try {
+      const client = await RealtimeClient.connect(server.url);
+      await client.waitFor("error", { since: 0, timeoutMs: 10_000 });
+      expect((await client.closed).code).toBe(1008);
+      expect(client.types()).toEqual(["session.created", "error"]);
+      expect(client.received[1]?.event).toMatchObject({ error: { code: "config_timeout" } });
+    } finally {
+      await server.stop();
+    }
+  });
 });
 
 describe("query parameters", () => {
