@@ -306,7 +306,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
       return [...b.events];
     }
     case "AttachmentChanged": {
-      // Sessions recorded before 83a7701 decided nothing of an attachment (EarlierRules).
+      // Sessions recorded before ea7ac2c decided nothing of an attachment (EarlierRules).
       if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return [];
       const b = decisionBuilder(state);
       if (input.data.change === "resumed") {

@@ -452,7 +452,17 @@ export type DomainEvent =
         readonly inProgress?: true;
       }
     >
-  | Message<"ModelListened", { readonly reason: string }>
+  | Message<
+      "ModelListened",
+      {
+        readonly reason: string;
+        /**
+         * The precreated response the decision ends (its `ResponseEnded` follows), null when none was open; absent in
+         * logs written before it was recorded (EarlierRules `listenNamesNoResponse`).
+         */
+        readonly responseId?: ResponseId | null;
+      }
+    >
   | Message<"EpochAdvanced", { readonly epoch: number; readonly reason: EndReason | "input_cancelled" }>
   | Message<
       "PlaybackAcknowledged",

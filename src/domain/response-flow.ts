@@ -353,7 +353,12 @@ export const applyStageOutput = (
     case "listen": {
       const response = b.state.response;
       if (response?.spoke) return;
-      b.push({ type: "ModelListened", data: { reason: output.reason } });
+      // Sessions recorded before issue 33, part 3 named no response (EarlierRules).
+      b.push(
+        b.state.rules?.listenNamesNoResponse === true
+          ? { type: "ModelListened", data: { reason: output.reason } }
+          : { type: "ModelListened", data: { reason: output.reason, responseId: response?.id ?? null } },
+      );
       if (response !== null) endResponse(b, at, "completed", null, null);
       startDeferredResponse(b, at);
       return;

@@ -104,7 +104,7 @@ export interface EarlierRules {
    * floor moves only at a server-VAD stop, and a commit that does not say whether it wants a response gets one.
    */
   readonly speechNeverHeldBack?: boolean;
-  /** Before 83a7701: a socket that attaches or drops decides nothing (no resume, no `SessionDetached`). */
+  /** Before ea7ac2c: a socket that attaches or drops decides nothing (no resume, no `SessionDetached`). */
   readonly attachmentsDecideNothing?: boolean;
   /** Before 83a7701: a session assumes the runner's input rate until the client declares one (since: 24 kHz). */
   readonly inputRateOfRunner?: boolean;
@@ -140,6 +140,8 @@ export interface EarlierRules {
    * `UtteranceResubmitted{inProgress}`), so it hears only the part after the move.
    */
   readonly noUtteranceCarriedOver?: boolean;
+  /** Before issue 33, part 3: `ModelListened` names no response, so `response.listen` carries no `response_id`. */
+  readonly listenNamesNoResponse?: boolean;
 }
 
 /** The whole state of a session, folded from its domain events by `evolve`. */

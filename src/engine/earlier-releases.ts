@@ -8,7 +8,6 @@ import {
   initialState,
   laneOf,
   type SessionState,
-  speechInProgress,
 } from "../domain/index.ts";
 import { type EarlierWireRules, initialWireState, reduceWire } from "../projections/index.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -234,6 +233,35 @@ const sentBefore =
   };
 
 /**
+ * Whether speech was in progress (`speechInProgress` of domain/input-flow.ts) in the state the entries before `end`
+ * fold to, read back from the last decisions that set it instead of folding them all (domain/evolve.ts): the
+ * endpointer is in the phase the last `AudioBuffered` recorded unless an `InputCleared`, or an `InputCommitted` that
+ * reset it, came after; the speech started at the last `SpeechStarted` unless a `SpeechStopped` came after it. Costs
+ * the entries back to the last append, not the whole log. test/engine/earlier-detection.test.ts holds it equal to the
+ * fold at every entry of the recorded logs.
+ */
+export const speechInProgressBefore = (entries: readonly RecordedEntry[], end: number): boolean => {
+  let speaking: boolean | null = null;
+  let started: boolean | null = null;
+  for (let i = end - 1; i >= 0 && (speaking === null || started === null); i -= 1) {
+    const e = entries[i] as RecordedEntry;
+    if (speaking === null) {
+      if (e.type === "AudioBuffered")
+        speaking = (e.data as { endpointer?: { phase?: string } }).endpointer?.phase === "speech";
+      else if (e.type === "InputCleared" || (e.type === "InputCommitted" && (e.data as Json).resetEndpointer === true))
+        speaking = false;
+      if (speaking === false) return false;
+    }
+    if (started === null) {
+      if (e.type === "SpeechStarted") started = true;
+      else if (e.type === "SpeechStopped") started = false;
+      if (started === false) return false;
+    }
+  }
+  return speaking === true && started === true;
+};
+
+/**
  * The changes, oldest first. Each says what a log written before it lacks and what fills it; docs/log-format.md,
  * "Logs of earlier releases", lists the same.
  */
@@ -265,6 +293,23 @@ export const EARLIER_CHANGES: readonly EarlierChange[] = [
       "that release's server VAD (a barge-in at the first speech_started over a response, a commit of everything buffered when speech stopped) and its settling of cancelled items under estimated playback",
   },
   {
+    // Resume came in a release of its own, before 83a7701's (a log of it lacks all that 83a7701 added).
+    commit: "ea7ac2c",
+    summary: "resume and restart: a dropped socket detaches the session (SessionDetached), a resume re-attaches it",
+    before: (entries) => {
+      for (let i = 0; i < entries.length; i += 1) {
+        const e = entries[i] as RecordedEntry;
+        if (e.type === "SessionClosed") return null;
+        if (e.type !== "AttachmentChanged") continue;
+        const next = entries[i + 1];
+        // An attachment of an open session decides something today (SessionDetached, SessionResumed, SessionClosed).
+        return next === undefined ? null : isInput(next.type);
+      }
+      return null;
+    },
+    upcast: withRule("attachmentsDecideNothing"),
+  },
+  {
     commit: "83a7701",
     summary:
       "held-back speech_started (SpeechStarted/SpeechStopped.announced), a 24 kHz default input rate, resume and restart (attachments decide), ResponseEnded.previousItemId",
@@ -282,7 +327,6 @@ export const EARLIER_CHANGES: readonly EarlierChange[] = [
       ),
     upcast: pipe(
       withRule("speechNeverHeldBack"),
-      withRule("attachmentsDecideNothing"),
       withRule("inputRateOfRunner"),
       mapData("SpeechStarted", (d) => ("announced" in d ? d : { ...d, announced: true })),
       mapData("SpeechStopped", (d) => ("announced" in d ? d : { ...d, announced: true })),
@@ -537,22 +581,38 @@ export const EARLIER_CHANGES: readonly EarlierChange[] = [
     summary:
       "a restart or takeover gives the new runner the utterance in progress from its start (UtteranceResubmitted{inProgress})",
     sinceSchema: 2,
+    // On every read of a schema-2 log (resume, recovery, rebuild): a scan, never a fold (issue 33, part 1's review).
     before: (entries) => {
-      // Only a move shows it: a log without one reads alike under both rules (and costs no fold).
-      if (!entries.some((e) => e.type === "SessionRecovered" || e.type === "SessionOwned")) return null;
-      return foldSteps(entries, (input, decisions, before) => {
-        if (input.type !== "SessionRecovered" && input.type !== "SessionOwned") return null;
-        let state = before;
-        for (const d of decisions) {
+      for (let i = 0; i < entries.length; i += 1) {
+        const type = (entries[i] as RecordedEntry).type;
+        if (type !== "SessionRecovered" && type !== "SessionOwned") continue;
+        for (let k = i + 1; k < entries.length && !isInput((entries[k] as RecordedEntry).type); k += 1) {
+          const d = entries[k] as RecordedEntry;
           if (d.type === "UtteranceResubmitted" && (d.data as { inProgress?: unknown }).inProgress === true)
             return false;
-          if (d.type === "SessionDetached") return speechInProgress(state) !== null ? true : null;
-          state = evolve(state, { type: d.type, data: d.data } as DomainEvent);
+          if (d.type === "SessionDetached") {
+            if (speechInProgressBefore(entries, k)) return true;
+            break;
+          }
         }
-        return null;
-      });
+      }
+      // Only a move shows it: a log without one, or without speech at its moves, reads alike under both rules.
+      return null;
     },
     upcast: withRule("noUtteranceCarriedOver"),
+  },
+  {
+    // Made after 8d956f0 (issue 33, part 3), in the schema-2 era.
+    commit: "8d956f0",
+    summary:
+      "a listen that ends a precreated response names it (ModelListened.responseId, response.listen's response_id)",
+    sinceSchema: 2,
+    // A scan for the field the change added: every ModelListened of today's logs has it, null or not.
+    before: (entries) => {
+      for (const e of entries) if (e.type === "ModelListened") return !("responseId" in (e.data as Json));
+      return null;
+    },
+    upcast: withRule("listenNamesNoResponse"),
   },
 ];
 

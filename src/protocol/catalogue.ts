@@ -170,7 +170,12 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
   s("response.output_item.done", 1, ["response_id", "output_index", "item"], "Item finalized."),
   s("response.done", 2, ["response_id", "response"], "Terminal event: completed, cancelled or failed."),
   s("rate_limits.updated", 1, ["rate_limits"], "After every response.done; always an empty list."),
-  s("response.listen", 3, ["session_id", "response"], "The model chose to keep listening."),
+  s(
+    "response.listen",
+    3,
+    ["session_id", "response"],
+    "The model chose to keep listening; `response_id` names the precreated response it ends (its response.done follows).",
+  ),
   s(
     "response.function_call_arguments.delta",
     1,

@@ -368,18 +368,25 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
     case "SessionDetached":
     case "UtteranceResubmitted":
       return [];
-    case "ModelListened":
+    case "ModelListened": {
+      // The response the decision ends, when it ends a precreated one (reference, "Server events": response_id at
+      // the top level, a response.done with the same id follows); logs of earlier releases name none.
+      const responseId = event.data.responseId ?? null;
+      const metadata = { type: "response.listen", session_id: sessionId, epoch: ctx.epoch, reason: event.data.reason };
       return [
         {
           type: "response.listen",
           session_id: sessionId,
+          ...(responseId === null ? {} : { response_id: responseId }),
           response: {
             object: "realtime.response",
+            ...(responseId === null ? {} : { id: responseId }),
             status: "listening",
-            metadata: { type: "response.listen", session_id: sessionId, epoch: ctx.epoch, reason: event.data.reason },
+            metadata,
           },
         },
       ];
+    }
     case "PlaybackAcknowledged": {
       const d = event.data;
       return [
