@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -8,7 +8,10 @@ import { WebSocket as WsSocket } from "ws";
 import { runDemo } from "../../src/cli/demo.ts";
 import { freePort } from "../../src/cli/server-process.ts";
 import { DuplexClient } from "../../src/client/index.ts";
+import { appInputOf, describeAppInput } from "../../src/conformance/client/app-input.ts";
+import { guessSentRate, RATE_SNAP_TOLERANCE } from "../../src/conformance/client/appends.ts";
 import { type ClientCase, loadClientCases } from "../../src/conformance/client/cases.ts";
+import { runClientConformance } from "../../src/conformance/client/cli.ts";
 import { referenceTone } from "../../src/conformance/client/graders.ts";
 import { type CaseResult, startClientHarness } from "../../src/conformance/client/harness.ts";
 import { renderClientTable, renderJUnit, requiredPassed } from "../../src/conformance/client/report.ts";
@@ -275,4 +278,236 @@ describe("client conformance: the peer under bad connections", () => {
     // JUnit goes red too: a required case that could not run is an error, not a skip.
     expect(renderJUnit(report)).toContain('tests="1" failures="0" errors="1" skipped="0"');
   });
+});
+
+/**
+ * An app that speaks the wire itself: a session.update with `session`, then each append of `appends` (fields besides
+ * the type), then session.close. Returns the codes of the `error` events the server sent it, in order.
+ */
+const wireApp = async (
+  url: string,
+  session: Record<string, unknown>,
+  appends: readonly Record<string, unknown>[],
+): Promise<string[]> => {
+  const socket = new WsSocket(url);
+  const errors: string[] = [];
+  socket.on("message", (data) => {
+    const event = JSON.parse(String(data)) as { type: string; error?: { code: string } };
+    if (event.type === "error") errors.push(event.error?.code ?? "");
+  });
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("open", () => resolve());
+    socket.once("error", reject);
+  });
+  socket.send(JSON.stringify({ type: "session.update", session }));
+  for (const append of appends) socket.send(JSON.stringify({ type: "input_audio_buffer.append", ...append }));
+  socket.send(JSON.stringify({ type: "session.close" }));
+  await closed;
+  return errors;
+};
+
+/** `samples` as base64 PCM16 appends of `perAppend` samples each, every one `extraBytes` longer (a half sample). */
+const appendsOf = (samples: Int16Array, perAppend: number, extraBytes = 0): { audio: string }[] => {
+  const bytes = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+  const appends: { audio: string }[] = [];
+  for (let at = 0; at + perAppend * 2 + extraBytes <= bytes.length; at += perAppend * 2)
+    appends.push({ audio: bytes.subarray(at, at + perAppend * 2 + extraBytes).toString("base64") });
+  return appends;
+};
+
+/** Runs `app` through the one case `id` of a fresh peer on `port`, and returns its result once its session ended. */
+const gradeOne = async (id: string, port: number, app: (url: string) => Promise<unknown>): Promise<CaseResult> => {
+  const cases = (await loadClientCases(CLIENT_CASE_DIR)).filter((c) => c.id === id);
+  const harness = await startClientHarness({
+    cases,
+    host: "127.0.0.1",
+    port,
+    script: CLIENT_PEER_SCRIPT,
+    unsupported: [],
+  });
+  await app(`${harness.url}?case=${id}`)
+    .then(() => harness.allEnded)
+    .catch(async (error: unknown) => {
+      await harness.finish();
+      throw error;
+    });
+  return (await harness.finish()).results[0] as CaseResult;
+};
+
+describe("client grading: what the client's audio did", () => {
+  it("fails core.handshake with the refusals as evidence when the server refused its appends (half samples, a rate it does not take)", async () => {
+    const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
+    // 100 ms appends, each one byte too long (half a sample), and one of whole samples at a rate the server refuses.
+    const halves = appendsOf(question, 1600, 1);
+    const appends = [
+      ...halves.slice(0, 5),
+      { ...appendsOf(question, 1600)[5], sample_rate_hz: 11025 },
+      ...halves.slice(6),
+    ];
+    let errors: string[] = [];
+    const result = await gradeOne("core.handshake", await freePort(), async (url) => {
+      errors = await wireApp(url, { input_sample_rate_hz: 16000 }, appends);
+    });
+    const badAudio = appends.length - 1;
+    // What the client was told, one error per append: the grade counts the same.
+    expect(errors.filter((c) => c === "bad_audio")).toHaveLength(badAudio);
+    expect(errors.filter((c) => c === "bad_event")).toHaveLength(1);
+    expect(result.grade.verdict).toBe("fail");
+    expect(result.grade.reason).toBe("the server refused its audio appends");
+    expect(result.grade.message).toBe(
+      `${appends.length} of ${appends.length} audio append(s) refused: bad_audio x${badAudio} ("pcm16 audio must be a whole number of 2-byte samples; got 3201 bytes"), bad_event x1 ("sample_rate_hz must be one of 8000, 16000, 24000, 48000 Hz; got 11025")`,
+    );
+    const refused = result.grade.evidence.filter((e) => e.what.startsWith("append refused"));
+    expect(refused.map((e) => e.what.replace(/\): .*/, ")"))).toEqual([
+      `append refused: bad_audio (${badAudio} like it)`,
+      "append refused: bad_event (1 like it)",
+    ]);
+    // Each names the log revision of its first refusal: the bad_audio one before the bad_event one.
+    expect(refused.every((e) => e.revision !== null)).toBe(true);
+    expect((refused[0]?.revision ?? 0) < (refused[1]?.revision ?? 0)).toBe(true);
+    expect(result.grade.message).not.toMatch(/sent no audio/);
+  }, 20_000);
+
+  it("passes core.handshake for the same audio in whole samples, with no refusal in its evidence", async () => {
+    const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
+    const appends = appendsOf(question.subarray(0, 16000), 1600);
+    let errors: string[] = [];
+    const result = await gradeOne("core.handshake", await freePort(), async (url) => {
+      errors = await wireApp(url, { input_sample_rate_hz: 16000 }, appends);
+    });
+    expect(errors).toEqual([]);
+    expect(result.grade.verdict).toBe("pass");
+    expect(result.grade.message).toMatch(/^session\.update accepted; 10 appends of whole samples, 1000 ms of audio/);
+    expect(result.grade.evidence.some((e) => e.what.startsWith("append refused"))).toBe(false);
+  }, 20_000);
+
+  it("fails core.audio-rate for the 16 kHz tone declared as 24 kHz, and names 16000 Hz as the rate it was sent at", async () => {
+    // The tone.wav the case asks for (16 kHz), streamed by an app that declares 24 kHz: it plays 1.5 times too high.
+    const appends = appendsOf(referenceTone(16000), 1600);
+    const result = await gradeOne("core.audio-rate", await freePort(), (url) =>
+      wireApp(url, { input_audio_format: "pcm16", input_sample_rate_hz: 24000 }, appends),
+    );
+    expect(result.grade.verdict).toBe("fail");
+    const heard = Number(/heard at (\d+) Hz \(declared input rate 24000 Hz\)/.exec(result.grade.message)?.[1]);
+    expect(Math.abs(heard / 1500 - 1)).toBeLessThan(0.03);
+    const guess = /plays 1\.50 times too high; most likely sent at (\d+) Hz \(estimate (\d+) Hz\)/.exec(
+      result.grade.message,
+    );
+    expect(guess?.[1]).toBe("16000");
+    expect(Math.abs(Number(guess?.[2]) / 16000 - 1)).toBeLessThan(RATE_SNAP_TOLERANCE);
+  }, 20_000);
+});
+
+describe("guessSentRate", () => {
+  it("names the common rate within a few percent of the estimate, and keeps the raw estimate", () => {
+    expect(guessSentRate(24000, 1000, 1500)).toEqual({ estimateHz: 16000, likelyHz: 16000 });
+    expect(guessSentRate(24000, 1000, 1490)).toEqual({ estimateHz: (24000 * 1000) / 1490, likelyHz: 16000 });
+    expect(guessSentRate(16000, 1000, 2000 / 3).likelyHz).toBe(24000);
+    expect(guessSentRate(48000, 1000, (1000 * 48000) / 22050).likelyHz).toBe(22050);
+    expect(guessSentRate(16000, 1000, (1000 * 16000) / 44100).likelyHz).toBe(44100);
+    expect(guessSentRate(24000, 1000, 3000).likelyHz).toBe(8000);
+  });
+
+  it("names no rate when the estimate is far from every common rate", () => {
+    const guess = guessSentRate(24000, 1000, 2000);
+    expect(guess).toEqual({ estimateHz: 12000, likelyHz: null });
+  });
+});
+
+describe("duplex conform --client, in process", () => {
+  const dir = "/tmp/h4/conform-client";
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("prints for each case the files, server VAD and what the app must do", async () => {
+    const cases = await loadClientCases(CLIENT_CASE_DIR);
+    const lines = cases.map((c) => describeAppInput(c, "/audio", "/report/tone.wav")).join("");
+    const of = (id: string) =>
+      lines
+        .slice(lines.indexOf(`  ${id} `))
+        .split("\n")
+        .slice(0, 2)
+        .join("\n");
+    expect(of("core.handshake")).toMatch(
+      /^ {2}core\.handshake +every client +send \/audio\/question_16k\.wav; server VAD off \(turn_detection unset\)\n +Open a session/,
+    );
+    expect(of("core.audio-rate")).toMatch(/send \/report\/tone\.wav; server VAD off/);
+    expect(of("barge-in.truncate")).toMatch(
+      /^ {2}barge-in\.truncate +every client +send \/audio\/question_16k\.wav, then \/audio\/interrupt_16k\.wav; server VAD on \(turn_detection: \{type: "server_vad"\}\)\n +With server VAD/,
+    );
+    // Every case says what to send: none is left without a file.
+    for (const c of cases) expect(appInputOf(c).files.length).toBeGreaterThan(0);
+    expect(lines.match(/^ {2}\S+ +(?:every client|duplex-aware) +send /gm)).toHaveLength(cases.length);
+  });
+
+  it("says in the README's grading section what every case's app streams and whether it turns on server VAD", async () => {
+    const readme = await readFile("README.md", "utf8");
+    const section = readme.slice(readme.indexOf("## Grade your client"), readme.indexOf("<!-- client-table:begin"));
+    const rows = new Map(
+      [...section.matchAll(/^\| ([a-z.-]+|every other case) +\| (.+?) +\| (on|off) /gm)].map((m) => [
+        m[1] ?? "",
+        { streams: m[2] ?? "", vad: m[3] === "on" },
+      ]),
+    );
+    expect([...rows.keys()]).toEqual(["core.audio-rate", "barge-in.truncate", "every other case"]);
+    for (const c of await loadClientCases(CLIENT_CASE_DIR)) {
+      const row = rows.get(c.id) ?? rows.get("every other case");
+      const input = appInputOf(c);
+      expect(row?.vad, c.id).toBe(input.serverVad);
+      for (const file of input.files) expect(row?.streams, c.id).toContain(file);
+    }
+  });
+
+  it("grades a run and records in its report and its table the date, the server's name and version, and the command line", async () => {
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(join(dir, "cases"), { recursive: true });
+    // One case, so that the run ends once its session does.
+    await writeFile(
+      join(dir, "cases", "core.handshake.yaml"),
+      await readFile(join(CLIENT_CASE_DIR, "core.handshake.yaml"), "utf8"),
+    );
+    const pkg = JSON.parse(await readFile("package.json", "utf8")) as { name: string; version: string };
+    let printed = "";
+    const before = Date.now();
+    const port = await freePort();
+    const command = ["duplex", "conform", "--client", "--port", String(port), "--agent", "wire app"];
+    const passed = runClientConformance({
+      host: "127.0.0.1",
+      port,
+      agent: "wire app",
+      report: join(dir, "report"),
+      cases: join(dir, "cases"),
+      unsupported: [],
+      duplexAware: false,
+      idleTtlS: 40,
+      command,
+      audioDir: "/audio",
+      out: (text) => {
+        printed += text;
+      },
+    });
+    while (!printed.includes("waiting for the client")) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(printed).toMatch(/^ {2}core\.handshake +every client +send \/audio\/question_16k\.wav; server VAD off/m);
+    const url = /on (ws:\/\/\S+)/.exec(printed)?.[1] ?? "";
+    const question = (await readWavFile(sharedAudio("question_16k.wav"))).samples;
+    await wireApp(url, { input_sample_rate_hz: 16000 }, appendsOf(question.subarray(0, 8000), 1600));
+    expect(await passed).toBe(true);
+    const index = JSON.parse(await readFile(join(dir, "report", "index.json"), "utf8")) as {
+      date: string;
+      server: { name: string; version: string };
+      command: string[];
+      command_line: string;
+    };
+    expect(index.server).toEqual({ name: pkg.name, version: pkg.version });
+    expect(index.command).toEqual(command);
+    expect(index.command_line).toBe(`duplex conform --client --port ${port} --agent 'wire app'`);
+    expect(Date.parse(index.date)).toBeGreaterThanOrEqual(before);
+    expect(Date.parse(index.date)).toBeLessThanOrEqual(Date.now());
+    expect(index.date).toBe(new Date(Date.parse(index.date)).toISOString());
+    expect(printed).toContain(
+      `client: wire app\ngraded ${index.date} by ${pkg.name} ${pkg.version}: duplex conform --client --port ${port} --agent 'wire app'\ncase `,
+    );
+  }, 20_000);
 });

@@ -2,11 +2,12 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { encodeWav } from "../../infra/audio/index.ts";
 import { readSessionFile } from "../../infra/event-store/index.ts";
-import { CLIENT_PEER_SCRIPT } from "../files.ts";
+import { AUDIO_DIR, CLIENT_PEER_SCRIPT } from "../files.ts";
+import { describeAppInput } from "./app-input.ts";
 import { loadClientCases } from "./cases.ts";
 import { gradeCase, type PeerAction, referenceTone } from "./graders.ts";
 import { startClientHarness } from "./harness.ts";
-import { type ClientReport, renderClientTable, requiredPassed, writeClientReport } from "./report.ts";
+import { type ClientReport, renderClientTable, reportRunOf, requiredPassed, writeClientReport } from "./report.ts";
 
 /** Options of `duplex conform --client`. */
 export interface ClientConformOptions {
@@ -20,11 +21,16 @@ export interface ClientConformOptions {
   /** The sessions' idle timeout, s (the `lease.idle` case). */
   readonly idleTtlS: number;
   readonly out: (text: string) => void;
+  /** The command line the report records (default: `duplex` and this process's arguments). */
+  readonly command?: readonly string[];
+  /** Where the case files the app streams live (default ../shared/audio, `AUDIO_DIR`). */
+  readonly audioDir?: string;
 }
 
 /**
  * `duplex conform --client` (issue 23): serves the client peer with the client cases on `--port`, writes the
- * reference tone next to the report, prints how to run the client through the cases, and once every case's session
+ * reference tone next to the report, prints how to run the client through the cases (per case: the files it streams,
+ * server VAD on or off, what it must do: app-input.ts), and once every case's session
  * has ended (or on SIGINT / SIGTERM) grades them, prints the table, writes the report, and returns whether every
  * required case passed.
  */
@@ -45,12 +51,11 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
   });
   o.out(
     `client conformance peer on ${harness.url}\n` +
-      `each connection gets the next case (or the one ?case=ID names); the reference tone is ${tone}; ` +
-      `sessions expire after ${o.idleTtlS} s idle (idle_timeout_s)\n\n` +
-      cases
-        .map((c) => `  ${c.id.padEnd(22)} ${c.required === "all" ? "every client " : "duplex-aware"}  ${c.asks}`)
-        .join("\n") +
-      "\n\nwaiting for the client (Ctrl-C to grade what ran so far)\n",
+      `each connection gets the next case (or the one ?case=ID names); ` +
+      `sessions expire after ${o.idleTtlS} s idle (idle_timeout_s)\n` +
+      "what the app must send in each case (mono PCM16 WAV as its microphone, at the rate its session declares):\n\n" +
+      cases.map((c) => describeAppInput(c, o.audioDir ?? AUDIO_DIR, tone)).join("") +
+      "\nwaiting for the client (Ctrl-C to grade what ran so far)\n",
   );
   await new Promise<void>((done) => {
     const stop = (): void => done();
@@ -63,7 +68,13 @@ export const runClientConformance = async (o: ClientConformOptions): Promise<boo
     });
   });
   const { results, logs } = await harness.finish();
-  const graded: ClientReport = { agent: o.agent, duplexAware: o.duplexAware, unsupported: o.unsupported, results };
+  const graded: ClientReport = {
+    agent: o.agent,
+    duplexAware: o.duplexAware,
+    unsupported: o.unsupported,
+    results,
+    run: reportRunOf(o.command ?? ["duplex", ...process.argv.slice(2)]),
+  };
   await writeClientReport(report, graded, logs);
   o.out(`${renderClientTable(graded)}report: ${join(report, "report.html")}, ${join(report, "junit.xml")}\n`);
   return requiredPassed(graded);

@@ -1,5 +1,6 @@
 import type { Command } from "../../domain/index.ts";
 import { audioOf, type RecordedEntry, stepsOf } from "../../engine/index.ts";
+import { type AppendRefusal, appendRefusalsOf, describeRefusals, guessSentRate, isAppend } from "./appends.ts";
 import type { ClientCase, GraderName } from "./cases.ts";
 
 /**
@@ -104,18 +105,19 @@ const handshake: Grader = (_input, steps, t0) => {
     return grade("fail", `its first session.update was refused: ${update.rejected}`, [
       ev(update, "session.update refused"),
     ]);
-  const appends = steps.filter((s) => s.command?.type === "input_audio_buffer.append");
+  const appends = steps.filter((s) => isAppend(s.command));
   if (appends.length === 0)
     return grade("harness-broken", "the app sent no audio: the case asks it to stream question_16k.wav", [
       ev(update, "session.update"),
     ]);
-  const bad = appends.find((s) => s.rejected !== null);
-  if (bad !== undefined)
+  const refusals = appendRefusalsOf(appends);
+  if (refusals.length > 0)
     return grade(
       "fail",
-      `an audio append was refused: ${bad.rejected}`,
-      [ev(update, "session.update"), ev(bad, `append refused: ${bad.rejected}`)],
+      describeRefusals(refusals, appends.length),
+      [ev(update, "session.update"), ...refusalEvidence(refusals, t0)],
       ["session.update", "audio"],
+      "the server refused its audio appends",
     );
   // Pacing: audio time sent against wall time between the first and the last append.
   const audioMs = appends.reduce((n, s) => {
@@ -175,20 +177,53 @@ export const tonePitchOf = (samples: Int16Array, rateHz: number): number | null 
   return crossings / 2 / ((windows * window) / rateHz);
 };
 
+/**
+ * The input rate the client declared (Hz) when it sent its first append: the last `SessionCreated` or
+ * `SessionConfigured` before it (`config.inputAudio.rate`; G.711 is always 8000 Hz), or null when the log has none.
+ */
+const declaredRateOf = (steps: readonly Step[], before: number): number | null => {
+  let rate: number | null = null;
+  for (const s of steps) {
+    if (s.revision >= before) break;
+    for (const e of s.events)
+      if (e.type === "SessionCreated" || e.type === "SessionConfigured") {
+        const config = e.data.config as { inputAudio?: { rate?: number } } | undefined;
+        rate = config?.inputAudio?.rate ?? rate;
+      }
+  }
+  return rate;
+};
+
+/** The evidence of refused appends: each code's first refusal, with its count and the server's message. */
+const refusalEvidence = (refusals: readonly AppendRefusal[], t0: number): Evidence[] =>
+  refusals.map((r) => ({
+    revision: r.first.revision,
+    at_ms: r.first.at - t0,
+    what: `append refused: ${r.code} (${r.count} like it): ${r.message}`,
+  }));
+
 const audioRate: Grader = (input, steps, t0) => {
   const update = steps.find((s) => s.command?.type === "session.update");
-  const appends = steps.filter((s) => s.command?.type === "input_audio_buffer.append");
-  if (appends.length === 0) return broken("the app sent no audio: the case asks it to stream the reference tone");
+  const sent = steps.filter((s) => isAppend(s.command));
+  if (sent.length === 0) return broken("the app sent no audio: the case asks it to stream the reference tone");
+  const first = sent[0] as Step;
+  const evidence: Evidence[] = [{ revision: first.revision, at_ms: first.at - t0, what: "first append" }];
+  if (update !== undefined)
+    evidence.unshift({ revision: update.revision, at_ms: update.at - t0, what: "session.update" });
+  const refusals = appendRefusalsOf(sent);
+  if (refusals.length > 0)
+    return grade(
+      "fail",
+      `${describeRefusals(refusals, sent.length)}: the tone was not heard as it was sent`,
+      [...evidence, ...refusalEvidence(refusals, t0)],
+      ["audio rate"],
+      "the server refused its audio appends",
+    );
   const { input: heard } = audioOf(input.entries);
   const samples = new Int16Array(
     heard.pcm16.buffer.slice(heard.pcm16.byteOffset, heard.pcm16.byteOffset + (heard.pcm16.byteLength & ~1)),
   );
   const pitch = tonePitchOf(samples, heard.rateHz);
-  const evidence: Evidence[] = [
-    { revision: (appends[0] as Step).revision, at_ms: (appends[0] as Step).at - t0, what: "first append" },
-  ];
-  if (update !== undefined)
-    evidence.unshift({ revision: update.revision, at_ms: update.at - t0, what: "session.update" });
   if (pitch === null)
     return grade(
       "harness-broken",
@@ -196,7 +231,8 @@ const audioRate: Grader = (input, steps, t0) => {
       evidence,
     );
   const ratio = pitch / TONE_HZ;
-  const heardAs = `the ${TONE_HZ} Hz tone was heard at ${Math.round(pitch)} Hz (input ${heard.rateHz} Hz)`;
+  const declaredHz = declaredRateOf(steps, first.revision) ?? heard.rateHz;
+  const heardAs = `the ${TONE_HZ} Hz tone was heard at ${Math.round(pitch)} Hz (declared input rate ${declaredHz} Hz)`;
   if (Math.abs(ratio - 1) <= TONE_TOLERANCE)
     return grade(
       "pass",
@@ -205,9 +241,14 @@ const audioRate: Grader = (input, steps, t0) => {
       ["audio rate"],
       "the tone was heard at its pitch: audio at the declared rate",
     );
+  const guess = guessSentRate(declaredHz, TONE_HZ, pitch);
+  const likely =
+    guess.likelyHz === null
+      ? `sent at about ${Math.round(guess.estimateHz)} Hz, no common rate`
+      : `most likely sent at ${guess.likelyHz} Hz (estimate ${Math.round(guess.estimateHz)} Hz)`;
   return grade(
     "fail",
-    `${heardAs}: the audio is not at the declared rate (it plays ${ratio.toFixed(2)} times too ${ratio > 1 ? "high" : "low"}; sent at about ${Math.round(heard.rateHz / ratio)} Hz?)`,
+    `${heardAs}: the audio is not at the declared rate (it plays ${ratio.toFixed(2)} times too ${ratio > 1 ? "high" : "low"}; ${likely})`,
     evidence,
     ["audio rate"],
     "the tone’s pitch was off: the audio is not at the declared rate",

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { RecordedEntry } from "../../engine/index.ts";
@@ -16,7 +17,35 @@ export interface ClientReport {
   /** Profiles the client declared it does not do (kept with each session, for `--grade`). */
   readonly unsupported?: readonly string[];
   readonly results: readonly CaseResult[];
+  /** When, by which server and with which command it was graded (absent in reports assembled by tests). */
+  readonly run?: ReportRun;
 }
+
+/** When a client was graded, by which server, with which command (issue 33, part 5). */
+export interface ReportRun {
+  /** When grading ended: ISO 8601, UTC (`2025-01-31T12:00:00.000Z`). */
+  readonly date: string;
+  /** The grading server: `name` and `version` of its package.json. */
+  readonly server: { readonly name: string; readonly version: string };
+  /** The command line, its words as the shell split them (`["duplex", "conform", "--client", ...]`). */
+  readonly command: readonly string[];
+}
+
+/**
+ * The run of a report graded now (`at`, ms epoch) with `command`: the server's name and version from the package's
+ * package.json. @throws the file system's error when package.json cannot be read.
+ */
+export const reportRunOf = (command: readonly string[], at: number = Date.now()): ReportRun => {
+  const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as {
+    name: string;
+    version: string;
+  };
+  return { date: new Date(at).toISOString(), server: { name: pkg.name, version: pkg.version }, command };
+};
+
+/** `command` as one shell line: words with spaces or quotes single-quoted. */
+export const commandLineOf = (command: readonly string[]): string =>
+  command.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`)).join(" ");
 
 /** Whether a case counts toward the exit code for this client. */
 export const isRequired = (report: ClientReport, result: CaseResult): boolean =>
@@ -56,7 +85,11 @@ export const renderClientTable = (report: ClientReport): string => {
     : report.results.some((r) => isRequired(report, r) && r.grade.verdict === "fail")
       ? "a required case failed"
       : "a required case could not run";
-  return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${lines.join("\n")}\n${verdict}\n`;
+  const run =
+    report.run === undefined
+      ? ""
+      : `graded ${report.run.date} by ${report.run.server.name} ${report.run.server.version}: ${commandLineOf(report.run.command)}\n`;
+  return `client: ${report.agent}${report.duplexAware ? " (duplex-aware)" : ""}\n${run}${lines.join("\n")}\n${verdict}\n`;
 };
 
 /**
@@ -120,7 +153,8 @@ export const renderClientMatrix = (reports: readonly ClientReport[]): string => 
 };
 
 /**
- * Writes `report` into `dir`: `index.json`, `cases/<id>.json`, `report.html`, `junit.xml`, and `sessions/` (each
+ * Writes `report` into `dir`: `index.json` (with the run's `date`, `server` {name, version}, `command` and
+ * `command_line` when the report has its run), `cases/<id>.json`, `report.html`, `junit.xml`, and `sessions/` (each
  * case's session file and its `.case.json`). @throws the file system's error.
  */
 export const writeClientReport = async (
@@ -151,6 +185,14 @@ export const writeClientReport = async (
   }
   const index = {
     agent: report.agent,
+    ...(report.run === undefined
+      ? {}
+      : {
+          date: report.run.date,
+          server: report.run.server,
+          command: report.run.command,
+          command_line: commandLineOf(report.run.command),
+        }),
     duplex_aware: report.duplexAware,
     required_passed: requiredPassed(report),
     cases: report.results.map((r) => ({
