@@ -1,0 +1,45 @@
+import type { AppendResult, DeleteResult, Position } from "@kurrent/kurrentdb-client";
+import type { StoredEvent } from "./kurrentdb-frames.ts";
+
+/**
+ * An event to append, as `binaryEvent` (data and metadata bytes) or `jsonEvent` (data a JSON value, metadata absent)
+ * of `@kurrent/kurrentdb-client` make it.
+ */
+export interface KurrentEventData {
+  readonly id: string;
+  readonly contentType: "application/octet-stream" | "application/json";
+  readonly type: string;
+  readonly data: unknown;
+  readonly metadata?: unknown;
+}
+
+/** A catch-up subscription: `data` for each event (stored, then live), `error` once; `unsubscribe` stops it. */
+export interface KurrentSubscription {
+  on(event: "data", listener: (resolved: { readonly event?: StoredEvent }) => void): this;
+  on(event: "error", listener: (error: Error) => void): this;
+  /** Once the stored events are delivered (KurrentDB 23.10 and later). */
+  on(event: "caughtUp", listener: () => void): this;
+  unsubscribe(): Promise<void>;
+}
+
+/**
+ * The part of `KurrentDBClient` (`@kurrent/kurrentdb-client` 1.x) that the adapter uses, so that tests can give a
+ * faithful fake of it (test/support/kurrentdb-fake.ts). Signatures and semantics are the client's: revisions are
+ * bigints, `fromRevision` of a subscription is exclusive (it starts after it), reads of a soft-deleted or missing
+ * stream throw `StreamNotFoundError`, a wrong expected state throws `WrongExpectedVersionError`.
+ */
+export interface KurrentClient {
+  appendToStream(
+    stream: string,
+    events: KurrentEventData[],
+    options: { streamState: "any" | "no_stream" | bigint },
+  ): Promise<AppendResult>;
+  readStream(
+    stream: string,
+    options: { direction: "forwards" | "backwards"; fromRevision: "start" | "end" | bigint; maxCount?: number },
+  ): AsyncIterable<{ readonly event?: StoredEvent }>;
+  subscribeToStream(stream: string, options: { fromRevision: "start" | "end" | bigint }): KurrentSubscription;
+  subscribeToAll(options: { fromPosition: "start" | "end" | Position; filter?: unknown }): KurrentSubscription;
+  deleteStream(stream: string, options?: { expectedRevision?: "any" | "no_stream" | bigint }): Promise<DeleteResult>;
+  dispose(): Promise<void>;
+}
