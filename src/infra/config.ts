@@ -331,9 +331,45 @@ export const parseConfig = (value: unknown, source = "configuration"): DeployCon
   return parsed.data;
 };
 
-/** Reads and validates a YAML file; no path gives the defaults. @throws ConfigError */
-export const loadConfig = async (path?: string): Promise<DeployConfig> => {
-  if (path === undefined) return parseConfig({});
+/**
+ * The environment variable whose URL replaces the configured `event_store` (docs/deploy.md, "Several nodes"), so a
+ * node's database and its password stay out of the file: `postgres://` or `postgresql://` makes a PostgreSQL store,
+ * `kurrentdb://` (`kdb://`, `esdb://`, `+discover`) a KurrentDB one. The configured store's other keys (`poll_ms`)
+ * are kept when it is of the same kind; unset or empty: the file's store.
+ */
+export const EVENT_STORE_URL_ENV = "DUPLEX_EVENT_STORE_URL";
+
+/**
+ * `raw` (a parsed config file, or `{}`) with `event_store` taken from {@link EVENT_STORE_URL_ENV} when `env` sets it.
+ * @throws ConfigError naming the variable when its URL is of no store's kind (the message shows its scheme only,
+ *   never the URL, which may hold a password).
+ */
+const withStoreUrlFromEnv = (raw: unknown, env: NodeJS.ProcessEnv): unknown => {
+  const url = env[EVENT_STORE_URL_ENV];
+  if (url === undefined || url === "") return raw;
+  const kind = /^postgres(ql)?:\/\//.test(url)
+    ? "postgres"
+    : /^(kurrentdb|kdb|esdb)(\+discover)?:\/\//.test(url)
+      ? "kurrentdb"
+      : null;
+  if (kind === null) {
+    const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:/.exec(url)?.[0] ?? "no scheme";
+    throw new ConfigError(
+      `${EVENT_STORE_URL_ENV}: expected a postgres:// URL or a kurrentdb:// connection string, got ${scheme}`,
+    );
+  }
+  const config = typeof raw === "object" && raw !== null ? { ...(raw as Record<string, unknown>) } : {};
+  const configured = config.event_store as { kind?: unknown } | undefined;
+  config.event_store = { ...(configured?.kind === kind ? configured : { kind }), url };
+  return config;
+};
+
+/**
+ * Reads and validates a YAML file; no path gives the defaults. `DUPLEX_EVENT_STORE_URL` in `env` replaces the store
+ * (see {@link EVENT_STORE_URL_ENV}). @throws ConfigError
+ */
+export const loadConfig = async (path?: string, env: NodeJS.ProcessEnv = process.env): Promise<DeployConfig> => {
+  if (path === undefined) return parseConfig(withStoreUrlFromEnv({}, env), EVENT_STORE_URL_ENV);
   let text: string;
   try {
     text = await readFile(path, "utf8");
@@ -351,7 +387,7 @@ export const loadConfig = async (path?: string): Promise<DeployConfig> => {
       { cause: error },
     );
   }
-  return parseConfig(resolveRelativePaths(raw, dirname(path)), path);
+  return parseConfig(withStoreUrlFromEnv(resolveRelativePaths(raw, dirname(path)), env), path);
 };
 
 /**

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/infra/config.ts";
+import { EVENT_STORE_URL_ENV, loadConfig } from "../../src/infra/config.ts";
 
 /** Deployment files as a user writes them (issue 9, "Errors that say what to do"). */
 describe("loadConfig", () => {
@@ -67,5 +67,67 @@ describe("loadConfig", () => {
     expect(config.runner).toMatchObject({ script: join(dir, "scripts/greeting.yaml") });
     expect(config.listen.tls).toEqual({ cert: join(dir, "tls/cert.pem"), key: "/etc/key.pem" });
     expect(config.event_store).toMatchObject({ path: "./data/duplex.sqlite" });
+  });
+
+  describe("DUPLEX_EVENT_STORE_URL", () => {
+    const cluster = join(process.cwd(), "deploy", "cluster.yaml");
+
+    it("replaces the configured PostgreSQL store's URL and keeps its poll_ms", async () => {
+      expect(EVENT_STORE_URL_ENV).toBe("DUPLEX_EVENT_STORE_URL");
+      const env = { DUPLEX_EVENT_STORE_URL: "postgres://duplex:s3cret@db.internal:6432/sessions" };
+      const config = await loadConfig(cluster, env);
+      expect(config.event_store).toEqual({
+        kind: "postgres",
+        url: "postgres://duplex:s3cret@db.internal:6432/sessions",
+        poll_ms: 100,
+      });
+      // The rest of the file is as it was.
+      expect(config.node.lease_s).toBe(10);
+      expect(config.retention).toEqual({ older_than: 30 * 86_400_000 });
+    });
+
+    it("makes the store of the URL's kind whatever the file (or no file) configured", async () => {
+      expect((await loadConfig(undefined, { DUPLEX_EVENT_STORE_URL: "postgresql://u@h/d" })).event_store).toEqual({
+        kind: "postgres",
+        url: "postgresql://u@h/d",
+        poll_ms: 100,
+      });
+      const embedded = join(process.cwd(), "deploy", "embedded.yaml");
+      expect(
+        (await loadConfig(embedded, { DUPLEX_EVENT_STORE_URL: "kurrentdb://db:2113?tls=false" })).event_store,
+      ).toEqual({ kind: "kurrentdb", url: "kurrentdb://db:2113?tls=false" });
+      // A postgres file given a KurrentDB URL drops poll_ms, which KurrentDB has not.
+      expect((await loadConfig(cluster, { DUPLEX_EVENT_STORE_URL: "esdb://db:2113" })).event_store).toEqual({
+        kind: "kurrentdb",
+        url: "esdb://db:2113",
+      });
+    });
+
+    it("leaves the file's store alone when unset or empty", async () => {
+      for (const env of [{}, { DUPLEX_EVENT_STORE_URL: "" }]) {
+        expect((await loadConfig(cluster, env)).event_store).toEqual({
+          kind: "postgres",
+          url: "postgres://duplex@127.0.0.1:5432/duplex",
+          poll_ms: 100,
+        });
+        expect((await loadConfig(undefined, env)).event_store).toEqual({
+          kind: "sqlite",
+          path: "./data/duplex.sqlite",
+        });
+      }
+    });
+
+    it("refuses a URL of no store's kind, naming the variable and the scheme but never the URL", async () => {
+      const env = { DUPLEX_EVENT_STORE_URL: "mysql://duplex:s3cret@db/duplex" };
+      const refusal = loadConfig(cluster, env);
+      await expect(refusal).rejects.toMatchObject({
+        name: "ConfigError",
+        message: "DUPLEX_EVENT_STORE_URL: expected a postgres:// URL or a kurrentdb:// connection string, got mysql:",
+      });
+      await expect(loadConfig(undefined, { DUPLEX_EVENT_STORE_URL: "db.internal:5432" })).rejects.toThrow(
+        /DUPLEX_EVENT_STORE_URL: expected .*, got db\.internal:$/,
+      );
+      await expect(loadConfig(undefined, { DUPLEX_EVENT_STORE_URL: "/var/db" })).rejects.toThrow(/got no scheme$/);
+    });
   });
 });
