@@ -4,7 +4,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { registerConformCommand } from "../conformance/cli.ts";
 import { AUDIO_DIR } from "../conformance/files.ts";
 import type { DeployConfig } from "../infra/config.ts";
-import { positive } from "./args.ts";
+import { failureOf, positive } from "./args.ts";
 import { registerLoadBench } from "./bench-load.ts";
 import { registerStoreCommands } from "./store-commands.ts";
 
@@ -249,15 +249,8 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   // Users get one line, not a stack trace; DUPLEX_DEBUG=1 shows the stack.
-  // ConfigError and ScriptError by name: their modules are loaded only by the commands that need them.
-  const name = (error as Error).name;
-  const usage = error instanceof InvalidArgumentError || name === "ConfigError" || name === "ScriptError";
-  const code = (error as NodeJS.ErrnoException).code;
-  const message =
-    code === "EADDRINUSE"
-      ? `${(error as Error).message}: another process listens there; choose another with --port`
-      : (error as Error).message;
+  const { exitCode, message } = failureOf(error);
   process.stderr.write(`duplex: ${message}\n`);
   if (process.env.DUPLEX_DEBUG === "1") process.stderr.write(`${(error as Error).stack ?? ""}\n`);
-  process.exit(usage ? 2 : 1);
+  process.exit(exitCode);
 }

@@ -1,83 +1,32 @@
-import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TracingConfig } from "../domain/index.ts";
 import { parseDurationMs } from "../engine/duration.ts";
-import type { DivergenceExplanation, EventStore, RecordedEntry, SessionReport } from "../engine/index.ts";
-import { sqlitePathIn } from "../infra/event-store/paths.ts";
+import type { DivergenceExplanation, RecordedEntry, SessionReport } from "../engine/index.ts";
 import type { SpanSummary } from "../projections/index.ts";
 import { positive } from "./args.ts";
 import { registerReindexCommand } from "./reindex.ts";
+import {
+  isSessionFile,
+  openStoreOf,
+  readSession,
+  type SessionChoice,
+  type StoreChoice,
+  withSessionOptions,
+  withStoreOptions,
+} from "./session-source.ts";
 
 // The engine, the store and the runners are imported when a command runs (`await import`), so that a call loads
 // only what it needs (docs/benchmarks.md, "Start").
 
 /**
- * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions`, `gc` and `reindex`. Exit
+ * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions`, `show`, `verify`, `trace`,
+ * `timeline`, `gc` and `reindex`. Each names its store and session as session-source.ts says (`--data DIR` or
+ * `--config FILE`; `--session ID`, `--last` or a session FILE) and, but `gc` and `reindex`, opens it read-only. Exit
  * codes as main.ts says: 0 success, 1 a failed check, 2 a usage error.
  */
-
-/** The id of the session opened last in `store` (`--last`). @throws InvalidArgumentError when it holds none. */
-const lastSessionId = async (store: EventStore, dataDir: string): Promise<string> => {
-  const { STREAM_PREFIX } = await import("../engine/index.ts");
-  const streams = await store.listStreams(STREAM_PREFIX);
-  const last = streams.reduce<(typeof streams)[number] | undefined>(
-    (a, b) => (a === undefined || b.firstAt >= a.firstAt ? b : a),
-    undefined,
-  );
-  if (last === undefined) throw new InvalidArgumentError(`--last: no sessions in ${resolve(dataDir)}`);
-  return last.stream.slice(STREAM_PREFIX.length);
-};
-
-/** Opens the embedded store of `dataDir`. @throws Error when the folder holds no store (nothing is created). */
-const openStore = async (dataDir: string): Promise<EventStore> => {
-  const path = sqlitePathIn(resolve(dataDir));
-  if (!existsSync(path))
-    throw new Error(`no event store in ${resolve(dataDir)} (expected ${path}); give the --data of a server`);
-  const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
-  // Reading does not migrate: a server of an earlier version may still be writing the file.
-  return createSqliteEventStore({ path, migrate: false });
-};
-
-/** A recorded session as a command reads it: its entries, the chain head a file's header records, and its name. */
-interface ReadSession {
-  readonly entries: readonly RecordedEntry[];
-  readonly recordedHead: string | null;
-  /** The file's path, or the session id in the store. */
-  readonly name: string;
-}
-
-/**
- * The session a command names: a session FILE, or from the store of `--data` the session `--session ID` or the one
- * opened last (`--last`). Returns null after saying there is no such session (exit 2).
- * @throws InvalidArgumentError for a missing file or when neither is given; Error when the file is not a session
- *   file or `--data` holds no store.
- */
-const readSession = async (
-  file: string | undefined,
-  opts: { readonly data: string; readonly session?: string; readonly last: boolean },
-): Promise<ReadSession | null> => {
-  if (file !== undefined) {
-    if (!existsSync(file)) throw new InvalidArgumentError(`${file}: no such file`);
-    const { readSessionFile } = await import("../infra/event-store/index.ts");
-    const { entries, header } = await readSessionFile(file);
-    return { entries, recordedHead: header.chain_head ?? null, name: file };
-  }
-  if (opts.session === undefined && !opts.last)
-    throw new InvalidArgumentError("give a session FILE, --session ID or --last");
-  const { streamOf } = await import("../engine/index.ts");
-  const store = await openStore(opts.data);
-  const session = await (opts.session === undefined ? lastSessionId(store, opts.data) : opts.session);
-  const entries = await store.read(streamOf(session)).finally(() => store.close());
-  if (entries.length === 0) {
-    process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-    process.exitCode = 2;
-    return null;
-  }
-  return { entries, recordedHead: null, name: session };
-};
 
 /**
  * A session's `tracing` labels as `duplex sessions` prints them: `auto`, or `workflow=... group=... key=value` (the
@@ -142,14 +91,13 @@ export const renderReport = (r: SessionReport, turns: boolean): string => {
 /** Registers `replay`, `export`, `sessions`, `show`, `verify`, `gc` and `reindex` on `program`. */
 export const registerStoreCommands = (program: Command): void => {
   registerReindexCommand(program);
-  program
-    .command("replay [file]")
-    .description(
-      "replay a recorded session offline and check it byte for byte (a session FILE, or --data/--session); with --runner, re-drive its client inputs against a live runner and compare behaviour",
-    )
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--session <id>", "session id to replay from the store")
-    .option("--last", "replay the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("replay [file]")
+      .description(
+        "replay a recorded session offline and check it byte for byte (a session FILE, or --session ID or --last in --data's or --config's store); with --runner, re-drive its client inputs against a live runner and compare behaviour",
+      ),
+  )
     .option("--runner <config>", "a deployment YAML whose runner (and profile) the client inputs are re-driven against")
     .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
     .option("--json", "print the summary as JSON (with the divergence explained, when there is one)", false)
@@ -162,10 +110,7 @@ export const registerStoreCommands = (program: Command): void => {
     .action(
       async (
         file: string | undefined,
-        opts: {
-          data: string;
-          session?: string;
-          last: boolean;
+        opts: SessionChoice & {
           runner?: string;
           speed: string;
           json: boolean;
@@ -323,46 +268,34 @@ export const registerStoreCommands = (program: Command): void => {
     }
   };
 
-  program
-    .command("export")
-    .description("write a recorded session as one self-contained, versioned file (one log entry a line)")
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--session <id>", "session id")
-    .option("--last", "export the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("export [file]")
+      .description(
+        "write a recorded session as one self-contained, versioned file (one log entry a line): --session ID or --last in --data's or --config's store (or a session FILE, written again)",
+      ),
+  )
     .requiredOption("--out <file>", "file to write")
-    .action(async (opts: { data: string; session?: string; last: boolean; out: string }) => {
-      if (opts.session === undefined && !opts.last) throw new InvalidArgumentError("give --session ID or --last");
-      const { streamOf } = await import("../engine/index.ts");
-      const { writeSessionFile } = await import("../infra/event-store/index.ts");
-      const store = await openStore(opts.data);
-      try {
-        const session = opts.session ?? (await lastSessionId(store, opts.data));
-        const stream = streamOf(session);
-        const entries = await store.read(stream);
-        if (entries.length === 0) {
-          process.stderr.write(`duplex: no session ${session} in ${resolve(opts.data)}\n`);
-          process.exitCode = 2;
-          return;
-        }
-        await writeSessionFile(opts.out, stream, entries);
-        process.stdout.write(`wrote ${entries.length} entries of ${session} to ${opts.out}\n`);
-        // The file is what the store holds; a log that no longer follows its chain is written all the same (to
-        // look into), and said so.
-        const { verifyChain } = await import("../engine/index.ts");
-        const verdict = typeof entries[0]?.metadata.chain === "string" ? verifyChain(entries) : null;
-        if (verdict !== null && !verdict.ok) {
-          process.stderr.write(`duplex: the stored log does not verify: ${verdict.message}\n`);
-          process.exitCode = 1;
-        }
-      } finally {
-        await store.close();
+    .action(async (file: string | undefined, opts: SessionChoice & { out: string }) => {
+      const { writeSessionFile } = await import("../infra/event-store/session-file.ts");
+      const read = await readSession(file, opts);
+      if (read === null) return;
+      const { entries, stream, name } = read;
+      await writeSessionFile(opts.out, stream, entries);
+      process.stdout.write(`wrote ${entries.length} entries of ${name} to ${opts.out}\n`);
+      // The file is what the store holds; a log that no longer follows its chain is written all the same (to look
+      // into), and said so.
+      const { verifyChain } = await import("../engine/index.ts");
+      const verdict = typeof entries[0]?.metadata.chain === "string" ? verifyChain(entries) : null;
+      if (verdict !== null && !verdict.ok) {
+        process.stderr.write(`duplex: the stored log does not verify: ${verdict.message}\n`);
+        process.exitCode = 1;
       }
     });
 
-  program
-    .command("sessions")
-    .description("list recorded sessions: id, opened at, duration, state, event counts")
-    .option("--data <dir>", "folder of the embedded event store", "./data")
+  withStoreOptions(
+    program.command("sessions").description("list recorded sessions: id, opened at, duration, state, event counts"),
+  )
     .option("--json", "one JSON object a line", false)
     .option("--last <n>", "only the N sessions opened last", positive)
     .option("--errors", "only sessions whose log holds an error (each listed under it: revision, code, message)", false)
@@ -371,34 +304,37 @@ export const registerStoreCommands = (program: Command): void => {
       "the N sessions whose slowest turn took longest to its first audio, slowest first",
       positive,
     )
-    .action(async (opts: { data: string; json: boolean; last?: number; errors: boolean; slowest?: number }) => {
+    .action(async (opts: StoreChoice & { json: boolean; last?: number; errors: boolean; slowest?: number }) => {
       const { reportOf, STREAM_PREFIX } = await import("../engine/index.ts");
       const { tracingJson } = await import("../protocol/index.ts");
       const { foldLog } = await import("../engine/index.ts");
-      const store = await openStore(opts.data);
-      const all = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => a.firstAt - b.firstAt);
-      const streams = opts.last === undefined ? all : all.slice(-opts.last);
+      const { store, where, close } = await openStoreOf(opts, "read");
       let rows = [];
-      for (const info of streams) {
-        const entries = await store.read(info.stream);
-        const { state } = foldLog(entries);
-        const report = reportOf(entries, state.attached);
-        rows.push({
-          session_id: info.stream.slice(STREAM_PREFIX.length),
-          opened_at: new Date(info.firstAt).toISOString(),
-          duration_s: report.duration_s,
-          state: report.state,
-          inputs: report.inputs,
-          decisions: report.decisions,
-          responses: report.responses,
-          // The slowest turn's time to first audio, ms: from the end of speech, else from response.created.
-          first_audio_worst_ms: slowestFirstAudio(report.spans),
-          errors: report.errors,
-          tracing: tracingJson(state.config.tracing),
-          labels: labelsOf(state.config.tracing),
-        });
+      try {
+        const all = (await store.listStreams(STREAM_PREFIX)).sort((a, b) => a.firstAt - b.firstAt);
+        const streams = opts.last === undefined ? all : all.slice(-opts.last);
+        for (const info of streams) {
+          const entries = await store.read(info.stream);
+          const { state } = foldLog(entries);
+          const report = reportOf(entries, state.attached);
+          rows.push({
+            session_id: info.stream.slice(STREAM_PREFIX.length),
+            opened_at: new Date(info.firstAt).toISOString(),
+            duration_s: report.duration_s,
+            state: report.state,
+            inputs: report.inputs,
+            decisions: report.decisions,
+            responses: report.responses,
+            // The slowest turn's time to first audio, ms: from the end of speech, else from response.created.
+            first_audio_worst_ms: slowestFirstAudio(report.spans),
+            errors: report.errors,
+            tracing: tracingJson(state.config.tracing),
+            labels: labelsOf(state.config.tracing),
+          });
+        }
+      } finally {
+        await close();
       }
-      await store.close();
       if (opts.errors) rows = rows.filter((r) => r.errors.length > 0);
       if (opts.slowest !== undefined)
         rows = rows
@@ -418,90 +354,84 @@ export const registerStoreCommands = (program: Command): void => {
           if (opts.errors)
             for (const e of r.errors) process.stdout.write(`  revision ${e.revision}: ${e.code}: ${e.message}\n`);
         }
-        if (rows.length === 0) process.stdout.write(`(no sessions in ${resolve(opts.data)})\n`);
+        if (rows.length === 0) process.stdout.write(`(no sessions in ${where})\n`);
       }
     });
 
-  program
-    .command("show [session]")
-    .description(
-      "what happened in a session: its state, errors, the history as heard, playback, and with --turns the latency of each turn",
-    )
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--last", "the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("show [session]")
+      .description(
+        "what happened in a session: its state, errors, the history as heard, playback, and with --turns the latency of each turn; SESSION is an id (the same as --session ID) or a session FILE",
+      ),
+  )
     .option("--turns", "each turn's times and the p50/p95/worst of each span", false)
     .option("--json", "the whole report as one JSON object", false)
-    .action(
-      async (session: string | undefined, opts: { data: string; last: boolean; turns: boolean; json: boolean }) => {
-        if (session === undefined && !opts.last) throw new InvalidArgumentError("give a SESSION id or --last");
-        const { foldLog, reportOf, streamOf } = await import("../engine/index.ts");
-        const store = await openStore(opts.data);
-        const id = session ?? (await lastSessionId(store, opts.data));
-        const entries = await store.read(streamOf(id)).finally(() => store.close());
-        if (entries.length === 0) {
-          process.stderr.write(`duplex: no session ${id} in ${resolve(opts.data)}\n`);
-          process.exitCode = 2;
-          return;
-        }
-        const report = reportOf(entries, foldLog(entries).state.attached);
-        if (opts.json) {
-          process.stdout.write(`${JSON.stringify(report)}\n`);
-          return;
-        }
-        process.stdout.write(renderReport(report, opts.turns));
-      },
-    );
+    .action(async (positional: string | undefined, opts: SessionChoice & { turns: boolean; json: boolean }) => {
+      // The positional is --session ID, or a session FILE: given with --session too, the two are one too many.
+      if (positional !== undefined && opts.session !== undefined)
+        throw new InvalidArgumentError(
+          `give the session once: ${positional} and --session ${opts.session} (SESSION is the same as --session ID)`,
+        );
+      const file = positional !== undefined && isSessionFile(positional) ? positional : undefined;
+      const session = file === undefined ? (positional ?? opts.session) : undefined;
+      const read = await readSession(file, { ...opts, ...(session === undefined ? {} : { session }) });
+      if (read === null) return;
+      const { foldLog, reportOf } = await import("../engine/index.ts");
+      const report = reportOf(read.entries, foldLog(read.entries).state.attached);
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(report)}\n`);
+        return;
+      }
+      process.stdout.write(renderReport(report, opts.turns));
+    });
 
-  program
-    .command("verify [file]")
-    .description(
-      "check a session's log against its hash chain (a session FILE, or --data with --session or --last): exit 0 if every entry is the one written, 1 naming the first that is not",
-    )
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--session <id>", "session id in the store")
-    .option("--last", "the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("verify [file]")
+      .description(
+        "check a session's log against its hash chain (a session FILE, or --session ID or --last in --data's or --config's store): exit 0 if every entry is the one written, 1 naming the first that is not",
+      ),
+  )
     .option("--json", "print the verdict as JSON", false)
-    .action(
-      async (file: string | undefined, opts: { data: string; session?: string; last: boolean; json: boolean }) => {
-        const { verifyChain } = await import("../engine/index.ts");
-        const read = await readSession(file, opts);
-        if (read === null) return;
-        const { entries, recordedHead, name } = read;
-        const verdict = verifyChain(entries);
-        // A file cut short keeps a valid chain: its header says where the chain ended when it was written.
-        const last = entries.at(-1);
-        const cut =
-          verdict.ok && recordedHead !== null && recordedHead !== verdict.head
-            ? `the file ends at revision ${last?.revision ?? -1}, but its header records a chain head that no entry here has: entries were removed from its end (or it was changed and its header not)`
-            : null;
-        const ok = verdict.ok && cut === null;
-        if (opts.json) {
-          process.stdout.write(
-            `${JSON.stringify(ok ? { ok, entries: entries.length, head: verdict.ok ? verdict.head : null } : verdict.ok ? { ok, kind: "truncated", revision: (last?.revision ?? -1) + 1, message: cut } : verdict)}\n`,
-          );
-        } else if (ok && verdict.ok) {
-          process.stdout.write(
-            `verified ${name}: ${entries.length} entries, each the one written (chain head ${verdict.head})\n`,
-          );
-        } else if (!verdict.ok) {
-          process.stdout.write(`${name}: BROKEN at revision ${verdict.revision}: ${verdict.message}\n`);
-        } else {
-          process.stdout.write(`${name}: BROKEN at revision ${(last?.revision ?? -1) + 1}: ${cut}\n`);
-        }
-        process.exitCode = ok ? 0 : 1;
-      },
-    );
+    .action(async (file: string | undefined, opts: SessionChoice & { json: boolean }) => {
+      const { verifyChain } = await import("../engine/index.ts");
+      const read = await readSession(file, opts);
+      if (read === null) return;
+      const { entries, recordedHead, name } = read;
+      const verdict = verifyChain(entries);
+      // A file cut short keeps a valid chain: its header says where the chain ended when it was written.
+      const last = entries.at(-1);
+      const cut =
+        verdict.ok && recordedHead !== null && recordedHead !== verdict.head
+          ? `the file ends at revision ${last?.revision ?? -1}, but its header records a chain head that no entry here has: entries were removed from its end (or it was changed and its header not)`
+          : null;
+      const ok = verdict.ok && cut === null;
+      if (opts.json) {
+        process.stdout.write(
+          `${JSON.stringify(ok ? { ok, entries: entries.length, head: verdict.ok ? verdict.head : null } : verdict.ok ? { ok, kind: "truncated", revision: (last?.revision ?? -1) + 1, message: cut } : verdict)}\n`,
+        );
+      } else if (ok && verdict.ok) {
+        process.stdout.write(
+          `verified ${name}: ${entries.length} entries, each the one written (chain head ${verdict.head})\n`,
+        );
+      } else if (!verdict.ok) {
+        process.stdout.write(`${name}: BROKEN at revision ${verdict.revision}: ${verdict.message}\n`);
+      } else {
+        process.stdout.write(`${name}: BROKEN at revision ${(last?.revision ?? -1) + 1}: ${cut}\n`);
+      }
+      process.exitCode = ok ? 0 : 1;
+    });
 
-  program
-    .command("trace [file]")
-    .description(
-      "write a session as a Chrome trace (Perfetto, chrome://tracing): user and assistant speech, responses, turn spans, commits, barge-ins, cancels and errors, and the VAD as a counter",
-    )
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--session <id>", "session id in the store")
-    .option("--last", "the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("trace [file]")
+      .description(
+        "write a session as a Chrome trace (Perfetto, chrome://tracing): user and assistant speech, responses, turn spans, commits, barge-ins, cancels and errors, and the VAD as a counter",
+      ),
+  )
     .requiredOption("--out <file>", "file to write (trace.json)")
-    .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
+    .action(async (file: string | undefined, opts: SessionChoice & { out: string }) => {
       const { traceOf } = await import("../engine/index.ts");
       const read = await readSession(file, opts);
       if (read === null) return;
@@ -513,16 +443,15 @@ export const registerStoreCommands = (program: Command): void => {
       );
     });
 
-  program
-    .command("timeline [file]")
-    .description(
-      "write a session's timeline as one HTML page that opens from disk (no server): input waveform and VAD, speech, responses, turn spans, marks with their log entries",
-    )
-    .option("--data <dir>", "folder of the embedded event store", "./data")
-    .option("--session <id>", "session id in the store")
-    .option("--last", "the session opened last in the store", false)
+  withSessionOptions(
+    program
+      .command("timeline [file]")
+      .description(
+        "write a session's timeline as one HTML page that opens from disk (no server): input waveform and VAD, speech, responses, turn spans, marks with their log entries",
+      ),
+  )
     .requiredOption("--out <file>", "file to write (page.html)")
-    .action(async (file: string | undefined, opts: { data: string; session?: string; last: boolean; out: string }) => {
+    .action(async (file: string | undefined, opts: SessionChoice & { out: string }) => {
       const { timelineOf } = await import("../engine/index.ts");
       const { renderTimelinePage } = await import("../server/timeline-page.ts");
       const read = await readSession(file, opts);
@@ -548,10 +477,11 @@ export const registerStoreCommands = (program: Command): void => {
     return ms;
   };
 
-  program
-    .command("gc")
-    .description("remove finished sessions (closed or expired) from a store: their logs and everything in them")
-    .option("--data <dir>", "folder of the embedded event store", "./data")
+  withStoreOptions(
+    program
+      .command("gc")
+      .description("remove finished sessions (closed or expired) from a store: their logs and everything in them"),
+  )
     // Required: removing is for good, so how old is never a default (0 removes every finished session).
     .requiredOption(
       "--older-than <duration>",
@@ -559,9 +489,9 @@ export const registerStoreCommands = (program: Command): void => {
       duration,
     )
     .option("--dry-run", "list what would be removed and remove nothing", false)
-    .action(async (opts: { data: string; olderThan: number; dryRun: boolean }) => {
+    .action(async (opts: StoreChoice & { olderThan: number; dryRun: boolean }) => {
       const { removeFinishedSessions } = await import("../engine/index.ts");
-      const store = await openStore(opts.data);
+      const { store, close } = await openStoreOf(opts, "write");
       try {
         const { removed, kept } = await removeFinishedSessions(store, {
           olderThanMs: opts.olderThan,
@@ -573,7 +503,7 @@ export const registerStoreCommands = (program: Command): void => {
           `${removed.length} finished session(s) ${opts.dryRun ? "to remove" : "removed"}, ${kept} kept\n`,
         );
       } finally {
-        await store.close();
+        await close();
       }
     });
 };

@@ -24,21 +24,31 @@ export const redactUrl = (url: string): string => {
 /**
  * Opens the configured event store (`event_store` of the config): the embedded sqlite file, locked to this process
  * (lock.ts: one server per file); PostgreSQL (postgres.ts), shared by nodes; KurrentDB (kurrentdb.ts). A store's
- * driver is loaded only when it is configured.
- * @throws StoreLockedError when another process holds the sqlite file; the driver's error when a server cannot be
- *   reached.
+ * driver is loaded only when it is configured. With `options.readOnly` (the commands that only read), a sqlite file
+ * is opened read-only and not locked (sqlite.ts `openReadOnlyStoreFile`: nothing is created beside it, a server may
+ * be writing it meanwhile), and must exist; the shared stores open as for a server.
+ * @throws StoreInUseError when another process holds the sqlite file (not with `readOnly`); Error when a read-only
+ *   sqlite file is missing or unreadable (openReadOnlyStoreFile); the driver's error when a server cannot be reached.
  */
 export const openEventStore = async (
   config: DeployConfig["event_store"],
-  observe: {
+  options: {
     /** Each group commit of a shared store: appends and entries it held, its transaction's time (ms). */
     readonly groupCommitted?: (appends: number, entries: number, ms: number) => void;
+    /** Read only: no lock, no writer, nothing created (default false). */
+    readonly readOnly?: boolean;
   } = {},
 ): Promise<OpenedStore> => {
   switch (config.kind) {
     case "sqlite": {
       const { createSqliteEventStore } = await import("./sqlite.ts");
       const memory = config.path === ":memory:" || config.path === "";
+      if (options.readOnly === true)
+        return {
+          store: createSqliteEventStore({ path: config.path, readOnly: true }),
+          where: config.path,
+          unlock: () => undefined,
+        };
       const unlock = memory ? () => undefined : lockStore(config.path);
       try {
         return { store: createSqliteEventStore({ path: config.path }), where: config.path, unlock };
@@ -52,7 +62,7 @@ export const openEventStore = async (
       const store = await createPostgresEventStore({
         url: config.url,
         pollMs: config.poll_ms,
-        ...(observe.groupCommitted === undefined ? {} : { onGroupCommit: observe.groupCommitted }),
+        ...(options.groupCommitted === undefined ? {} : { onGroupCommit: options.groupCommitted }),
       });
       return { store, where: redactUrl(config.url), unlock: () => undefined };
     }

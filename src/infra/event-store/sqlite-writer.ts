@@ -23,7 +23,7 @@ export { binCodecs, textCodecs };
  * again in the (stream, revision) index, a tenth of a conversation's log. Files of layout 1 (user_version 0: every
  * file before layout 2) and 2 are migrated on open.
  */
-const LAYOUT = 3;
+export const LAYOUT = 3;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS streams (
