@@ -47,6 +47,8 @@ export interface RunnerBindingDeps {
 export class RunnerBinding {
   private runner: RunnerSession | null = null;
   private faulted = false;
+  /** The state the effects being run were decided on: what a runner opened for them has heard before them. */
+  private decidedOn: SessionState;
 
   constructor(
     private readonly deps: RunnerBindingDeps,
@@ -57,13 +59,16 @@ export class RunnerBinding {
      * runner (`resubmit`).
      */
     private unansweredAppends: readonly Extract<RunnerUnit, { kind: "append" }>[],
-  ) {}
+  ) {
+    this.decidedOn = deps.state();
+  }
 
   /** After a rebuild from the log: the clip and the unanswered appends read back, and a runner that may run again. */
   reset(refAudio: RefAudioInput | null, unansweredAppends: readonly Extract<RunnerUnit, { kind: "append" }>[]): void {
     this.refAudio = refAudio;
     this.unansweredAppends = unansweredAppends;
     this.faulted = false;
+    this.decidedOn = this.deps.state();
   }
 
   /** Lets go of the runner and closes it; its errors are confined as any other call's. */
@@ -93,7 +98,7 @@ export class RunnerBinding {
         continue;
       }
       if (this.runner === null && effect.kind !== "close") {
-        const opened = this.open();
+        const opened = this.open(effects);
         if (opened === null) continue;
         this.guard("configure", () => opened.configure(this.deps.state().config, this.refAudio));
       }
@@ -130,6 +135,7 @@ export class RunnerBinding {
         }
       }
     }
+    this.decidedOn = this.deps.state();
   }
 
   /** Calls the runner, confining a broken contract to this session (see the class comment). */
@@ -171,10 +177,28 @@ export class RunnerBinding {
     }, performance.now());
   }
 
-  private open(): RunnerSession | null {
+  /**
+   * Opens the runner for `effects` with the conversation heard before them: the items their decision created that
+   * their units hand over (a user text, a function call's output) are left out of the history, so that the model
+   * is given each once (issue 33, part 2: a restarted session's first command was seeded and then sent too).
+   */
+  private open(effects: readonly Effect[]): RunnerSession | null {
     try {
       const state = this.deps.state();
-      this.runner = this.deps.openRunner(state.config, toHistory(state), (output) => this.received(output));
+      const before = new Set(toHistory(this.decidedOn).map((item) => item.id));
+      const texts = effects.flatMap((e) => (e.kind === "submit" && e.unit.kind === "text" ? [e.unit.text] : []));
+      const outputs = new Set(
+        effects.flatMap((e) => (e.kind === "submit" && e.unit.kind === "function_call_output" ? [e.unit.itemId] : [])),
+      );
+      const handedOver = (item: HistoryItem): boolean => {
+        if (before.has(item.id)) return false;
+        if (item.type === "function_call_output") return outputs.has(item.id);
+        const at = item.type === "message" && item.role !== "assistant" ? texts.indexOf(item.text) : -1;
+        if (at >= 0) texts.splice(at, 1);
+        return at >= 0;
+      };
+      const history = toHistory(state).filter((item) => !handedOver(item));
+      this.runner = this.deps.openRunner(state.config, history, (output) => this.received(output));
       return this.runner;
     } catch (error) {
       this.fault("open", error);

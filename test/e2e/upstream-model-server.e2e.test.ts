@@ -161,23 +161,63 @@ describe("the upstream runner against a model server that behaves as real ones d
     expect(await replays(a, client)).toBe(true);
   });
 
-  it("a drop during the resume's probe: the next try resumes, and an earlier probe's replayed refusal is ignored", async () => {
+  it("a drop during the resume's heartbeat: the next try resumes, and the earlier try's replayed ack is no fault", async () => {
     const model = await stub({ dialect: "duplex" });
     const { a, client } = await front(model.url, "duplex", {
       resume: { grace_ms: 5000, initial_delay_ms: 50, max_delay_ms: 200 },
     });
     await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
-    model.cutAfter("response.cancel");
+    const before = model.sessions[0]?.frames.length ?? 0;
+    model.cutAfter("session.heartbeat");
     model.drop();
     await expect.poll(async () => (await upstreamSessions(a, client)).length, { timeout: 10_000 }).toBe(2);
     const done = await ask(client, { type: "response.create" }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     expect(client.types()).not.toContain("error");
-    // Two probes reached the model: the one cut, and the one that ended the resume.
-    expect(model.sessions[0]?.frames.filter((f) => f.type === "response.cancel")).toHaveLength(2);
+    // Two markers reached the model: the one cut, and the one that ended the resume; never a made-up cancel.
+    const after = model.sessions[0]?.frames.slice(before) ?? [];
+    expect(after.filter((f) => f.type === "session.heartbeat").length).toBeGreaterThanOrEqual(2);
+    expect(after.filter((f) => f.type === "response.cancel")).toEqual([]);
     await client.close();
     expect(await replays(a, client)).toBe(true);
   });
+
+  it.each(["reference", "ignores", "refuses"] as const)(
+    "a model server whose cancel %s: a resume mid-response succeeds, the response ends completed, no cancel is sent",
+    async (cancel) => {
+      // The answer comes 300 ms after its response.created: the link drops in between, and the rest of the response
+      // reaches us from the model server's journal.
+      const model = await stub({ dialect: "duplex", cancel, respondDelayMs: 300 });
+      const { a, client } = await front(
+        model.url,
+        "duplex",
+        { resume: { grace_ms: 5000, initial_delay_ms: 50, max_delay_ms: 200 } },
+        { extra_body: { auto_response: false } },
+      );
+      await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+      client.send({ type: "response.create" });
+      await expect.poll(() => model.sessions[0]?.active ?? null).not.toBeNull();
+      model.drop();
+      const done = await client.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
+      expect(done.response).toMatchObject({ status: "completed" });
+      expect(await upstreamSessions(a, client)).toHaveLength(2);
+      const transcript = await client.waitFor("response.output_audio_transcript.done", { since: 0 });
+      expect(transcript.transcript).toBe("I know 0 user texts.");
+      // Resumed, not lost: one model session, one response asked, nothing cancelled, its epoch where it was.
+      const session = model.sessions[0];
+      expect(model.sessions).toHaveLength(1);
+      expect(session?.frames.filter((f) => f.type === "response.create")).toHaveLength(1);
+      expect(session?.frames.filter((f) => f.type === "response.cancel")).toEqual([]);
+      expect(session?.epoch).toBe(0);
+      expect(session?.frames.some((f) => f.type === "session.heartbeat")).toBe(true);
+      expect(client.types()).not.toContain("error");
+      // And the session goes on after the resume: a second answer.
+      const again = await ask(client, { type: "response.create" }, "response.done");
+      expect(again.response).toMatchObject({ status: "completed" });
+      await client.close();
+      expect(await replays(a, client)).toBe(true);
+    },
+  );
 
   it.each<Dialect>(["duplex", "openai"])(
     "%s: a cancel before the model server's response.created, then a new response.create: the new response says its own answer",

@@ -15,7 +15,8 @@ import { type WebSocket, WebSocketServer } from "ws";
  * `input_audio_buffer_commit_empty` echoing its `event_id`, else the user item gets a transcript (`utterance N`);
  * `conversation.item.create` adds to the conversation; `response.create` answers with `respond` (by default one
  * 100 ms chunk saying "I know N user texts.", N the user messages with text in its conversation); `response.cancel`
- * of no active response is refused with `response_not_active` echoing its `event_id`.
+ * of no active response is refused with `response_not_active` echoing its `event_id` (or, by `cancel`, as the
+ * reference says or ignored).
  * `drop()` cuts every socket; `refuse("connection" | "http503" | null)` makes the server unreachable (refused
  * connections, then HTTP 503 upgrades) or reachable again.
  */
@@ -32,6 +33,14 @@ export interface StubOptions {
   readonly respond?: (session: StubSession, request: StubFrame, responseId: string) => Record<string, unknown>[];
   /** ms between `response.created` and the rest of a response (default 0: all at once). */
   readonly respondDelayMs?: number;
+  /**
+   * What a `response.cancel` does. `refuses` (default): it cancels the active response it names (or the active one),
+   * and one of no active response is refused with `response_not_active` echoing its `event_id`. `reference`: as
+   * reference/realtime-duplex-api.md says ("Cancel the active (or named) response; advances epoch"): every cancel
+   * advances the session's `epoch` and cancels the active response, whatever it names; nothing is refused.
+   * `ignores`: a cancel of no active response (or naming another) is ignored, without a word.
+   */
+  readonly cancel?: "refuses" | "reference" | "ignores";
 }
 
 export type StubFrame = { readonly type: string } & Record<string, unknown>;
@@ -50,6 +59,8 @@ export interface StubSession {
   commits: number;
   responses: number;
   active: string | null;
+  /** The interruption fence: advanced by each cancel that `cancel: reference` takes. */
+  epoch: number;
   /** Events sent with their seq (duplex). */
   readonly journal: { seq: number; text: string }[];
   socket: WebSocket | null;
@@ -218,8 +229,13 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
         return;
       }
       case "response.cancel":
-        if (s.active === null || (frame.response_id !== undefined && frame.response_id !== s.active)) {
-          refuse(s, frame, "response_not_active", "no such response is active");
+        if (options.cancel === "reference") s.epoch += 1;
+        if (options.cancel === "reference" && s.active === null) return;
+        if (
+          options.cancel !== "reference" &&
+          (s.active === null || (frame.response_id !== undefined && frame.response_id !== s.active))
+        ) {
+          if (options.cancel !== "ignores") refuse(s, frame, "response_not_active", "no such response is active");
           return;
         }
         send(s, { type: "response.done", response: { id: s.active, status: "cancelled" } });
@@ -246,6 +262,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       commits: 0,
       responses: 0,
       active: null,
+      epoch: 0,
       journal: [],
       socket,
       expiry: null,

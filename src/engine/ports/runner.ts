@@ -18,8 +18,10 @@ export interface ModelRunner {
   readonly capabilities: Capabilities;
   /**
    * Opens the model side of a session. `emit` may be called at any time until `close` resolves. `history` is the
-   * conversation as heard so far (empty for a new session; a session rebuilt from its log after a restart has one):
-   * a runner whose model keeps its own conversation gives it to the model, so that the model knows what was said.
+   * conversation as heard so far (empty for a new session; a session rebuilt from its log after a restart has one),
+   * without the items that the units submitted next hand over themselves (the user text or function call output
+   * whose command opened the runner): a runner whose model keeps its own conversation gives it to the model, so that
+   * the model knows what was said, each item once.
    */
   open(
     session: {

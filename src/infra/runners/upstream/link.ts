@@ -61,9 +61,6 @@ export interface UpstreamLink {
   close(): void;
 }
 
-/** The `event_id`s of the resume probes (`resync_1`, ...). */
-const PROBE_PREFIX = "resync_";
-
 /** Error codes with which the upstream says its session is gone: retrying the same token cannot help. */
 const GONE = new Set([
   "session_resume_expired",
@@ -77,15 +74,23 @@ const GONE = new Set([
  * `session.created`; an OpenAI server sends `session.created` at once) and hands every event on, dropping one whose
  * `server_event_seq` it already had.
  *
- * What it sent is confirmed by barriers: a `session.heartbeat` after each burst of events (one outstanding at a
- * time), whose `session.heartbeat_ack` (acks come in order) tells that the upstream took everything sent before it. When a duplex link drops, the link resumes the upstream session on a new socket (`session.resume` with
- * the token, in memory only, and the last seq received), retrying refusals, HTTP errors and timeouts with backoff and
- * jitter until the grace of its {@link ResumePolicy} is spent; the upstream replays what it had sent after that seq.
- * Then a probe (a `response.cancel` of no response, which the upstream refuses echoing its `event_id`) marks the end
- * of the replay: the acks replayed before its refusal confirm their barriers, and everything sent after the last
- * confirmed barrier is sent again, in order, before anything new. At most the events of the last burst before a drop
- * can reach the upstream twice (when the link broke between them and their barrier). A `response.create` already
- * answered with `response.created` is never sent again.
+ * What it sent is confirmed by barriers: a `session.heartbeat` after each burst of events (at most one outstanding,
+ * keepalives included), whose `session.heartbeat_ack` (acks come in order) tells that the upstream took everything
+ * sent before it. When a duplex link drops, the link resumes the upstream session on a new socket (`session.resume`
+ * with the token, in memory only, and the last seq received), retrying refusals, HTTP errors and timeouts with
+ * backoff and jitter until the grace of its {@link ResumePolicy} is spent; the upstream replays what it had sent after
+ * that seq. The end of the replay is marked by the reference's own request and answer (reference/realtime-duplex-api.md,
+ * "Session lifetime"): a `session.heartbeat` sent on `session.resumed`, which the upstream answers after the replay
+ * (its mailbox applies events in arrival order); on its `session.heartbeat_ack`, everything sent after the last
+ * confirmed barrier is sent again, in order, before anything new. Nothing that changes the upstream session (no
+ * `response.cancel`, which advances its epoch) is sent for the marker.
+ *
+ * An ack names no request, so an ack replayed for the barrier that was outstanding at the drop cannot be told from the
+ * marker's: the first ack after `session.resumed` ends the replay. When the link broke between the upstream taking
+ * that barrier and its ack reaching us, the events of that last burst reach the upstream twice, and the marker's own
+ * ack, arriving later, confirms the next barrier early (until a barrier finds no ack outstanding); nothing is ever
+ * lost or waited for in vain. With no barrier outstanding at the drop the replay's end is exact. A
+ * `response.create` answered with `response.created` before that first ack is never sent again.
  *
  * The upstream is lost (`lost`) when the first connection is refused or times out, a duplex session cannot be resumed
  * within the grace or the upstream says it is gone, an OpenAI link drops (its sessions cannot be resumed), or a frame
@@ -110,9 +115,11 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
   /** The upstream session: its id and current resume token (memory only). */
   let session: { id: string; token: string | null } | null = null;
   let lastSeq = 0;
-  /** The resume in progress: when the link dropped, the tries made, the timer of the next one, the probe sent. */
-  let resume: { since: number; attempts: number; timer: NodeJS.Timeout | null; probe: string | null } | null = null;
-  let probes = 0;
+  /**
+   * The resume in progress: when the link dropped, the tries made, the timer of the next one, and whether this try's
+   * marker (a `session.heartbeat` after `session.resumed`) was sent.
+   */
+  let resume: { since: number; attempts: number; timer: NodeJS.Timeout | null; marked: boolean } | null = null;
   let readyTimer: NodeJS.Timeout | null = null;
 
   const tokenSha256 = (): string | null =>
@@ -142,7 +149,8 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
   /** Sends a barrier: a heartbeat whose ack confirms every event sent before it. */
   const sendBarrier = (): void => {
     barrierTimer = null;
-    if (phase !== "open" || (unconfirmed.length === 0 && barriers.length > 0)) return;
+    // One outstanding at a time: its ack refreshes the upstream's lease as well as a second one would.
+    if (phase !== "open" || barriers.length > 0) return;
     barriers.push(sentCount);
     rawSend(JSON.stringify({ type: "session.heartbeat" }));
   };
@@ -186,7 +194,7 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
     }, options.connectTimeoutMs);
   };
 
-  /** After session.resumed and the probe's refusal: send again what the upstream did not confirm, then the rest. */
+  /** After session.resumed and the marker's ack: send again what the upstream did not confirm, then the rest. */
   const resynced = (): void => {
     if (resume === null) return;
     resume = null;
@@ -221,18 +229,25 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
         return;
       }
       if (type === "session.resumed" && resume !== null) {
-        // The replay follows; the probe's refusal comes after it.
-        probes += 1;
-        resume.probe = `${PROBE_PREFIX}${probes}`;
-        rawSend(JSON.stringify({ type: "response.cancel", response_id: resume.probe, event_id: resume.probe }));
-        armReadyTimer(() => `the upstream did not answer the resume probe within ${options.connectTimeoutMs} ms`);
+        // The replay follows; the marker's ack comes after it.
+        resume.marked = true;
+        rawSend(JSON.stringify({ type: "session.heartbeat" }));
+        armReadyTimer(
+          () => `the upstream did not answer the resume's session.heartbeat within ${options.connectTimeoutMs} ms`,
+        );
         handlers.event(event);
         return;
       }
       handlers.event(event);
       return;
     }
-    if (type === "session.heartbeat_ack") confirm();
+    if (type === "session.heartbeat_ack") {
+      if (phase === "resuming" && resume?.marked === true) {
+        resynced();
+        return;
+      }
+      confirm();
+    }
     if ((type === "session.expired" || type === "session.closed") && phase === "open") {
       lose("upstream_unavailable", `the upstream session ended (${str(event.reason) ?? type})`);
       return;
@@ -245,14 +260,8 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
       const error = obj(event.error);
       const code = str(error?.code) ?? str(event.code);
       const refused = str(error?.event_id);
-      if (resume?.probe != null && refused === resume.probe) {
-        resynced();
-        return;
-      }
       // A refused response.create will not be answered.
       if (refused !== null) waitingRespond = waitingRespond.filter((id) => id !== refused);
-      // The refusal of an earlier try's probe (replayed from the journal): it tells nothing now.
-      if (refused?.startsWith(PROBE_PREFIX) === true) return;
       // An error with a seq is the session's own, replayed from its journal (a commit it refused while the link was
       // down): it goes on like any event. Only the handshake's answer, which has none, refuses the resume.
       if (typeof event.server_event_seq === "number") {
@@ -346,7 +355,7 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
     phase = "resuming";
     if (barrierTimer !== null) clearTimeout(barrierTimer);
     barrierTimer = null;
-    resume = { since: performance.now(), attempts: 0, timer: null, probe: null };
+    resume = { since: performance.now(), attempts: 0, timer: null, marked: false };
     retryOrLose(why);
   };
 
@@ -357,7 +366,7 @@ export const createUpstreamLink = (options: LinkOptions, handlers: LinkHandlers)
     socket = null;
     if (readyTimer !== null) clearTimeout(readyTimer);
     readyTimer = null;
-    resume.probe = null;
+    resume.marked = false;
     const elapsed = performance.now() - resume.since;
     const step = Math.min(options.resume.maxDelayMs, options.resume.initialDelayMs * 2 ** resume.attempts);
     const delay = step / 2 + Math.random() * (step / 2);
