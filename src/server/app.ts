@@ -245,6 +245,7 @@ export const buildApp = (options: AppOptions) => {
       model: options.model,
       log: options.log,
       maxAudioS: listen.requestAudioS,
+      ...(options.store === undefined ? {} : { store: options.store }),
     }),
   );
 

@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
-import { z } from "zod";
 import { DEFAULT_INPUT_RATE_HZ, type ErrorCode } from "../domain/index.ts";
-import type { Engine, SessionHost, SessionSink } from "../engine/index.ts";
+import type { Engine, EventStore, SessionHost, SessionSink } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { decodeClientFrame, handshakeErrorBody } from "../protocol/index.ts";
-import { type AudioBudget, decodeInputAudio } from "./chat-audio.ts";
+import type { AudioBudget } from "./chat-audio.ts";
+import { ANSWER_AUDIO_TTL_S, audioIdOf } from "./chat-audio-id.ts";
 import { ChatError, statusOf } from "./chat-error.ts";
+import { answersOf, checkRequest, framesOf, OUTPUT_RATE_HZ, requestSchema } from "./chat-request.ts";
 
 /**
  * `POST /v1/chat/completions` on the realtime engine (issue 19, part 7; the seed's route, "a session per
@@ -17,7 +18,10 @@ import { ChatError, statusOf } from "./chat-error.ts";
  * `duplex replay` replays; its id is in the `x-duplex-session-id` response header.
  *
  * OpenAI's Chat Completions shapes (reference: platform.openai.com/docs/api-reference/chat): `messages` with string
- * or part content (`text`; `input_audio` of a base64 WAV), `modalities: ["text"]` (default) or `["text", "audio"]`
+ * or part content (`text`; `input_audio` of a base64 WAV), an assistant message's `audio: {id}` naming an earlier
+ * spoken answer (issue 33, part 4: resolved from that request's log to its audio and transcript, or refused with
+ * `bad_event`, chat-audio-id.ts), `modalities: ["text"]` (default: the session asks the model for text; a
+ * model that speaks anyway is answered with its transcript, never `content: ""`) or `["text", "audio"]`
  * with `audio: {voice, format}` (`wav` or `pcm16`: 24 kHz mono PCM16 little-endian; a stream needs `pcm16`), `tools`
  * and `tool_choice` passed to the session, `max_completion_tokens` (or `max_tokens`) as the response's
  * `max_output_tokens`, `stream` with `stream_options.include_usage`. Answers a `chat.completion`, or with
@@ -25,8 +29,9 @@ import { ChatError, statusOf } from "./chat-error.ts";
  * (`{error: {type, code, message, param}}`): 400 for a request the schema or the session refuses, 404
  * `model_not_found`, 429 `resource_exhausted` at capacity, 500 for a failed response, 504 `response_timeout`.
  * `input_audio` is a WAV of PCM16, mono or stereo, at 8000-96000 Hz, at most `maxAudioS` seconds in all
- * (chat-audio.ts). The request is checked whole, its audio decoded, before its session is opened: a refused
- * request never holds a `max_sessions` slot, and one that got a session closes it on every path.
+ * (chat-audio.ts), earlier answers included. The request is checked whole (chat-request.ts), its audio decoded and
+ * its earlier answers read, before its session is opened: a refused request never holds a `max_sessions` slot,
+ * and one that got a session closes it on every path.
  */
 export interface ChatCompletionsOptions {
   readonly engine: Engine;
@@ -34,206 +39,22 @@ export interface ChatCompletionsOptions {
   readonly log: Logger;
   /** A response not done within this many ms ends the request with 504 (default 120 000). */
   readonly timeoutMs?: number;
-  /** s of audio a request's `input_audio` parts may carry in all (`limits.request_audio_s`, default 300). */
+  /**
+   * s of audio a request may carry in all (`limits.request_audio_s`, default 300): its `input_audio` parts and the
+   * earlier answers its assistant messages name by `audio.id`.
+   */
   readonly maxAudioS?: number;
+  /**
+   * The store the sessions are logged in: an assistant message's `audio.id` is resolved from the log of the request
+   * that answered it (chat-audio-id.ts). Absent: such a message is refused (`bad_event`).
+   */
+  readonly store?: EventStore;
 }
 
 /** `limits.request_audio_s`' default (src/infra/config.ts), s. */
 export const DEFAULT_REQUEST_AUDIO_S = 300;
 
-/** Bytes of one `input_audio_buffer.append` of a message's audio: 1 s of PCM16 at 24 kHz. */
-const APPEND_BYTES = 48000;
-
-/** The output sample rate of the session a request opens, Hz: OpenAI's chat audio is 24 kHz. */
-const OUTPUT_RATE_HZ = 24000;
-
-const textPart = z.object({ type: z.literal("text"), text: z.string() });
-const audioPart = z.object({
-  type: z.literal("input_audio"),
-  input_audio: z.object({ data: z.string(), format: z.string() }),
-});
-const otherPart = z.object({ type: z.string() }).loose();
-/**
- * Parts of one message and messages of one request, at most: each becomes an item of the request's session, decided
- * and logged one by one (50,000 one-word messages held a session for over a minute and logged 12 MB).
- */
-export const MAX_CHAT_PARTS = 64;
-export const MAX_CHAT_MESSAGES = 1024;
-
-const contentSchema = z
-  .union([z.string(), z.array(z.union([textPart, audioPart, otherPart])).max(MAX_CHAT_PARTS), z.null()])
-  .optional();
-
-const messageSchema = z.object({
-  role: z.enum(["system", "developer", "user", "assistant", "tool"]),
-  content: contentSchema,
-  name: z.string().optional(),
-  tool_calls: z
-    .array(
-      z.object({
-        id: z.string(),
-        type: z.literal("function"),
-        function: z.object({ name: z.string(), arguments: z.string() }),
-      }),
-    )
-    .nullish(),
-  tool_call_id: z.string().optional(),
-});
-
-const requestSchema = z.object({
-  model: z.string(),
-  messages: z.array(messageSchema).min(1).max(MAX_CHAT_MESSAGES),
-  stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
-  modalities: z.array(z.enum(["text", "audio"])).nullish(),
-  audio: z.object({ voice: z.string(), format: z.string() }).nullish(),
-  tools: z
-    .array(
-      z.object({
-        type: z.literal("function"),
-        function: z.object({
-          name: z.string(),
-          description: z.string().optional(),
-          parameters: z.record(z.string(), z.unknown()).optional(),
-        }),
-      }),
-    )
-    .nullish(),
-  tool_choice: z
-    .union([
-      z.enum(["none", "auto", "required"]),
-      z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) }),
-    ])
-    .nullish(),
-  max_completion_tokens: z.number().int().positive().nullish(),
-  max_tokens: z.number().int().positive().nullish(),
-  n: z.number().int().nullish(),
-});
-
-type ChatRequest = z.infer<typeof requestSchema>;
-
-/**
- * The realtime client events that play `request` into a session whose input is `inputRateHz` PCM16: the
- * session.update, then per message its items (`conversation.item.create`), or for a user's audio part its appends
- * and a commit, in order, then the response.create.
- * @throws ChatError for a part that is not supported, or audio that is refused or past `audio`'s budget.
- */
-const framesOf = (request: ChatRequest, inputRateHz: number, audioBudget: AudioBudget): Record<string, unknown>[] => {
-  const audioOut = request.modalities?.includes("audio") === true;
-  const instructions: string[] = [];
-  const items: Record<string, unknown>[] = [];
-  for (const [i, message] of request.messages.entries()) {
-    const at = `messages.${i}`;
-    const parts = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content;
-    const texts = (parts ?? []).map((part, j) => {
-      if (part.type === "text" && typeof part.text === "string") return { kind: "text" as const, text: part.text };
-      if (part.type === "input_audio" && message.role === "user") {
-        const audio = (part as z.infer<typeof audioPart>).input_audio;
-        return {
-          kind: "audio" as const,
-          audio: decodeInputAudio(audio, `${at}.content.${j}.input_audio`, inputRateHz, audioBudget),
-        };
-      }
-      throw new ChatError(
-        400,
-        "bad_event",
-        `${at}.content.${j}: a ${message.role} message part of type ${part.type} is not supported here (text${message.role === "user" ? ", input_audio" : ""})`,
-        `${at}.content.${j}.type`,
-      );
-    });
-    switch (message.role) {
-      case "system":
-      case "developer":
-        instructions.push(texts.map((t) => (t.kind === "text" ? t.text : "")).join(""));
-        break;
-      case "user":
-        // Text parts become a message item; audio parts are appended and committed, so the model hears them.
-        for (const t of texts) {
-          if (t.kind === "text") {
-            items.push({
-              type: "conversation.item.create",
-              item: { type: "message", role: "user", content: [{ type: "input_text", text: t.text }] },
-            });
-            continue;
-          }
-          for (let offset = 0; offset < t.audio.length; offset += APPEND_BYTES)
-            items.push({
-              type: "input_audio_buffer.append",
-              audio: t.audio.subarray(offset, offset + APPEND_BYTES).toString("base64"),
-            });
-          items.push({ type: "input_audio_buffer.commit" });
-        }
-        break;
-      case "assistant": {
-        const text = texts.map((t) => (t.kind === "text" ? t.text : "")).join("");
-        if (text !== "")
-          items.push({
-            type: "conversation.item.create",
-            item: { type: "message", role: "assistant", content: [{ type: "output_text", text }] },
-          });
-        for (const call of message.tool_calls ?? [])
-          items.push({
-            type: "conversation.item.create",
-            item: {
-              type: "function_call",
-              call_id: call.id,
-              name: call.function.name,
-              arguments: call.function.arguments,
-            },
-          });
-        break;
-      }
-      case "tool":
-        if (message.tool_call_id === undefined)
-          throw new ChatError(400, "invalid_function_call_output", `${at}: a tool message needs tool_call_id`, at);
-        items.push({
-          type: "conversation.item.create",
-          item: {
-            type: "function_call_output",
-            call_id: message.tool_call_id,
-            output: texts.map((t) => (t.kind === "text" ? t.text : "")).join(""),
-          },
-        });
-        break;
-    }
-  }
-  const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
-  const session: Record<string, unknown> = {
-    type: "realtime",
-    output_modalities: [audioOut ? "audio" : "text"],
-    ...(instructions.length === 0 ? {} : { instructions: instructions.join("\n\n") }),
-    audio: {
-      input: { format: { type: "audio/pcm", rate: inputRateHz }, turn_detection: null },
-      output: {
-        format: { type: "audio/pcm", rate: OUTPUT_RATE_HZ },
-        ...(request.audio?.voice === undefined ? {} : { voice: request.audio.voice }),
-      },
-    },
-    ...(request.tools == null
-      ? {}
-      : {
-          tools: request.tools.map((t) => ({
-            type: "function",
-            name: t.function.name,
-            ...(t.function.description === undefined ? {} : { description: t.function.description }),
-            ...(t.function.parameters === undefined ? {} : { parameters: t.function.parameters }),
-          })),
-        }),
-    ...(request.tool_choice == null
-      ? {}
-      : {
-          tool_choice:
-            typeof request.tool_choice === "string"
-              ? request.tool_choice
-              : { type: "function", name: request.tool_choice.function.name },
-        }),
-  };
-  return [
-    { type: "session.update", session },
-    ...items,
-    { type: "response.create", ...(maxTokens === null ? {} : { response: { max_output_tokens: maxTokens } }) },
-  ];
-};
+export { MAX_ANSWER_IDS, MAX_CHAT_MESSAGES, MAX_CHAT_PARTS } from "./chat-request.ts";
 
 /** What one response of the session produced, as its events arrive. */
 interface Collected {
@@ -247,45 +68,18 @@ interface Collected {
 
 type Event = Record<string, unknown> & { type: string };
 
-/** Checks a request before a session is opened. @throws ChatError naming the refused field. */
-const checkRequest = (request: ChatRequest, engine: Engine, served: string): void => {
-  if (request.model !== served)
-    throw new ChatError(404, "model_not_found", `no model ${request.model}; this server serves ${served}`, "model");
-  if (request.n != null && request.n !== 1)
-    throw new ChatError(400, "bad_event", "n: one choice per request is served (n: 1)", "n");
-  if (request.modalities?.includes("audio") === true) {
-    const format = request.audio?.format;
-    if (format === undefined)
-      throw new ChatError(
-        400,
-        "bad_event",
-        'audio: {voice, format} is required with modalities ["text", "audio"]',
-        "audio",
-      );
-    if (format !== "wav" && format !== "pcm16")
-      throw new ChatError(400, "unsupported_audio_format", `audio.format ${format}: wav or pcm16`, "audio.format");
-    if (request.stream === true && format !== "pcm16")
-      throw new ChatError(
-        400,
-        "unsupported_audio_format",
-        "a streamed audio response needs audio.format pcm16",
-        "audio.format",
-      );
-  }
-  if (engine.capabilities.refAudio === "required")
-    throw new ChatError(
-      400,
-      "ref_audio_required",
-      `${engine.model} needs a voice clip, which a chat completion cannot carry: use /v1/realtime with session.ref_audio`,
-    );
-};
-
 const usageOf = (done: Record<string, unknown> | null) => {
   const usage = (done?.usage ?? null) as { input_tokens?: number; output_tokens?: number } | null;
   const prompt = usage?.input_tokens ?? 0;
   const completion = usage?.output_tokens ?? 0;
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 };
+
+/**
+ * The text of a response: its text, or when it has none the transcript of what it spoke. A model asked for text
+ * alone (`modalities: ["text"]`) that can only speak is answered with its words, never with `content: ""`.
+ */
+const wordsOf = (c: Collected): string => (c.text !== "" ? c.text : c.transcript);
 
 const finishReasonOf = (c: Collected): string => {
   const details = (c.done?.status_details ?? null) as { reason?: string } | null;
@@ -312,7 +106,9 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
     let frames: Record<string, unknown>[];
     try {
       checkRequest(body, engine, options.model);
-      frames = framesOf(body, DEFAULT_INPUT_RATE_HZ, { maxS: maxAudioS, usedS: 0 });
+      const budget: AudioBudget = { maxS: maxAudioS, usedS: 0 };
+      const answers = await answersOf(body, options.store, DEFAULT_INPUT_RATE_HZ, budget, Date.now());
+      frames = framesOf(body, DEFAULT_INPUT_RATE_HZ, budget, answers);
     } catch (error) {
       if (!(error instanceof ChatError)) throw error;
       return reply.code(error.status).send(error.body());
@@ -360,7 +156,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
         resolve(value);
       };
     });
-    const audioId = () => `audio_${(collected.responseId ?? "").replace(/^resp_/, "")}`;
+    const audioId = () => audioIdOf(host.sessionId, collected.responseId ?? "");
     const onEvent = (event: Event): void => {
       switch (event.type) {
         case "error": {
@@ -379,11 +175,14 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
           return;
         case "response.output_audio_transcript.delta":
           collected.transcript += String(event.delta);
-          if (stream) write(chunk({ audio: { id: audioId(), transcript: String(event.delta) } }));
+          if (!stream) return;
+          if (audioOut) write(chunk({ audio: { id: audioId(), transcript: String(event.delta) } }));
+          // A model that spoke when text alone was asked: its words are the text (see `wordsOf`).
+          else if (collected.text === "") write(chunk({ content: String(event.delta) }));
           return;
         case "response.output_audio.delta":
           collected.audio.push(Buffer.from(String(event.delta), "base64"));
-          if (stream) write(chunk({ audio: { id: audioId(), data: String(event.delta) } }));
+          if (stream && audioOut) write(chunk({ audio: { id: audioId(), data: String(event.delta) } }));
           return;
         case "response.output_item.added": {
           const item = event.item as { type?: string; call_id?: string; name?: string };
@@ -498,6 +297,9 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
       }
       return reply.code(failure.status).send(failure.body());
     }
+    // The model spoke though text alone was asked: answered with its words, and told to the operator.
+    if (!audioOut && collected.audio.length > 0)
+      log.warn({ sessionId: host.sessionId, audioDeltas: collected.audio.length }, "text chat completion spoken");
     const finish = finishReasonOf(collected);
     const usage = usageOf(collected.done);
     if (stream) {
@@ -508,6 +310,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
       reply.raw.end();
       return reply;
     }
+    const words = wordsOf(collected);
     const pcm = Buffer.concat(collected.audio);
     const format = body.audio?.format;
     const audio = audioOut
@@ -516,7 +319,8 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
           data: (format === "wav" ? Buffer.from(encodeWav(pcm16FromBytes(pcm), OUTPUT_RATE_HZ)) : pcm).toString(
             "base64",
           ),
-          expires_at: created + 3600,
+          // At most the id's own expiry, counted from the response's end (chat-audio-id.ts).
+          expires_at: created + ANSWER_AUDIO_TTL_S,
           transcript: collected.transcript,
         }
       : undefined;
@@ -532,7 +336,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
           message: {
             role: "assistant",
             // Only tool calls, or audio (whose words are its transcript): no text content, as OpenAI answers.
-            content: audioOut || (collected.text === "" && collected.calls.length > 0) ? null : collected.text,
+            content: audioOut || (words === "" && collected.calls.length > 0) ? null : words,
             refusal: null,
             ...(audio === undefined ? {} : { audio }),
             ...(collected.calls.length === 0

@@ -3,7 +3,7 @@ import { ERROR_CODES, type ErrorCode } from "../domain/index.ts";
 /**
  * A refusal of a chat completion (`POST /v1/chat/completions`): its HTTP status and OpenAI's error envelope,
  * `{error: {type, code, message, param}}`, `param` the dotted path of the field at fault
- * (`messages.0.content.1.input_audio.data`) or null.
+ * (`messages.0.content.1.input_audio.data`) or null. `cause` (a store's error) stays inside: never in the body.
  */
 export class ChatError extends Error {
   override readonly name = "ChatError";
@@ -12,8 +12,9 @@ export class ChatError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly param: string | null = null,
+    options?: { readonly cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
   /** The response body: OpenAI's envelope with the code's class from the error table. */
   body(): Record<string, unknown> {

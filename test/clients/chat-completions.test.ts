@@ -2,8 +2,9 @@ import { readFile } from "node:fs/promises";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REFERENCE_PEER_SCRIPT } from "../../src/conformance/files.ts";
-import { replayEntries, STREAM_PREFIX, streamOf } from "../../src/engine/index.ts";
+import { type EventStore, replayEntries, STREAM_PREFIX, streamOf } from "../../src/engine/index.ts";
 import { encodeWav, pcm16FromBytes, readWav, readWavFile } from "../../src/infra/audio/index.ts";
+import { MAX_ANSWER_LOG_ENTRIES } from "../../src/server/chat-audio-id.ts";
 import { sharedAudio, startScriptedServer, startTestServer } from "../support/server.ts";
 
 /**
@@ -242,6 +243,171 @@ describe("chat completions with the echo runner", () => {
   });
 });
 
+/** `store`, with every `read(stream, from, limit)` it is asked recorded in `reads`. */
+const readsRecorded = (store: EventStore, reads: [string, number?, number?][]): EventStore =>
+  new Proxy(store, {
+    get(target, key) {
+      if (key === "read")
+        return (stream: string, from?: number, limit?: number) => {
+          reads.push([stream, from, limit]);
+          return target.read(stream, from, limit);
+        };
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+
+/** The items a request's session created, in order: role (or type), text, whether audio, and ms of audio. */
+const itemsOf = async (server: Server, sessionId: string | null) =>
+  (await server.store.read(streamOf(sessionId ?? "")))
+    .filter((e) => e.type === "ItemCreated")
+    .map((e) => (e.data as { item: { role: string; text: string; audio: boolean; audioMs: number } }).item)
+    .map(({ role, text, audio, audioMs }) => ({ role, text, audio, audioMs }));
+
+describe("chat completions, multi-turn audio (OpenAI's flow: the answer's audio.id comes back as an assistant message)", () => {
+  let server: Server;
+  const reads: [string, number?, number?][] = [];
+  beforeAll(async () => {
+    server = await startTestServer({}, { wrapStore: (store) => readsRecorded(store, reads) });
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+  const question = { role: "user" as const, content: "Is a golden retriever a good family dog?" };
+  const spokenAnswer = async () => {
+    const { data, response } = await clientOf(server)
+      .chat.completions.create({
+        model: server.model,
+        modalities: ["text", "audio"],
+        audio: { voice: "alloy", format: "wav" },
+        messages: [question],
+      })
+      .withResponse();
+    const audio = data.choices[0]?.message.audio;
+    const wav = readWav(Uint8Array.from(Buffer.from(audio?.data ?? "", "base64")));
+    return {
+      audio,
+      ms: (wav.samples.length / wav.sampleRate) * 1000,
+      sessionId: response.headers.get("x-duplex-session-id"),
+    };
+  };
+
+  it("resolves the id to that answer: the next session holds its transcript and audio as the assistant's item, in order, after one bounded read", async () => {
+    const first = await spokenAnswer();
+    expect(first.audio?.id).toBe(`audio_${first.sessionId?.slice("sess_".length)}_1`);
+    reads.length = 0;
+    const { data, response } = await clientOf(server)
+      .chat.completions.create({
+        model: server.model,
+        messages: [
+          question,
+          { role: "assistant", audio: { id: first.audio?.id ?? "" } },
+          { role: "user", content: "Why do you say they are loyal?" },
+        ],
+      })
+      .withResponse();
+    expect(data.choices[0]?.message.content).toBe("You wrote: Why do you say they are loyal?");
+    const sessionId = response.headers.get("x-duplex-session-id");
+    expect(await itemsOf(server, sessionId)).toEqual([
+      { role: "user", text: question.content, audio: false, audioMs: 0 },
+      { role: "assistant", text: first.audio?.transcript, audio: true, audioMs: expect.closeTo(first.ms, 6) },
+      { role: "user", text: "Why do you say they are loyal?", audio: false, audioMs: 0 },
+    ]);
+    expect(first.ms).toBeGreaterThan(100);
+    // The lookup: one read of the first request's log, bounded; nothing else of it was read.
+    expect(reads.filter(([stream]) => stream === streamOf(first.sessionId ?? ""))).toEqual([
+      [streamOf(first.sessionId ?? ""), 0, MAX_ANSWER_LOG_ENTRIES],
+    ]);
+    await expectClosedAndReplayed(server, sessionId);
+  });
+
+  it("resolves the id of a streamed answer, which every audio chunk carries", async () => {
+    const { data: stream, response } = await clientOf(server)
+      .chat.completions.create({
+        model: server.model,
+        stream: true,
+        modalities: ["text", "audio"],
+        audio: { voice: "alloy", format: "pcm16" },
+        messages: [question],
+      })
+      .withResponse();
+    const ids = new Set<string>();
+    for await (const chunk of stream) {
+      const audio = (chunk.choices[0]?.delta as { audio?: { id?: string } } | undefined)?.audio;
+      if (audio?.id !== undefined) ids.add(audio.id);
+    }
+    const id = `audio_${response.headers.get("x-duplex-session-id")?.slice("sess_".length)}_1`;
+    expect([...ids]).toEqual([id]);
+    const next = await clientOf(server)
+      .chat.completions.create({
+        model: server.model,
+        messages: [question, { role: "assistant", audio: { id } }, { role: "user", content: "Go on" }],
+      })
+      .withResponse();
+    expect((await itemsOf(server, next.response.headers.get("x-duplex-session-id")))[1]).toMatchObject({
+      role: "assistant",
+      text: expect.stringMatching(/^I heard \d\.\d seconds of speech/),
+      audio: true,
+    });
+  });
+
+  it.each([
+    [
+      "an id of no session held here",
+      () => `audio_${"0".repeat(32)}_1`,
+      "assistant",
+      /its session is unknown, or its log is no longer retained/,
+    ],
+    [
+      "a string that is no audio id",
+      () => "audio_abc123",
+      "assistant",
+      /is not the audio id of an answer of this server/,
+    ],
+    [
+      "an id of a response its session never had",
+      async () => (await spokenAnswer()).audio?.id.replace(/_1$/, "_7") ?? "",
+      "assistant",
+      /its session has no response resp_\w+_7 that ended/,
+    ],
+    [
+      "an id of an answer in text, which spoke no audio",
+      async () => {
+        const { response } = await clientOf(server)
+          .chat.completions.create({ model: server.model, messages: [question] })
+          .withResponse();
+        return `audio_${response.headers.get("x-duplex-session-id")?.slice("sess_".length)}_1`;
+      },
+      "assistant",
+      /names an answer that spoke no audio/,
+    ],
+    [
+      "audio on a user message",
+      () => `audio_${"0".repeat(32)}_1`,
+      "user",
+      /only an assistant message names an earlier answer/,
+    ],
+  ])("refuses %s with 400 bad_event naming the field and why, and opens no session", async (_name, idOf, role, why) => {
+    const id = await idOf();
+    const before = (await server.store.listStreams(STREAM_PREFIX)).length;
+    const refused = await clientOf(server)
+      .chat.completions.create({
+        model: server.model,
+        messages: [question, { role, audio: { id } } as never, { role: "user", content: "Why?" }],
+      })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({
+      status: 400,
+      type: "invalid_request_error",
+      code: "bad_event",
+      param: role === "assistant" ? "messages.1.audio.id" : "messages.1.audio",
+      message: expect.stringMatching(why),
+    });
+    expect((await server.store.listStreams(STREAM_PREFIX)).length).toBe(before);
+  });
+});
+
 describe('chat completions under the limits of the config (docs/deploy.md, "Limits")', () => {
   let server: Server;
   beforeAll(async () => {
@@ -326,6 +492,56 @@ describe("chat completions with the scripted reference peer: tools", () => {
     expect(second.choices[0]?.message.audio?.transcript).toBe("The weather service says: Sunny, 24 C");
   });
 
+  it("answers a tool round trip asked in text alone with the model's text: no audio in the answer, none spoken in the log", async () => {
+    const client = clientOf(server);
+    const first = await client.chat.completions.create({ model: server.model, tools, messages: [ask] });
+    const roundTrip = [
+      ask,
+      first.choices[0]?.message as OpenAI.ChatCompletionAssistantMessageParam,
+      { role: "tool" as const, tool_call_id: "call_weather_1", content: "Sunny, 24 C" },
+    ];
+    const { data, response } = await client.chat.completions
+      .create({ model: server.model, tools, modalities: ["text"], messages: roundTrip })
+      .withResponse();
+    expect(data.choices).toEqual([
+      {
+        index: 0,
+        message: { role: "assistant", content: "The weather service says: Sunny, 24 C", refusal: null },
+        logprobs: null,
+        finish_reason: "stop",
+      },
+    ]);
+    const sessionId = response.headers.get("x-duplex-session-id");
+    const log = await server.store.read(streamOf(sessionId ?? ""));
+    // The model's outputs (a chain's front also logs its upstream session): text, then the end of the turn.
+    const outputs = log.flatMap((e) =>
+      e.type === "StageOutputReceived" ? [(e.data as { output: { kind: string; text?: string } }).output] : [],
+    );
+    const said = outputs.filter((o) => o.kind !== "upstream_session");
+    expect(new Set(said.map((o) => o.kind))).toEqual(new Set(["text", "end_of_turn"]));
+    expect(said.at(-1)?.kind).toBe("end_of_turn");
+    expect(said.map((o) => o.text ?? "").join("")).toBe("The weather service says: Sunny, 24 C");
+    expect(log.filter((e) => e.type === "AudioDelivered" || e.type === "ResponseSpoke")).toEqual([]);
+    expect(log.filter((e) => e.type === "ResponseEnded").map((e) => e.data)).toMatchObject([
+      { status: "completed", spoke: false, audioSent: false },
+    ]);
+    await expectClosedAndReplayed(server, sessionId);
+    // Streamed, the same text comes as content deltas.
+    const stream = await client.chat.completions.create({
+      model: server.model,
+      tools,
+      modalities: ["text"],
+      stream: true,
+      messages: roundTrip,
+    });
+    let content = "";
+    for await (const chunk of stream) {
+      expect(chunk.choices[0]?.delta).not.toHaveProperty("audio");
+      content += chunk.choices[0]?.delta.content ?? "";
+    }
+    expect(content).toBe("The weather service says: Sunny, 24 C");
+  });
+
   it("streams a tool call: its id and name first, then its arguments, then finish_reason tool_calls", async () => {
     const stream = await clientOf(server).chat.completions.create({
       model: server.model,
@@ -348,6 +564,36 @@ describe("chat completions with the scripted reference peer: tools", () => {
       [{ tool_calls: [{ index: 0, function: { arguments: '{"city":"Lisbon"}' } }] }, null],
       [{}, "tool_calls"],
     ]);
+  });
+});
+
+describe("chat completions asked in text of a model that can only speak", () => {
+  it('answers with the words it spoke, never content "", and sends no audio', async () => {
+    const server = await startScriptedServer([
+      "name: speaker",
+      "turns:",
+      "  - on: respond",
+      '    actions: [{ speak: "I only talk." }, end_turn]',
+    ]);
+    try {
+      const data = await clientOf(server).chat.completions.create({
+        model: server.model,
+        modalities: ["text"],
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      expect(data.choices[0]?.message).toEqual({ role: "assistant", content: "I only talk.", refusal: null });
+      const stream = await clientOf(server).chat.completions.create({
+        model: server.model,
+        stream: true,
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      const deltas = [];
+      for await (const chunk of stream) deltas.push(chunk.choices[0]?.delta);
+      expect(deltas.some((d) => d !== undefined && "audio" in d)).toBe(false);
+      expect(deltas.map((d) => d?.content ?? "").join("")).toBe("I only talk.");
+    } finally {
+      await server.stop();
+    }
   });
 });
 
