@@ -126,6 +126,19 @@ export class Attachment {
   }
 
   /**
+   * Another node's socket resumed the session (issue 33, part 2): every socket here (the holder and one switching to
+   * it) gets `session.replaced` with `generation` (the one the log gave the holder) and is let go of; the session
+   * counts as detached here from `at` (ms, engine clock).
+   */
+  replacedElsewhere(generation: number, at: number): void {
+    const sinks = new Set([this.sink, this.pending?.sink]);
+    this.sink = null;
+    this.detached = at;
+    this.pending = null;
+    for (const sink of sinks) sink?.replaced(generation);
+  }
+
+  /**
    * The log failed: every socket (the holder and one switching to it) is let go of with the coded error, the claims
    * fall back to the logged generation, and the session counts as detached from `at`.
    */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { distinctUntilChanged } from "rxjs";
 import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
-import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
+import { type EventEnvelope, spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
@@ -11,11 +11,13 @@ import {
   type RecoveredLog,
   type SessionOwner,
   STREAM_PREFIX,
+  stepsOf,
   streamOf,
   withUnansweredAppends,
 } from "./log.ts";
 import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
+import { type TakeoverWatch, watchTakeover } from "./takeover-watch.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
 export interface EngineLimits {
@@ -137,10 +139,35 @@ export type ResumeRefusal = {
 /** The longest delay `setTimeout` honours, ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
- * Reads of a session's log a takeover by resume makes before it gives up (`session_resume_expired`): each lost race
- * with an append of the old owner costs one; an owner still appending after three has not let the session go.
+ * Reads of a session's log a takeover by resume makes before it gives up: each lost race costs one. With a store
+ * that fences (PostgreSQL), the old owner's appends are refused once the stream is fenced, so only another node's
+ * takeover at the same moment can make one lose.
  */
-const ADOPT_ATTEMPTS = 3;
+const ADOPT_ATTEMPTS = 5;
+/**
+ * How long a takeover's fence holds (ms, the store's clock): the read, the rebuild and the claim's append take a few
+ * ms; a node that dies in between holds the session from its old owner for no longer than this.
+ */
+const FENCE_MS = 5_000;
+/** ms a takeover waits before it tries again while another node's fence holds the session. */
+const FENCED_RETRY_MS = 100;
+/**
+ * ms a node that gave a session up waits for the new owner's resume before its sockets are let go of with
+ * `runtime_append_failed` (src/engine/takeover-watch.ts).
+ */
+const RESUME_WAIT_MS = 2_000;
+
+/** Thrown by `adopt` when the session kept moving to other nodes for every attempt: the client resumes again. */
+export class TakeoverLostError extends Error {
+  readonly code = "takeover_lost";
+  constructor(
+    readonly sessionId: string,
+    readonly attempts: number,
+  ) {
+    super(`session ${sessionId}: another node's takeover won each of ${attempts} attempts; resume again`);
+    this.name = "TakeoverLostError";
+  }
+}
 
 /**
  * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
@@ -245,12 +272,21 @@ export const createEngine = (deps: EngineDeps): Engine => {
 
   /** Hosts rebuilt to take a session over whose claim (`SessionOwned`) is not appended yet. */
   const claiming = new WeakSet<SessionHost>();
-  /** A host with its VAD stream and runner binding, registered as live. */
+  /** With other nodes on the store: each host's watch for another node's takeover (src/engine/takeover-watch.ts). */
+  const watches = new Map<SessionHost, TakeoverWatch>();
+  const stopWatch = (host: SessionHost): void => {
+    watches.get(host)?.stop();
+    watches.delete(host);
+  };
+  /**
+   * A host with its VAD stream and runner binding, registered as live. `logged`: the decisions of the log it was
+   * rebuilt from (for the lifecycle log's totals).
+   */
   const createHost = (
     sessionId: SessionId,
     resumeToken: string | null,
     recovered: RecoveredLog | null,
-    openedAt: number | null = null,
+    logged: readonly EventEnvelope[] = [],
   ): SessionHost => {
     const vad = deps.vad?.createStream() ?? null;
     const host: SessionHost = new SessionHost(
@@ -272,6 +308,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
             "model runner broke its contract; its session is ended",
           ),
         onClosed: (closed) => {
+          stopWatch(closed);
           clearTimers(closed.sessionId);
           hosts.delete(closed.sessionId);
           ending.delete(closed.sessionId);
@@ -303,6 +340,16 @@ export const createEngine = (deps: EngineDeps): Engine => {
           clearTimers(failed.sessionId);
           armGrace(failed, limits.disconnectGraceS * 1000);
         },
+        // With other nodes: a refused append waits for the new owner's claim and resume (the watch tells the sockets).
+        ...(nodeId === null
+          ? {}
+          : {
+              onMovedAway: (moved: SessionHost) => {
+                const watch = watches.get(moved);
+                if (watch === undefined) moved.letGo("the session moved to another node: resume it to reach that node");
+                else watch.moved();
+              },
+            }),
       },
       recovered,
     );
@@ -331,7 +378,12 @@ export const createEngine = (deps: EngineDeps): Engine => {
     host.events$.subscribe((envelope) => {
       if (envelope.event.type === "SessionConfigured") engine.touch(host);
     });
-    if (deps.log !== undefined) logLifecycle(host, deps.log, openedAt);
+    if (deps.log !== undefined) logLifecycle(host, deps.log, logged);
+    if (nodeId !== null) {
+      const from = recovered === null ? 0 : recovered.revision + 1;
+      const onEnd = (): void => void watches.delete(host);
+      watches.set(host, watchTakeover({ store: deps.store, host, nodeId, from, resumeWaitMs: RESUME_WAIT_MS, onEnd }));
+    }
     if (deps.observe !== undefined) {
       const { decided, turnSpan } = deps.observe;
       host.events$.subscribe((envelope) => decided(envelope.event));
@@ -379,7 +431,8 @@ export const createEngine = (deps: EngineDeps): Engine => {
     log: ReturnType<typeof withUnansweredAppends>,
     takeoverEpoch: number | null,
   ): SessionHost => {
-    const host = createHost(log.state.sessionId, null, log, entries[0]?.metadata.at ?? null);
+    const logged = stepsOf(entries).flatMap((step) => step.decisions.map((d) => d.envelope));
+    const host = createHost(log.state.sessionId, null, log, logged);
     void host.enqueue(
       takeoverEpoch === null || nodeId === null
         ? { type: "SessionRecovered", at: now(), data: { reason: "server_restart" } }
@@ -528,7 +581,8 @@ export const createEngine = (deps: EngineDeps): Engine => {
       return outcome;
     },
     detach(host, sink) {
-      if (host.isClosed || !host.release(sink)) return;
+      // A session given up to another node keeps nothing here to detach.
+      if (host.isClosed || !host.release(sink) || host.isFenced) return;
       void host.enqueue({
         type: "AttachmentChanged",
         at: now(),
@@ -561,34 +615,50 @@ export const createEngine = (deps: EngineDeps): Engine => {
         message: `unknown or expired session: ${sessionId}`,
       } as const;
       if (leases === null) return expired;
-      // The takeover is appended after a read of the log: an append of the old owner in between (the detach of the
-      // socket that just dropped, say) fences the new host, and the log is read again with that append in it.
-      let lastOwner: SessionOwner | null = null;
-      for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
-        const entries = await deps.store.read(streamOf(sessionId));
+      const stream = streamOf(sessionId);
+      /** The log read, checked before anything moves: a wrong token or a closed session moves nothing. */
+      const check = (
+        entries: readonly RecordedEntry[],
+      ): ResumeRefusal | { log: ReturnType<typeof withUnansweredAppends>; owner: SessionOwner } => {
         if (entries.length === 0) return expired;
-        // Only a lost race with the owner read before is tried again: a session another node took meanwhile (or
-        // this node's own takeover, given up since) is not taken back.
-        const owner = ownerOf(entries);
-        if (lastOwner !== null && (owner.node !== lastOwner.node || owner.epoch !== lastOwner.epoch)) return expired;
-        lastOwner = owner;
         const log = withUnansweredAppends(foldLog(entries), entries);
         if (log.state.phase !== "open") return expired;
-        // The token is checked against the log before the session moves: a wrong one moves nothing.
         const logged = log.state.resumeTokenSha256;
         if (logged === null || !equalDigests(logged, sha256Hex(resumeToken)))
           return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
+        return { log, owner: ownerOf(entries) };
+      };
+      // The claim (`SessionOwned`) is appended with the revision read. A store that fences (PostgreSQL) first refuses
+      // every later append of the old owner (an answer it still writes to a detached session, say), then the log is
+      // read to its end: the claim wins. Without fences, an append of the old owner in between makes the new host
+      // lose (it is fenced), and the log is read again with that append in it.
+      for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
+        let entries = await deps.store.read(stream);
+        let checked = check(entries);
+        if ("code" in checked) return checked;
         const again = hosts.get(sessionId);
         if (again !== undefined && !again.isFenced) return again;
-        // The takeover is appended before the resume is decided: a concurrent append of the old owner fails one of
-        // them, and a host that lost is fenced (its `onFenced` forgets it).
-        const host = await takeOver(entries, log, owner);
+        if (deps.store.fence !== undefined) {
+          if ((await deps.store.fence(stream, FENCE_MS)) === null) {
+            // Another node's takeover holds the session this moment: its outcome is read at the next attempt.
+            await new Promise((resolve) => setTimeout(resolve, FENCED_RETRY_MS));
+            continue;
+          }
+          entries = await deps.store.read(stream);
+          checked = check(entries);
+          if ("code" in checked) return checked;
+          // Taken meanwhile by this node (its sweep, or another socket's resume): that host is the one.
+          const taken = hosts.get(sessionId);
+          if (taken !== undefined && !taken.isFenced) return taken;
+        }
+        const host = await takeOver(entries, checked.log, checked.owner);
         if (host.isFenced) continue;
         if (host.isClosed) return expired;
         deps.observe?.tookOver?.("resume");
         return host;
       }
-      return expired;
+      // A live session that kept moving: not an expired one (the client resumes again).
+      throw new TakeoverLostError(sessionId, ADOPT_ATTEMPTS);
     },
     async sweep() {
       if (leases === null) return [];
@@ -622,11 +692,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
       return ended;
     },
     relinquishAll(message) {
-      for (const host of [...hosts.values()]) host.relinquish(message);
+      for (const host of [...hosts.values()]) {
+        stopWatch(host);
+        host.relinquish(message);
+      }
     },
     nodeId,
     async close() {
       for (const id of [...timers.keys()]) clearTimers(id);
+      for (const watch of [...watches.values()]) watch.stop();
       await Promise.all([...hosts.values()].map((h) => h.stop()));
       hosts.clear();
       await deps.runner.close();

@@ -22,16 +22,18 @@ const median = (values: readonly number[]): number | null => {
  * line per event, for an operator: at info, `session resumed` (generation, events replayed), `session closed` or
  * `session expired` (reason, duration in s, responses, first audio p50 in ms: from `response.created` to its first
  * audio delta, engine clock) and `session runner failed` (the code); at debug, every refused client command by code.
- * `openedAt`: when the session opened (engine clock, ms), for one rebuilt from its log.
+ * `logged`: the decisions of the log a host was rebuilt from (after a restart, or a takeover from another node), so
+ * that the closing line's totals are the whole session's, not only what this host saw (issue 33, part 3); they are
+ * counted, never logged again.
  */
-export const logLifecycle = (host: SessionHost, log: EngineLog, openedAt: number | null = null): void => {
-  let opened = openedAt;
+export const logLifecycle = (host: SessionHost, log: EngineLog, logged: readonly EventEnvelope[] = []): void => {
+  let opened: number | null = null;
   let responses = 0;
   const started = new Map<string, number>();
   const firstAudio: number[] = [];
-  const seen = (envelope: EventEnvelope): void => {
+  /** Counts the session's totals: when it opened, its responses and their first audio. */
+  const count = (envelope: EventEnvelope): void => {
     const { event, metadata } = envelope;
-    const sessionId = host.sessionId;
     switch (event.type) {
       case "SessionCreated":
         opened ??= metadata.at;
@@ -47,6 +49,15 @@ export const logLifecycle = (host: SessionHost, log: EngineLog, openedAt: number
         started.delete(event.data.responseId);
         return;
       }
+      default:
+        return;
+    }
+  };
+  const seen = (envelope: EventEnvelope): void => {
+    count(envelope);
+    const { event, metadata } = envelope;
+    const sessionId = host.sessionId;
+    switch (event.type) {
       case "SessionResumed":
         log.info(
           {
@@ -87,5 +98,6 @@ export const logLifecycle = (host: SessionHost, log: EngineLog, openedAt: number
         return;
     }
   };
+  for (const envelope of logged) count(envelope);
   host.events$.subscribe(seen);
 };

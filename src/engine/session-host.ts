@@ -82,6 +82,13 @@ export interface SessionHostDeps {
    */
   readonly onFenced?: (host: SessionHost, reason: string) => void;
   /**
+   * Set where another part tells the sockets how the session moved (the engine's takeover watch,
+   * src/engine/takeover-watch.ts): an append that finds the stream moved on (another node fenced it or took it over)
+   * then fences the host keeping its sockets (`yieldTo`), and calls this; absent, the sockets get
+   * `runtime_append_failed` at once (`relinquish`).
+   */
+  readonly onMovedAway?: (host: SessionHost) => void;
+  /**
    * `max_pending_input_bytes_per_session` (bytes of client frames) and `max_pending_turns_per_session` (commits)
    * waiting in the mailbox; beyond them a frame is refused with `input_backpressure`. Absent: no limit.
    */
@@ -479,6 +486,8 @@ export class SessionHost {
     client?: Pending["client"],
     configures = false,
   ): Promise<void> {
+    // Given up: nothing reaches the log again.
+    if (this.fenced) return Promise.resolve();
     this.mailbox.push({
       input,
       barrier,
@@ -603,29 +612,53 @@ export class SessionHost {
   }
 
   /**
-   * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed), or a resume's failed read of the log
-   * (internal_error; the recovery is recorded as `append_failed` all the same). Nothing of the batch was sent, and
-   * what waited behind it is dropped (its client is let go of and resumes from what it received). The runner's work
-   * is lost with it, and the resume token and generation fall back to the logged ones: a resume claimed in the
-   * failed batch was never answered.
-   */
-  /**
    * Gives the session up without writing (issue 22, part 4): its sockets get `runtime_append_failed` with `message`
    * and are closed (a client resumes, through its proxy, on the node that owns the session now), its runner is
    * stopped, and nothing is decided or appended again. For a fence (another node appended) and for a node that lost
    * its store.
    */
   relinquish(message: string): void {
-    if (this.fenced) return;
+    if (this.yieldTo(message)) this.letGo(message);
+  }
+
+  /**
+   * Gives the session up to the node that takes it over (issue 33, part 2), keeping its sockets until `replaced` or
+   * `letGo` tells them how it moved: its runner is stopped, what waits in the mailbox is dropped, and nothing is
+   * decided, appended or sent again (frames that still arrive are dropped). Returns false when it was given up
+   * already.
+   */
+  yieldTo(reason: string): boolean {
+    if (this.fenced) return false;
+    this.fence(reason);
+    return true;
+  }
+
+  /**
+   * After `yieldTo`: another node's socket resumed the session, so every socket here gets `session.replaced` (with
+   * the generation the log gave the one that held it) and is closed (BEHAVIOUR.md, "Moves lose nothing").
+   */
+  replaced(): void {
+    this.attachment.replacedElsewhere(this.state.attachmentGeneration, this.deps.now());
+  }
+
+  /**
+   * After `yieldTo`: the session moved without a resume (a node that took it while this one's lease had run out):
+   * every socket here gets `runtime_append_failed` with `message`, and resumes through its proxy.
+   */
+  letGo(message: string): void {
+    this.attachment.fail("runtime_append_failed", message, this.state.attachmentGeneration, this.deps.now());
+  }
+
+  /** Fences the session here: nothing is decided or appended again; the engine is told (`onFenced`). */
+  private fence(reason: string): void {
     this.fenced = true;
     this.faulted = true;
     this.mailbox.clear();
-    this.attachment.fail("runtime_append_failed", message, this.state.attachmentGeneration, this.deps.now());
     this.binding.drop();
     this.outputAudio.close();
     this.wire$.complete();
     this.events$.complete();
-    this.deps.onFenced?.(this, message);
+    this.deps.onFenced?.(this, reason);
   }
 
   /** Given up (`relinquish`) or fenced: another node's now. */
@@ -633,12 +666,22 @@ export class SessionHost {
     return this.fenced;
   }
 
+  /**
+   * A failed append (BEHAVIOUR.md, "Errors": runtime_append_failed), or a resume's failed read of the log
+   * (internal_error; the recovery is recorded as `append_failed` all the same). Nothing of the batch was sent, and
+   * what waited behind it is dropped (its client is let go of and resumes from what it received). The runner's work
+   * is lost with it, and the resume token and generation fall back to the logged ones: a resume claimed in the
+   * failed batch was never answered.
+   */
   private fail(error: unknown, failure: Failure): void {
     // Given up already: an append that was in flight then failing changes nothing.
     if (this.fenced) return;
     if (error instanceof WrongExpectedRevisionError) {
-      // One writer per stream: a revision that moved on is another node that took the session over.
-      this.relinquish("the session moved to another node: resume it to reach that node");
+      // One writer per stream: a revision that moved on (or a fence) is another node that takes the session over.
+      const message = "the session moved to another node: resume it to reach that node";
+      const moved = this.deps.onMovedAway;
+      if (moved === undefined) this.relinquish(message);
+      else if (this.yieldTo(message)) moved(this);
       return;
     }
     this.faulted = true;

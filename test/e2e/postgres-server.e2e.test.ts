@@ -219,7 +219,8 @@ describe.skipIf(url === null)("two nodes over one PostgreSQL, in one process", (
     const outcomes = clients.map((c) => c.received[0]?.event);
     const winner = outcomes.findIndex((e) => e?.type === "session.resumed");
     expect(winner).toBeGreaterThanOrEqual(0);
-    expect(outcomes[1 - winner]).toMatchObject({ type: "error", error: { code: "session_resume_expired" } });
+    // The session is live: the loser is told its token was rotated by the winner's resume (issue 33, part 2).
+    expect(outcomes[1 - winner]).toMatchObject({ type: "error", error: { code: "invalid_resume_token" } });
     // The loser lost a race for a session it never held: no session given up on either node.
     for (const node of [node2, node3]) {
       const metrics = await (await fetch(`http://127.0.0.1:${node.port}/metrics`)).text();

@@ -150,7 +150,7 @@ export interface EventStore {
    * Entries of `stream` (or of every stream for `"$all"`) from revision / position `from` (inclusive), first
    * those already stored, then each new one as it is appended. Completes when the store closes.
    */
-  subscribe(stream: string | "$all", from?: number): Observable<RecordedEntry>;
+  subscribe(stream: string | "$all", from?: number, options?: SubscribeOptions): Observable<RecordedEntry>;
   /** Every stream whose name starts with `prefix`, in order of creation. */
   listStreams(prefix: string): Promise<StreamInfo[]>;
   /**
@@ -169,5 +169,22 @@ export interface EventStore {
    * later append with `no_stream` creates it anew from revision 0. Live subscriptions to it are not told.
    */
   deleteStream(stream: string): Promise<boolean>;
+  /**
+   * Fences `stream` for a takeover by the node of this store instance (issue 33, part 2), in stores that nodes
+   * share (PostgreSQL); absent in stores of one process. Resolves once every append of another instance that was in
+   * flight is committed or refused, with the stream's revision then (`"no_stream"`): from then on, for `ms` (the
+   * store's clock), every append to `stream` through another instance is refused with WrongExpectedRevisionError,
+   * until this instance appends to it (its append lifts the fence). Resolves null, fencing nothing, while another
+   * instance's fence holds the stream.
+   */
+  fence?(stream: string, ms: number): Promise<number | "no_stream" | null>;
   close(): Promise<void>;
+}
+
+/**
+ * Options of `subscribe`. `types`: the entry types the subscriber reads; a store may deliver only those (and skip
+ * decoding the others), so a subscriber filters again. Absent: every entry.
+ */
+export interface SubscribeOptions {
+  readonly types?: readonly string[];
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { Observable } from "rxjs";
 import {
@@ -6,6 +7,7 @@ import {
   type NewEntry,
   type RecordedEntry,
   type StreamInfo,
+  type SubscribeOptions,
   type SummaryPage,
   type SummaryQuery,
   WrongExpectedRevisionError,
@@ -81,6 +83,11 @@ CREATE TABLE IF NOT EXISTS duplex_streams (
   last_at double precision NOT NULL
 );
 CREATE INDEX IF NOT EXISTS duplex_streams_by_first_position ON duplex_streams (first_position);
+CREATE TABLE IF NOT EXISTS duplex_fences (
+  stream text PRIMARY KEY,
+  holder text NOT NULL,
+  expires_at timestamptz NOT NULL
+);
 ${SUMMARY_SCHEMA}`;
 
 interface EntryRow {
@@ -104,7 +111,7 @@ interface Pending {
 
 type Outcome =
   | { readonly ok: true; readonly revision: number; readonly rows: readonly EntryRow[]; readonly retry: boolean }
-  | { readonly ok: false; readonly actual: number | "no_stream" };
+  | { readonly ok: false; readonly actual: number | "no_stream"; readonly fenced?: true };
 
 const toRecorded = (row: EntryRow): RecordedEntry => ({
   stream: row.stream,
@@ -144,6 +151,11 @@ const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
  * lock, so a node that lost a session (another appended to its stream) can never append after it: its expected
  * revision no longer matches (the fence of issue 22, part 4).
  *
+ * Fences (issue 33, part 2): `duplex_fences` holds, per stream, the store instance that fences it for a takeover and
+ * until when (the database's clock). An append transaction reads its streams' fences with their heads, under the
+ * same lock: an append through another instance to a stream fenced and unexpired stores nothing and is refused as a
+ * conflict; the fencing instance's own append lifts its fence in the same transaction.
+ *
  * `subscribe` delivers the stored entries, then live ones: those appended through this instance at once, and those
  * other nodes appended by polling the subscribed streams by position every `pollMs` (sooner on a NOTIFY).
  *
@@ -151,6 +163,8 @@ const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
  */
 export async function createPostgresEventStore(options: PostgresEventStoreOptions): Promise<EventStore> {
   const pollMs = options.pollMs ?? 100;
+  /** This instance in `duplex_fences.holder`: a node's store, told apart from the other nodes'. */
+  const instance = randomUUID();
   const reads = new pg.Pool({ connectionString: options.url, max: options.readConnections ?? 4 });
   reads.on("error", () => undefined);
   /** The appends' connection: opened again after one failed (a cut network, a transaction PostgreSQL ended). */
@@ -207,11 +221,17 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK.toString()});
        SELECT s.stream, s.revision FROM duplex_streams s WHERE s.stream IN (${names});
        SELECT coalesce(max(position), 0)::text AS top FROM duplex_entries;
-       SELECT m.stream, m.fold FROM duplex_summaries m WHERE m.stream IN (${names})`,
+       SELECT m.stream, m.fold FROM duplex_summaries m WHERE m.stream IN (${names});
+       SELECT f.stream, f.holder = ${writer.escapeLiteral(instance)} AS mine FROM duplex_fences f
+         WHERE f.stream IN (${names}) AND f.expires_at > now()`,
     )) as unknown as pg.QueryResult[];
     try {
       const heads = new Map<string, number>();
       for (const r of opened[2]?.rows ?? []) heads.set(String(r.stream), Number(r.revision));
+      /** Streams fenced for a takeover: by this instance (true; its append lifts it) or by another (false). */
+      const fences = new Map<string, boolean>();
+      for (const r of opened[5]?.rows ?? []) fences.set(String(r.stream), r.mine === true);
+      const lifted = new Set<string>();
       /** The summaries as they stand before each append of the group (null: none stored). */
       const folds = new Map<string, SessionSummaryState | null>();
       for (const r of opened[4]?.rows ?? []) folds.set(String(r.stream), parseFold(r.fold as string));
@@ -229,6 +249,13 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           outcomes.push(await retryOutcome(writer, p, actual));
           continue;
         }
+        // Another node fences the stream for its takeover: this node's session there is no longer its own.
+        const fence = fences.get(p.stream);
+        if (fence === false) {
+          outcomes.push({ ok: false, actual, fenced: true });
+          continue;
+        }
+        if (fence === true && p.entries.length > 0) lifted.add(p.stream);
         let revision = head ?? -1;
         const mine: EntryRow[] = [];
         for (const entry of p.entries) {
@@ -299,6 +326,11 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           values,
         );
       }
+      if (lifted.size > 0)
+        await writer.query("DELETE FROM duplex_fences WHERE holder = $1 AND stream = ANY($2::text[])", [
+          instance,
+          [...lifted],
+        ]);
       await writer.query(rows.length > 0 ? `NOTIFY ${CHANNEL}; COMMIT` : "COMMIT");
       return outcomes;
     } catch (error) {
@@ -363,7 +395,13 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       queue.push({ stream, expected, entries: encoded, resolve, reject });
       flushing ??= new Promise<void>((go) => setImmediate(go)).then(flush);
     });
-    if (!outcome.ok) throw new WrongExpectedRevisionError(stream, expected, outcome.actual);
+    if (!outcome.ok)
+      throw new WrongExpectedRevisionError(
+        stream,
+        expected,
+        outcome.actual,
+        outcome.fenced ? { cause: new Error(`stream ${stream} is fenced for another node's takeover`) } : undefined,
+      );
     if (!outcome.retry) dispatch(outcome.rows);
     return outcome.revision;
   };
@@ -371,6 +409,13 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   const selectRows = async (text: string, values: readonly unknown[]): Promise<EntryRow[]> =>
     (await reads.query<EntryRow>(text, [...values])).rows;
   const COLUMNS = "position::text AS position, stream, revision, type, data, bin, metadata";
+  /** COLUMNS with the body (data, bin, metadata) only of rows of a stream in $3 or of a type in $4; null elsewhere. */
+  const BODIES_WHERE_READ = [
+    "position::text AS position, stream, revision, type",
+    ...["data", "bin", "metadata"].map(
+      (c) => `CASE WHEN stream = ANY($3::text[]) OR type = ANY($4::text[]) THEN ${c} END AS ${c}`,
+    ),
+  ].join(", ");
 
   const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
     if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
@@ -383,7 +428,12 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   // Live delivery: every subscription is a listener of the rows this instance committed and of those the poller
   // finds; each keeps the key of the next entry it owes, so a row met twice is delivered once.
-  const listeners = new Set<{ readonly stream: string; readonly take: (rows: readonly EntryRow[]) => void }>();
+  const listeners = new Set<{
+    readonly stream: string;
+    /** The types it reads (null: all): the poller fetches the bodies of the others' rows only where someone reads them. */
+    readonly types: readonly string[] | null;
+    readonly take: (rows: readonly EntryRow[]) => void;
+  }>();
   const completers = new Set<() => void>();
   /** Subscriptions still reading what was stored before them. */
   const catchUps = new Set<Promise<void>>();
@@ -412,12 +462,22 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     try {
       const everything = [...listeners].some((l) => l.stream === ALL);
       const streams = [...new Set([...listeners].map((l) => l.stream))];
+      // A stream followed only by readers of a few types (every session's takeover watch on a node of a cluster,
+      // src/engine/takeover-watch.ts) has its other rows' bodies left in the database: their revisions still come,
+      // so each reader sees its stream whole, and passes them over undecoded.
+      const fullStreams = [...new Set([...listeners].filter((l) => l.types === null).map((l) => l.stream))];
+      const readTypes = [...new Set([...listeners].flatMap((l) => l.types ?? []))];
+      const columns = fullStreams.length === streams.length ? COLUMNS : BODIES_WHERE_READ;
       for (;;) {
         const rows = await selectRows(
           everything
             ? `SELECT ${COLUMNS} FROM duplex_entries WHERE position > $1 ORDER BY position LIMIT ${CATCH_UP_PAGE}`
-            : `SELECT ${COLUMNS} FROM duplex_entries WHERE position > $1 AND stream = ANY($2::text[]) ORDER BY position LIMIT ${CATCH_UP_PAGE}`,
-          everything ? [seen] : [seen, streams],
+            : `SELECT ${columns} FROM duplex_entries WHERE position > $1 AND stream = ANY($2::text[]) ORDER BY position LIMIT ${CATCH_UP_PAGE}`,
+          everything || columns === COLUMNS
+            ? everything
+              ? [seen]
+              : [seen, streams]
+            : [seen, streams, fullStreams, readTypes],
         );
         if (rows.length === 0) break;
         seen = Number(rows.at(-1)?.position ?? seen);
@@ -441,7 +501,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   await listener.connect();
   await listener.query(`LISTEN ${CHANNEL}`);
 
-  const subscribe = (stream: string, from?: number): Observable<RecordedEntry> =>
+  const subscribe = (stream: string, from?: number, wanted: SubscribeOptions = {}): Observable<RecordedEntry> =>
     new Observable<RecordedEntry>((subscriber) => {
       if (closed) {
         subscriber.error(new EventStoreClosedError(`subscribe to ${stream}`));
@@ -461,10 +521,12 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       const pending: EntryRow[] = [];
       let catchingUp = true;
       let draining = false;
+      const types = wanted.types === undefined ? null : new Set(wanted.types);
       const deliver = (row: EntryRow): void => {
         if (keyOf(row) < next) return;
         next = keyOf(row) + 1;
-        subscriber.next(toRecorded(row));
+        // An entry of a type the subscriber does not read is passed over undecoded.
+        if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
       };
       const drain = (): void => {
         if (draining || catchingUp) return;
@@ -505,7 +567,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
         pending.sort((a, b) => keyOf(a) - keyOf(b));
         drain();
       };
-      const self = { stream, take };
+      const self = { stream, types: wanted.types === undefined ? null : [...wanted.types], take };
       const complete = (): void => subscriber.complete();
       completers.add(complete);
       const catchUp_ = (async () => {
@@ -568,6 +630,35 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     return refreshSummaries(reads, lockAppends, true);
   };
 
+  const fence = async (stream: string, ms: number): Promise<number | "no_stream" | null> => {
+    if (closed) throw new EventStoreClosedError(`fence stream ${stream}`);
+    const client = await reads.connect();
+    try {
+      // Under the append lock: every append in flight commits (or is refused) before, none after goes through.
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+      const taken = await client.query(
+        `INSERT INTO duplex_fences (stream, holder, expires_at) VALUES ($1, $2, now() + $3::interval)
+         ON CONFLICT (stream) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+           WHERE duplex_fences.expires_at <= now() OR duplex_fences.holder = EXCLUDED.holder
+         RETURNING holder`,
+        [stream, instance, `${Math.max(1, Math.round(ms))} milliseconds`],
+      );
+      const head = await client.query<{ revision: number }>("SELECT revision FROM duplex_streams WHERE stream = $1", [
+        stream,
+      ]);
+      await client.query("COMMIT");
+      if ((taken.rowCount ?? 0) === 0) return null;
+      const revision = head.rows[0]?.revision;
+      return revision === undefined ? "no_stream" : revision;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
     await flushing;
@@ -577,6 +668,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
       await client.query("DELETE FROM duplex_entries WHERE stream = $1", [stream]);
       await client.query("DELETE FROM duplex_summaries WHERE stream = $1", [stream]);
+      await client.query("DELETE FROM duplex_fences WHERE stream = $1", [stream]);
       const deleted = await client.query("DELETE FROM duplex_streams WHERE stream = $1", [stream]);
       await client.query("COMMIT");
       return (deleted.rowCount ?? 0) > 0;
@@ -601,7 +693,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     await Promise.allSettled([writer?.end(), listener.end(), reads.end()]);
   };
 
-  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, close };
+  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, fence, close };
 }
 
 /** Options of `createPostgresNodeLeases`. */
