@@ -24,6 +24,11 @@ export type ConnectionResumed = {
   readonly attempt: number;
   /** The close code of the dropped connection (1006: dropped without a close frame). */
   readonly close_code: number;
+  /**
+   * Why the server let go of the last socket, as `session.resumed` said (`disconnect`, `output_backpressure`: the
+   * client read too slowly); absent when it did not say (a restart, a move, or a server without it).
+   */
+  readonly detach_reason?: string;
 };
 
 /** How a DuplexClient connects, resumes and keeps its connection alive. Times in ms. */

@@ -325,6 +325,7 @@ export class ResumableConnection {
       last_received_server_event_seq: this.resumeFrom,
       attempt: this.reconnectAttempt,
       close_code: this.dropCode,
+      ...(typeof event.detach_reason === "string" ? { detach_reason: event.detach_reason } : {}),
     };
     // The replay that follows is delivered after the notice; what waited for the reconnect goes out now.
     this.hooks.deliver(notice, at);

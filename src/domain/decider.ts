@@ -316,6 +316,8 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             attachmentGeneration: input.data.generation,
             resumeTokenSha256: input.data.resumeTokenSha256,
             lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
+            // Only a detach that said why (logs before reasons were recorded say nothing, and replay so).
+            ...(state.detachReason === undefined ? {} : { detachReason: state.detachReason }),
           },
         });
       } else if (input.data.change === "closed") {
@@ -329,7 +331,14 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
         cancelResponse(b, input.at, "session_closed");
         b.push({ type: "SessionClosed", data: { reason: "unused" } });
       } else if (state.capabilities.supportsSessionResume) {
-        b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
+        const reason = input.data.reason;
+        b.push({
+          type: "SessionDetached",
+          data:
+            reason === undefined
+              ? { attachmentGeneration: state.attachmentGeneration }
+              : { attachmentGeneration: state.attachmentGeneration, reason },
+        });
       } else {
         // A runner that cannot resume: the dropped socket ends the session (BEHAVIOUR.md, "Resume").
         cancelResponse(b, input.at, "session_closed");

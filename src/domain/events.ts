@@ -84,6 +84,8 @@ export type Input = (
         readonly resumeTokenSha256: string | null;
         /** The client's `last_received_server_event_seq` (resumed only). */
         readonly lastReceivedSeq: number | null;
+        /** Why the socket was let go of (detached only; absent in logs written before it was recorded). */
+        readonly reason?: DetachReason;
       }
     >
   /** The session is rebuilt from its log: after a restart, or after an append failed (the runner's work is lost). */
@@ -150,6 +152,13 @@ export interface SessionSnapshot {
 export type ResponseStatus = "completed" | "cancelled" | "failed" | "incomplete";
 
 /** Why a response ended, as `status_details.reason` (reference: vLLM reasons; OpenAI's incomplete reasons). */
+/**
+ * Why a socket was detached from its session (issue 33, part 3): `disconnect`, it dropped (closed without
+ * session.close, or a close code other than 1000); `output_backpressure`, the server let go of a client that read
+ * its output too slowly (BEHAVIOUR.md, "Defaults and limits"). A resume is told it (`session.resumed.detach_reason`).
+ */
+export type DetachReason = "disconnect" | "output_backpressure";
+
 export type EndReason =
   | "response_timeout"
   | "barge_in"
@@ -430,9 +439,18 @@ export type DomainEvent =
         readonly attachmentGeneration: number;
         readonly resumeTokenSha256: string | null;
         readonly lastReceivedSeq: number;
+        /** Why the socket before this one was detached, when its detach said (`SessionDetached.reason`). */
+        readonly detachReason?: DetachReason;
       }
     >
-  | Message<"SessionDetached", { readonly attachmentGeneration: number }>
+  | Message<
+      "SessionDetached",
+      {
+        readonly attachmentGeneration: number;
+        /** Why (absent: a restart or a move detached it, or a log written before reasons were recorded). */
+        readonly reason?: DetachReason;
+      }
+    >
   | Message<
       "UtteranceResubmitted",
       {

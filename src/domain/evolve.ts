@@ -374,15 +374,21 @@ export const evolve = (state: SessionState, event: DomainEvent): SessionState =>
           };
     case "SpeechAnnounced":
       return { ...state, input: { ...state.input, speechAnnounced: true } };
-    case "SessionResumed":
+    case "SessionResumed": {
+      const { detachReason: _told, ...rest } = state;
       return {
-        ...state,
+        ...rest,
         attachmentGeneration: event.data.attachmentGeneration,
         resumeTokenSha256: event.data.resumeTokenSha256,
         attached: true,
       };
-    case "SessionDetached":
-      return { ...state, attached: false };
+    }
+    case "SessionDetached": {
+      const { detachReason: _before, ...rest } = state;
+      return event.data.reason === undefined
+        ? { ...rest, attached: false }
+        : { ...rest, attached: false, detachReason: event.data.reason };
+    }
     case "MalformedFunctionCall":
     case "InputTranscriptionFailed":
     case "ItemRetrieved":

@@ -1,6 +1,6 @@
 import type { Capabilities, SessionConfig } from "./config.ts";
 import { type EndpointerState, initialEndpointer } from "./endpointing.ts";
-import type { FunctionCallItem, HistoryItem } from "./events.ts";
+import type { DetachReason, FunctionCallItem, HistoryItem } from "./events.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
 
@@ -169,6 +169,8 @@ export interface SessionState {
   readonly resumeTokenSha256: string | null;
   /** False between a dropped socket (or a server restart) and a resume. */
   readonly attached: boolean;
+  /** Why the last socket was detached, until a resume tells it (absent when its detach did not say). */
+  readonly detachReason?: DetachReason;
   /**
    * Commits whose responses wait for the active one to end, oldest first (BEHAVIOUR.md, "Turn-taking": a commit
    * while a response is active is deferred). Never empty while no response is active.

@@ -1,6 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { distinctUntilChanged } from "rxjs";
-import { type Capabilities, type DomainEvent, responseProgressOf, type SessionId } from "../domain/index.ts";
+import {
+  type Capabilities,
+  type DetachReason,
+  type DomainEvent,
+  responseProgressOf,
+  type SessionId,
+} from "../domain/index.ts";
 import { type EventEnvelope, spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
@@ -203,7 +209,7 @@ export interface Engine {
    * The socket `sink` dropped without session.close: unless a resume already superseded it, the session waits
    * `disconnectGraceS` for a resume, then expires.
    */
-  detach(host: SessionHost, sink: SessionSink): void;
+  detach(host: SessionHost, sink: SessionSink, reason?: DetachReason): void;
   /**
    * Closes a session the socket `sink` opened on connect and never used (BEHAVIOUR.md, "Identity", ours): the socket
    * resumed another session, sent nothing within the first message timeout, or closed first. `sink` is released
@@ -580,13 +586,19 @@ export const createEngine = (deps: EngineDeps): Engine => {
       deps.observe?.resumed?.("code" in outcome ? outcome.code : "resumed");
       return outcome;
     },
-    detach(host, sink) {
+    detach(host, sink, reason = "disconnect") {
       // A session given up to another node keeps nothing here to detach.
       if (host.isClosed || !host.release(sink) || host.isFenced) return;
       void host.enqueue({
         type: "AttachmentChanged",
         at: now(),
-        data: { change: "detached", generation: host.generation, resumeTokenSha256: null, lastReceivedSeq: null },
+        data: {
+          change: "detached",
+          generation: host.generation,
+          resumeTokenSha256: null,
+          lastReceivedSeq: null,
+          reason,
+        },
       });
       armGrace(host, limits.disconnectGraceS * 1000);
     },

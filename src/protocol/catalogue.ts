@@ -120,7 +120,12 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
   s("session.updated", 2, ["session"], "Effective session config after every session.update."),
   s("session.heartbeat_ack", 3, ["session_id"], "Reply to session.heartbeat."),
   s("session.closed", 3, ["session_id", "reason"], "Last event of a closed session."),
-  s("session.resumed", 3, ["session_id", "incarnation", "attachment_generation", "resume_token"], "Resume accepted."),
+  s(
+    "session.resumed",
+    3,
+    ["session_id", "incarnation", "attachment_generation", "resume_token"],
+    "Resume accepted; `detach_reason` (ours) says why the last socket was let go of, when it was.",
+  ),
   s("session.replaced", 3, ["session_id", "attachment_generation"], "Sent to the socket a resume superseded."),
   s(
     "session.expired",

@@ -361,6 +361,8 @@ export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): Serv
           incarnation: 0,
           attachment_generation: event.data.attachmentGeneration,
           resume_token: event.data.resumeTokenSha256 === null ? null : REDACTED_RESUME_TOKEN,
+          // Why the last socket was let go of (ours, issue 33, part 3): a slow reader learns it was cut for that.
+          ...(event.data.detachReason === undefined ? {} : { detach_reason: event.data.detachReason }),
         },
       ];
     case "InputTextAppended":

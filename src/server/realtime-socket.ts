@@ -210,7 +210,7 @@ export const serveRealtimeSocket = (
       { sessionId: current.sessionId, code: "output_backpressure", unsentBytes, unsentEvents },
       "socket detached: the client reads too slowly",
     );
-    engine.detach(current, sink);
+    engine.detach(current, sink, "output_backpressure");
     socket.send(
       sessionError(
         "output_backpressure",

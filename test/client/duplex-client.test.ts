@@ -80,7 +80,13 @@ describe("DuplexClient", () => {
   it("resumes after a drop with its token and highest seq, delivers one connection.resumed, and nothing twice", async () => {
     const { client, server, first } = await open({}, (c, i) => {
       if (i !== 1) return;
-      c.push({ type: "session.resumed", session_id: "sess_1", attachment_generation: 2, resume_token: "token-2" });
+      c.push({
+        type: "session.resumed",
+        session_id: "sess_1",
+        attachment_generation: 2,
+        resume_token: "token-2",
+        detach_reason: "output_backpressure",
+      });
       // A replay that overlaps what the client holds (2, 3), then the missed events and a live one.
       for (const seq of [2, 3, 4, 5, 6]) c.push(ev(seq));
     });
@@ -114,6 +120,7 @@ describe("DuplexClient", () => {
       last_received_server_event_seq: 3,
       attempt: 1,
       close_code: 1006,
+      detach_reason: "output_backpressure",
     });
     expect(client.events.count("session.resumed")).toBe(0);
     expect(client.duplicatesDropped).toBe(2);

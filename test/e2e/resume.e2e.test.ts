@@ -46,7 +46,8 @@ describe("session resume", () => {
     const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: last });
     const resumed = await second.waitFor("session.resumed");
-    expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2 });
+    // The resume is told why its last socket was let go of: it dropped.
+    expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2, detach_reason: "disconnect" });
     expect(resumed.resume_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(resumed.resume_token).not.toBe(token);
     await second.waitFor((e) => e.type === "response.done", { since: 0, timeoutMs: 20_000 });
@@ -103,7 +104,9 @@ describe("session resume", () => {
     const { id, token } = await open(first);
     const second = await RealtimeClient.connect(resumeOnly);
     second.send({ type: "session.resume", session_id: id, resume_token: token, last_received_server_event_seq: 1 });
-    await second.waitFor("session.resumed");
+    const resumed = await second.waitFor("session.resumed");
+    // Nothing was detached: the old socket was still attached, so no reason is given.
+    expect("detach_reason" in resumed).toBe(false);
     const replaced = await first.waitFor("session.replaced", { since: 0 });
     expect(replaced).toMatchObject({ session_id: id, attachment_generation: 1 });
     await first.closed;
