@@ -7,6 +7,23 @@ import { configDefaults, defineConfig } from "vitest/config";
  */
 const ALONE = ["test/conformance/stock-clients.test.ts"];
 
+/**
+ * The slow end-to-end groups (issue 34, part 6): the stock clients (each through a chain too), the browser, the
+ * cluster's processes, the chaos run, client grading, the demo's and the benchmarks' commands. They run in a second
+ * project that CI runs after the quick one (`npm run test:slow`, .ci/run), so that `npm test` stays within minutes.
+ */
+const SLOW = [
+  "test/clients/**/*.test.ts",
+  "test/conformance/chain.test.ts",
+  "test/conformance/client-grading.test.ts",
+  "test/e2e/timeline-browser.test.ts",
+  "test/e2e/cluster.e2e.test.ts",
+  "test/e2e/chaos.e2e.test.ts",
+  "test/cli/demo-cli.test.ts",
+  "test/cli/bench.test.ts",
+  "test/cli/bench-load.test.ts",
+];
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -21,11 +38,15 @@ export default defineConfig({
       {
         extends: true,
         test: {
-          name: "all",
+          name: "quick",
           include: ["test/**/*.test.ts", "src/**/*.unit.test.ts"],
-          exclude: [...configDefaults.exclude, ...ALONE],
+          exclude: [...configDefaults.exclude, ...ALONE, ...SLOW],
           sequence: { groupOrder: 0 },
         },
+      },
+      {
+        extends: true,
+        test: { name: "slow", include: SLOW, sequence: { groupOrder: 0 } },
       },
       {
         // The stock clients again, each through a chain (a server whose upstream runner drives another server).
