@@ -251,4 +251,14 @@ export type RunnerUnit =
       readonly output: string;
     }
   | { readonly kind: "text"; readonly epoch: number; readonly text: string }
+  | {
+      /**
+       * An assistant message the client placed in the conversation (`conversation.item.create`; a chat request's
+       * earlier answer named by its `audio.id`): the model keeps it as its own earlier words and answers nothing
+       * for it. A runner whose model keeps no conversation ignores it.
+       */
+      readonly kind: "item";
+      readonly epoch: number;
+      readonly item: HistoryItem;
+    }
   | { readonly kind: "clear"; readonly epoch: number };

@@ -127,6 +127,9 @@ export const effectsOf = (
           });
         } else if (event.data.item.text !== "" && event.data.item.role !== "assistant") {
           effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.item.text } });
+        } else if (event.data.item.type === "message" && event.data.item.role === "assistant") {
+          // The model's own earlier words, as the client says them (issue 33, part 4): it keeps them, answers none.
+          effects.push({ kind: "submit", unit: { kind: "item", epoch: after.epoch, item: event.data.item } });
         }
         break;
       case "PlaybackAcknowledged":

@@ -179,8 +179,8 @@ export class RunnerBinding {
 
   /**
    * Opens the runner for `effects` with the conversation heard before them: the items their decision created that
-   * their units hand over (a user text, a function call's output) are left out of the history, so that the model
-   * is given each once (issue 33, part 2: a restarted session's first command was seeded and then sent too).
+   * their units hand over (a user text, a function call's output, an assistant message) are left out of the history,
+   * so that the model is given each once (issue 33, part 2: a restarted session's first command was seeded and then sent too).
    */
   private open(effects: readonly Effect[]): RunnerSession | null {
     try {
@@ -188,11 +188,16 @@ export class RunnerBinding {
       const before = new Set(toHistory(this.decidedOn).map((item) => item.id));
       const texts = effects.flatMap((e) => (e.kind === "submit" && e.unit.kind === "text" ? [e.unit.text] : []));
       const outputs = new Set(
-        effects.flatMap((e) => (e.kind === "submit" && e.unit.kind === "function_call_output" ? [e.unit.itemId] : [])),
+        effects.flatMap((e) =>
+          e.kind === "submit" && (e.unit.kind === "function_call_output" || e.unit.kind === "item")
+            ? [e.unit.kind === "item" ? e.unit.item.id : e.unit.itemId]
+            : [],
+        ),
       );
       const handedOver = (item: HistoryItem): boolean => {
         if (before.has(item.id)) return false;
-        if (item.type === "function_call_output") return outputs.has(item.id);
+        if (outputs.has(item.id)) return true;
+        if (item.type === "function_call_output") return false;
         const at = item.type === "message" && item.role !== "assistant" ? texts.indexOf(item.text) : -1;
         if (at >= 0) texts.splice(at, 1);
         return at >= 0;

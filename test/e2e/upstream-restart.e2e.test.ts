@@ -189,3 +189,59 @@ describe("the upstream runner after a restart of this server", () => {
     20_000,
   );
 });
+
+/**
+ * Issue 33, part 4: an assistant message the client places in the conversation (a chat request's earlier answer, named
+ * by its audio.id, becomes one) reaches the model as its own earlier words, once, in its place: as the first command
+ * (it opens the runner, and is not seeded too) and later in the session.
+ */
+describe("the upstream runner and the client's assistant messages", () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  const assistantText = (text: string) => ({
+    type: "conversation.item.create",
+    item: { type: "message", role: "assistant", content: [{ type: "output_text", text }] },
+  });
+
+  it.each<Dialect>(["duplex", "openai"])("%s: each reaches the model once, in order", async (dialect) => {
+    const model = await startModelServerStub({ dialect });
+    cleanups.push(() => model.close());
+    const store = createSqliteEventStore({ path: ":memory:" });
+    const engine = createEngine({
+      store,
+      runner: createUpstreamRunner({ url: model.url, dialect }),
+      vad: null,
+      createResampler,
+    });
+    cleanups.push(async () => {
+      await engine.close();
+      await store.close();
+    });
+    const host = engine.open();
+    if ("code" in host) throw new Error(host.message);
+    const sent: Sent[] = [];
+    host.attach(sinkInto(sent));
+    const step = async (event: Record<string, unknown>, type: string): Promise<void> => {
+      const since = sent.length;
+      await host.submit(frame(event));
+      await until(() => sent.slice(since).some((e) => e.type === type), type);
+    };
+    await step({ type: "session.update", session: { extra_body: { auto_response: false } } }, "session.updated");
+    await step(assistantText("Hello, I am the model."), "conversation.item.done");
+    await step(userText("What did you say?"), "conversation.item.done");
+    await step(assistantText("I said hello."), "conversation.item.done");
+    await step({ type: "response.create" }, "response.done");
+    expect(model.sessions).toHaveLength(1);
+    expect(model.sessions[0]?.items.map((i) => [i.role, i.text])).toEqual([
+      ["assistant", "Hello, I am the model."],
+      ["user", "What did you say?"],
+      ["assistant", "I said hello."],
+    ]);
+    await host.submit(frame({ type: "session.close" }));
+    await host.settled();
+    expect(replayEntries(await store.read(streamOf(host.sessionId))).divergence).toBeNull();
+  });
+});

@@ -222,6 +222,9 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
           case "function_call_output":
             // The echo model calls no tools: an output answers nothing it asked.
             return;
+          case "item":
+            // It keeps no conversation.
+            return;
           case "clear":
             kept = [];
             keptSamples = 0;

@@ -369,6 +369,8 @@ export const createScriptedRunner = (script: Script, options: ScriptedRunnerOpti
             if (inModelNativeLane(config)) trigger("text", unit.epoch, unit);
             return;
           case "clear":
+          case "item":
+            // A script keeps no conversation.
             return;
           case "playback":
             // Neither keeps a history of its own to correct.

@@ -3,7 +3,7 @@ import type { ModelRunner, RunnerSession } from "../../../engine/ports/index.ts"
 import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../../audio/index.ts";
 import { createInbound, OUTPUT_RATE } from "./inbound.ts";
 import { createUpstreamLink, DEFAULT_RESUME_POLICY, type ResumePolicy } from "./link.ts";
-import { appendEvent, INPUT_RATE, respondEvent, seedEvents, sessionFields, textEvent } from "./outbound.ts";
+import { appendEvent, INPUT_RATE, itemJson, respondEvent, seedEvents, sessionFields, textEvent } from "./outbound.ts";
 import { createTurns } from "./turns.ts";
 
 export { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS, type ResumePolicy } from "./link.ts";
@@ -197,6 +197,12 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
           case "clear":
             link.send({ type: "input_audio_buffer.clear" });
             return;
+          case "item": {
+            // An assistant message the client placed (as a seed's items are given): the model's earlier words.
+            const item = itemJson(unit.item);
+            if (item !== null) link.send({ type: "conversation.item.create", item });
+            return;
+          }
           case "function_call_output":
             link.send({
               type: "conversation.item.create",
