@@ -33,7 +33,9 @@ import { decodeClientFrame } from "../../src/protocol/index.ts";
  * as earlier releases wrote them, byte for byte, never regenerated (STYLE.md): session files taken from git history
  * (`schema-1/<kind>-<commit>.jsonl` is `git show <commit>:replays/<kind>.jsonl`, the recording made by the code of
  * that commit; `detach-<commit>.jsonl` was recorded once by that commit's own engine, run in process from a git
- * worktree of it: a socket dropped, the grace then closing the session), the schema-2 recording beside them, and `stores/`, a store file that a release's server wrote
+ * worktree of it: a socket dropped, the grace then closing the session; `commit-during-response-f035db7.jsonl` and
+ * `restart-unanswered-c049556.jsonl` were recorded once by that commit's own server, run from a git worktree of it: a
+ * client commit while a response was active, and a SIGKILL between the end of model-native speech and its answer), the schema-2 recording beside them, and `stores/`, a store file that a release's server wrote
  * (`stores/<name>-<commit>.sqlite`). Each replays identical through today's upcasters, and a log format or store
  * layout without a frozen fixture of the one before it fails here.
  */
@@ -148,10 +150,14 @@ const OLDEST_CHANGE: Readonly<Record<string, string | null>> = {
   "schema-1/question-echo-83a7701.jsonl": "9f798cd",
   "schema-1/barge-in-resume-25f1415.jsonl": "3692e1a",
   "schema-1/barge-in-resume-0c82f0e.jsonl": "4cb232b",
+  // Recorded once by f035db7's own server (5a45cdf^): a client commit during a response, answered by nothing.
+  "schema-1/commit-during-response-f035db7.jsonl": "5a45cdf",
   "schema-1/question-echo-6e96108.jsonl": "c073d28",
   "schema-1/barge-in-resume-6e96108.jsonl": "387785c",
   // The last release of schema 1 wrote today's shape: nothing to upcast.
   "schema-1/question-echo-387785c.jsonl": null,
+  // Recorded once by c049556's own server (1e19abe^): killed after the end of speech, before the answer.
+  "schema-1/restart-unanswered-c049556.jsonl": "1e19abe",
 };
 
 describe("logs of earlier releases", () => {
@@ -222,7 +228,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     revision: 165,
     input: "CommandReceived",
   },
-  commitDuringResponseUnanswered: null,
+  commitDuringResponseUnanswered: {
+    file: "schema-1/commit-during-response-f035db7.jsonl",
+    revision: 95,
+    input: "CommandReceived",
+  },
   messageOpensWithResponse: { file: "schema-1/barge-in-resume-0c82f0e.jsonl", revision: 61, input: "CommandReceived" },
   speechEventsWithoutTurnDetection: {
     file: "schema-1/question-echo-6e96108.jsonl",
@@ -230,7 +240,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     input: "CommandReceived",
   },
   bargeInAfterShortAck: { file: "schema-1/barge-in-resume-6e96108.jsonl", revision: 0, input: "SessionOpened" },
-  noUtteranceResubmitted: null,
+  noUtteranceResubmitted: {
+    file: "schema-1/restart-unanswered-c049556.jsonl",
+    revision: 80,
+    input: "SessionRecovered",
+  },
   listenNamesNoResponse: {
     file: "../../test/fixtures/earlier-releases/response-listen-precreated.jsonl",
     revision: 6,
