@@ -18,6 +18,7 @@ import { noSniff } from "./page-security.ts";
 import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
 import { createRouteRegistry, type RouteAccess } from "./route-access.ts";
 import { sessionsApi } from "./sessions-api.ts";
+import { wholeLogReads } from "./whole-log-reads.ts";
 
 /** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
 export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
@@ -237,6 +238,8 @@ export const buildApp = (options: AppOptions) => {
           ),
   );
 
+  // One set of places for everything a request does that reads and folds a whole session log.
+  const reads = wholeLogReads();
   app.post(
     "/v1/chat/completions",
     keyed,
@@ -245,12 +248,13 @@ export const buildApp = (options: AppOptions) => {
       model: options.model,
       log: options.log,
       maxAudioS: listen.requestAudioS,
+      wholeLogReads: reads,
       ...(options.store === undefined ? {} : { store: options.store }),
     }),
   );
 
   if (options.store !== undefined) {
-    const api = sessionsApi({ engine: options.engine, store: options.store });
+    const api = sessionsApi({ engine: options.engine, store: options.store, wholeLogReads: reads });
     // Ids reach the store only in these shapes: a NUL, a lone surrogate or a 10 KB id is a 400, never a query.
     const session = { ...keyed, schema: { params: sessionParams } };
     app.get("/v1/sessions", keyed, api.list);

@@ -82,8 +82,12 @@ export const answerOf = (
 ): EarlierAnswer => {
   const { at, nowMs, inputRateHz, budget } = options;
   const named = parseAudioId(id);
-  if (named === null)
-    throw refused(at, `${JSON.stringify(id)} is not the audio id of an answer of this server (audio_<32 hex>_<n>)`);
+  if (named === null) {
+    // Quoted in part: an error never echoes more of a request than its first characters (a 5 MB id was echoed whole).
+    const shown =
+      id.length > 64 ? `${JSON.stringify(id.slice(0, 64))}... (${id.length} characters)` : JSON.stringify(id);
+    throw refused(at, `${shown} is not the audio id of an answer of this server (audio_<32 hex>_<n>)`);
+  }
   if (entries.length === 0)
     throw refused(at, `${id} names no answer held here: its session is unknown, or its log is no longer retained`);
   if (entries.length >= MAX_ANSWER_LOG_ENTRIES)

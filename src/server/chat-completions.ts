@@ -9,6 +9,7 @@ import type { AudioBudget } from "./chat-audio.ts";
 import { ANSWER_AUDIO_TTL_S, audioIdOf } from "./chat-audio-id.ts";
 import { ChatError, statusOf } from "./chat-error.ts";
 import { answersOf, checkRequest, framesOf, OUTPUT_RATE_HZ, requestSchema } from "./chat-request.ts";
+import { type WholeLogReads, wholeLogReads } from "./whole-log-reads.ts";
 
 /**
  * `POST /v1/chat/completions` on the realtime engine (issue 19, part 7; the seed's route, "a session per
@@ -49,6 +50,11 @@ export interface ChatCompletionsOptions {
    * that answered it (chat-audio-id.ts). Absent: such a message is refused (`bad_event`).
    */
   readonly store?: EventStore;
+  /**
+   * The places of the server's whole-log reads that resolving an `audio.id` takes (src/server/whole-log-reads.ts;
+   * default: two of its own).
+   */
+  readonly wholeLogReads?: WholeLogReads;
 }
 
 /** `limits.request_audio_s`' default (src/infra/config.ts), s. */
@@ -92,6 +98,7 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
   const { engine, log } = options;
   const timeoutMs = options.timeoutMs ?? 120_000;
   const maxAudioS = options.maxAudioS ?? DEFAULT_REQUEST_AUDIO_S;
+  const reads = options.wholeLogReads ?? wholeLogReads();
 
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const parsed = requestSchema.safeParse(request.body);
@@ -107,10 +114,11 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
     try {
       checkRequest(body, engine, options.model);
       const budget: AudioBudget = { maxS: maxAudioS, usedS: 0 };
-      const answers = await answersOf(body, options.store, DEFAULT_INPUT_RATE_HZ, budget, Date.now());
+      const answers = await answersOf(body, options.store, DEFAULT_INPUT_RATE_HZ, budget, Date.now(), reads);
       frames = framesOf(body, DEFAULT_INPUT_RATE_HZ, budget, answers);
     } catch (error) {
       if (!(error instanceof ChatError)) throw error;
+      if (error.status === 429) reply.header("retry-after", "1");
       return reply.code(error.status).send(error.body());
     }
     const opened = engine.open({ nativeDuplex: false });

@@ -4,6 +4,7 @@ import { MAX_FRAME_BYTES } from "../protocol/index.ts";
 import { type AudioBudget, decodeInputAudio } from "./chat-audio.ts";
 import { chargeAnswer, type EarlierAnswer, resolveAnswer } from "./chat-audio-id.ts";
 import { ChatError } from "./chat-error.ts";
+import { type WholeLogReads, wholeLogsBusy } from "./whole-log-reads.ts";
 
 /**
  * A chat completion request (`POST /v1/chat/completions`, chat-completions.ts): its schema (OpenAI's Chat
@@ -110,7 +111,8 @@ export const MAX_ANSWER_IDS = 64;
  * The earlier answers `request`'s assistant messages name by `audio.id`, by message index, resolved one after the
  * other (one bounded read per distinct id, chat-audio-id.ts), each counted against `budget`.
  * @throws ChatError 400 `bad_event` for an `audio` on another role, more than `MAX_ANSWER_IDS` ids, no store, or
- *   an id `resolveAnswer` refuses (unknown, expired, no audio); 400 `bad_audio` past the budget.
+ *   an id `resolveAnswer` refuses (unknown, expired, no audio); 400 `bad_audio` past the budget; 429
+ *   `resource_exhausted` when every place of `reads` is taken and its queue full.
  */
 export const answersOf = async (
   request: ChatRequest,
@@ -118,6 +120,7 @@ export const answersOf = async (
   inputRateHz: number,
   budget: AudioBudget,
   nowMs: number,
+  reads: WholeLogReads,
 ): Promise<Map<number, EarlierAnswer>> => {
   const byId = new Map<string, EarlierAnswer>();
   const answers = new Map<number, EarlierAnswer>();
@@ -141,7 +144,11 @@ export const answersOf = async (
     }
     if (byId.size === MAX_ANSWER_IDS)
       throw new ChatError(400, "bad_event", `${at}: a request names at most ${MAX_ANSWER_IDS} earlier answers`, at);
-    const answer = await resolveAnswer(store, message.audio.id, { at, nowMs, inputRateHz, budget });
+    // A lookup reads and folds a whole log: it takes a place among the server's whole-log reads.
+    const id = message.audio.id;
+    const resolved = await reads.run(() => resolveAnswer(store, id, { at, nowMs, inputRateHz, budget }));
+    if (resolved === null) throw new ChatError(429, "resource_exhausted", `${at}: ${wholeLogsBusy(reads.max)}`, at);
+    const answer = resolved.value;
     byId.set(message.audio.id, answer);
     answers.set(i, answer);
   }

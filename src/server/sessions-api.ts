@@ -22,6 +22,7 @@ import type { SessionSummaryRow } from "../projections/index.ts";
 import { handshakeErrorBody } from "../protocol/index.ts";
 import { bdiMarkup, sendPage } from "./page-security.ts";
 import { renderTimelinePage } from "./timeline-page.ts";
+import { DEFAULT_WHOLE_LOG_READS, type WholeLogReads, wholeLogReads } from "./whole-log-reads.ts";
 
 /**
  * The session API (issue 20, part 2): the log as something people and scripts query, over HTTP, behind the `/v1`
@@ -56,54 +57,12 @@ export interface SessionsApiOptions {
   readonly heartbeatMs?: number;
   /** Requests that read a whole log (report, export, timeline, page, audio) running at once, at most (default 2). */
   readonly maxWholeLogReads?: number;
+  /** The places those reads share with the server's other whole-log reads (default: of their own, `maxWholeLogReads`). */
+  readonly wholeLogReads?: WholeLogReads;
 }
 
 /** Bytes of a live tail's output a reader may leave unread before it is cut off (`GET /v1/sessions/:id/events`). */
 export const MAX_TAIL_BUFFER_BYTES = 8 * 1024 * 1024;
-
-/** Requests that read a whole log at once, at most (`SessionsApiOptions.maxWholeLogReads`). */
-const DEFAULT_WHOLE_LOG_READS = 2;
-
-/** Requests that may wait for one of those places; one more is refused. */
-export const WHOLE_LOG_QUEUE = 32;
-
-/**
- * Wraps the handlers that read and fold a whole session's log (its report, export, timeline, page, audio): at most
- * `max` of them run at once, the next {@link WHOLE_LOG_QUEUE} wait for a place in arrival order (a timeline page
- * fetches its audio files at once), and one beyond is answered at once with 429 `resource_exhausted` and
- * `Retry-After: 1`. So parallel requests for long sessions hold at most `max` logs in memory (each about its log's
- * size: an hour-long session's is about 100 MB), however many are sent.
- */
-export const foldsWholeLogs = (max: number) => {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  const release = (): void => {
-    const nextInLine = waiting.shift();
-    if (nextInLine === undefined) running -= 1;
-    else nextInLine();
-  };
-  return <R extends FastifyRequest>(handler: (request: R, reply: FastifyReply) => Promise<unknown>) =>
-    async (request: R, reply: FastifyReply): Promise<unknown> => {
-      if (running >= max) {
-        if (waiting.length >= WHOLE_LOG_QUEUE)
-          return reply
-            .code(429)
-            .header("retry-after", "1")
-            .send(
-              handshakeErrorBody(
-                "resource_exhausted",
-                `${max} requests that read a whole session log are running and ${WHOLE_LOG_QUEUE} wait; retry in a second`,
-              ),
-            );
-        await new Promise<void>((resolve) => waiting.push(resolve));
-      } else running += 1;
-      try {
-        return await handler(request, reply);
-      } finally {
-        release();
-      }
-    };
-};
 
 /** Entries of a tail's stored part read at a time. */
 const TAIL_PAGE_ENTRIES = 500;
@@ -450,7 +409,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
   };
 
   // The routes that read and fold a whole log: a few at a time (see `oneAtATime`).
-  const whole = foldsWholeLogs(options.maxWholeLogReads ?? DEFAULT_WHOLE_LOG_READS);
+  const whole = (options.wholeLogReads ?? wholeLogReads(options.maxWholeLogReads ?? DEFAULT_WHOLE_LOG_READS)).route;
   return {
     list,
     show: whole(show),
@@ -463,3 +422,5 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     pages,
   };
 };
+
+export { foldsWholeLogs, WHOLE_LOG_QUEUE } from "./whole-log-reads.ts";

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ResponseId, SessionId } from "../../src/domain/index.ts";
-import { type RecordedEntry, streamOf } from "../../src/engine/index.ts";
+import { type EventStore, type RecordedEntry, streamOf } from "../../src/engine/index.ts";
 import {
   ANSWER_AUDIO_TTL_S,
   answerOf,
@@ -11,6 +11,8 @@ import {
   parseAudioId,
 } from "../../src/server/chat-audio-id.ts";
 import { ChatError } from "../../src/server/chat-error.ts";
+import { answersOf, type ChatRequest } from "../../src/server/chat-request.ts";
+import { WHOLE_LOG_QUEUE, wholeLogReads } from "../../src/server/whole-log-reads.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
@@ -140,5 +142,48 @@ describe("resolving an answer from its request's log", () => {
       code: "bad_event",
       message: expect.stringContaining(`holds ${MAX_ANSWER_LOG_ENTRIES} entries or more`),
     });
+  });
+});
+
+describe("an id's lookup is bounded like every whole-log read", () => {
+  const request = (id: string) =>
+    ({
+      model: "m",
+      messages: [
+        { role: "user", content: "Hello" },
+        { role: "assistant", audio: { id } },
+      ],
+    }) as unknown as ChatRequest;
+  const budget = () => ({ maxS: 300, usedS: 0 });
+  const store = { read: async () => [] } as unknown as EventStore;
+
+  it("waits for a place among the server's whole-log reads, and is refused with 429 once their queue is full", async () => {
+    const reads = wholeLogReads(1);
+    let free: () => void = () => undefined;
+    const held = reads.run(() => new Promise<void>((resolve) => (free = resolve)));
+    const queued = Array.from({ length: WHOLE_LOG_QUEUE }, () => reads.run(async () => "queued"));
+    const refused = await answersOf(request(`audio_${HEX}_1`), store, 16000, budget(), Date.now(), reads).catch(
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(ChatError);
+    expect(refused).toMatchObject({ status: 429, code: "resource_exhausted" });
+    free();
+    await held;
+    expect((await Promise.all(queued)).map((q) => q?.value)).toEqual(Array(WHOLE_LOG_QUEUE).fill("queued"));
+    // With a place free, the lookup runs (and finds no such session).
+    const unknown = await answersOf(request(`audio_${HEX}_1`), store, 16000, budget(), Date.now(), reads).catch(
+      (e: unknown) => e,
+    );
+    expect(unknown).toMatchObject({ status: 400, code: "bad_event" });
+  });
+
+  it("echoes at most the first 64 characters of a malformed id", async () => {
+    const huge = `x${"y".repeat(5_000_000)}`;
+    const refused = (await answersOf(request(huge), store, 16000, budget(), Date.now(), wholeLogReads()).catch(
+      (e: unknown) => e,
+    )) as ChatError;
+    expect(refused).toBeInstanceOf(ChatError);
+    expect(JSON.stringify(refused.body()).length).toBeLessThan(1000);
+    expect(refused.message).toContain("(5000001 characters)");
   });
 });
