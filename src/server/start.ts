@@ -107,7 +107,7 @@ export const startServer = async (
           leaseMs: config.node.lease_s * 1000,
         })
       : null;
-  await leases?.renew();
+  await leases?.claim();
   const silero = await createSileroVad();
   const vad = options.wrapVad?.(silero) ?? silero;
   const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);

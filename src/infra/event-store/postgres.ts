@@ -12,7 +12,7 @@ import {
   type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
-import type { NodeLeases } from "../../engine/ports/node-leases.ts";
+import { NodeIdInUseError, type NodeLeases } from "../../engine/ports/node-leases.ts";
 import { foldSessionSummary, type SessionSummaryState } from "../../projections/session-summary.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
 import {
@@ -705,28 +705,55 @@ export interface PostgresNodeLeasesOptions {
 }
 
 /**
- * Node leases in PostgreSQL (issue 22, part 4): table `duplex_nodes` (node, expires_at), every time PostgreSQL's
- * `now()`, so a lease expires by the database's clock, never a node's.
+ * Node leases in PostgreSQL (issue 22, part 4): table `duplex_nodes` (node, expires_at, instance), every time
+ * PostgreSQL's `now()`, so a lease expires by the database's clock, never a node's. `instance` is this process's
+ * (a random UUID): a lease is renewed only by the process that holds it, or taken once it expired, so two processes
+ * started with one node id cannot both hold it (issue 33's attack: the second one recovered the first one's live
+ * sessions and a client's socket on the first hung).
  * @throws Error from `pg` when the server cannot be reached or the table cannot be created (from the factory).
  */
 export async function createPostgresNodeLeases(options: PostgresNodeLeasesOptions): Promise<NodeLeases> {
   const pool = new pg.Pool({ connectionString: options.url, max: 1 });
   pool.on("error", () => undefined);
   await pool.query("CREATE TABLE IF NOT EXISTS duplex_nodes (node text PRIMARY KEY, expires_at timestamptz NOT NULL)");
+  await pool.query("ALTER TABLE duplex_nodes ADD COLUMN IF NOT EXISTS instance text");
   const interval = `${Math.max(1, Math.round(options.leaseMs))} milliseconds`;
+  const instance = randomUUID();
+  /**
+   * Renews or takes the lease: whether it was held by this process before (a node never seen: it was not), or
+   * null when another process holds it unexpired (the row is left as it is).
+   */
+  const take = async (): Promise<boolean | null> => {
+    const { rows } = await pool.query<{ held: boolean }>(
+      `WITH before AS (SELECT expires_at, instance FROM duplex_nodes WHERE node = $1)
+       INSERT INTO duplex_nodes (node, expires_at, instance) VALUES ($1, now() + $2::interval, $3)
+       ON CONFLICT (node) DO UPDATE SET expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance
+         WHERE duplex_nodes.instance IS NOT DISTINCT FROM EXCLUDED.instance OR duplex_nodes.expires_at <= now()
+       RETURNING coalesce((SELECT expires_at > now() AND instance IS NOT DISTINCT FROM $3 FROM before), false) AS held`,
+      [options.nodeId, interval, instance],
+    );
+    return rows.length === 0 ? null : rows[0]?.held === true;
+  };
   return {
     nodeId: options.nodeId,
     leaseMs: options.leaseMs,
-    async renew() {
-      // The row before the update tells whether the lease still held (a node never seen: it did not).
-      const { rows } = await pool.query<{ held: boolean }>(
-        `WITH before AS (SELECT expires_at FROM duplex_nodes WHERE node = $1)
-         INSERT INTO duplex_nodes (node, expires_at) VALUES ($1, now() + $2::interval)
-         ON CONFLICT (node) DO UPDATE SET expires_at = EXCLUDED.expires_at
-         RETURNING coalesce((SELECT expires_at > now() FROM before), false) AS held`,
-        [options.nodeId, interval],
-      );
-      return rows[0]?.held === true;
+    // Another process holding it now means this one lost it (its lease ran out meanwhile): as an expired lease.
+    renew: async () => (await take()) === true,
+    async claim() {
+      let seen: number | null = null;
+      for (;;) {
+        if ((await take()) !== null) return;
+        const { rows } = await pool.query<{ expires: string; left_ms: number }>(
+          "SELECT (extract(epoch FROM expires_at) * 1000)::text AS expires, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS left_ms FROM duplex_nodes WHERE node = $1",
+          [options.nodeId],
+        );
+        const row = rows[0];
+        if (row === undefined) continue;
+        // Renewed since it was first seen: its process is alive.
+        if (seen !== null && Number(row.expires) > seen) throw new NodeIdInUseError(options.nodeId);
+        seen = Number(row.expires);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(options.leaseMs, row.left_ms) + 50));
+      }
     },
     async holds(node) {
       const { rows } = await pool.query<{ held: boolean }>(
