@@ -10,7 +10,8 @@ import {
 import { type EventEnvelope, spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
-import { type EngineLog, logLifecycle } from "./lifecycle-log.ts";
+import { downtimeMsOf } from "./inspect.ts";
+import { type EngineLog, type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
 import {
   foldLog,
   ownerOf,
@@ -285,14 +286,14 @@ export const createEngine = (deps: EngineDeps): Engine => {
     watches.delete(host);
   };
   /**
-   * A host with its VAD stream and runner binding, registered as live. `logged`: the decisions of the log it was
-   * rebuilt from (for the lifecycle log's totals).
+   * A host with its VAD stream and runner binding, registered as live. `earlier`: what the log it was rebuilt from
+   * holds (for the lifecycle log's totals).
    */
   const createHost = (
     sessionId: SessionId,
     resumeToken: string | null,
     recovered: RecoveredLog | null,
-    logged: readonly EventEnvelope[] = [],
+    earlier: LoggedBefore = { logged: [], downtimeMs: 0 },
   ): SessionHost => {
     const vad = deps.vad?.createStream() ?? null;
     const host: SessionHost = new SessionHost(
@@ -384,7 +385,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     host.events$.subscribe((envelope) => {
       if (envelope.event.type === "SessionConfigured") engine.touch(host);
     });
-    if (deps.log !== undefined) logLifecycle(host, deps.log, logged);
+    if (deps.log !== undefined) logLifecycle(host, deps.log, earlier);
     if (nodeId !== null) {
       const from = recovered === null ? 0 : recovered.revision + 1;
       const onEnd = (): void => void watches.delete(host);
@@ -438,11 +439,15 @@ export const createEngine = (deps: EngineDeps): Engine => {
     takeoverEpoch: number | null,
   ): SessionHost => {
     const logged = stepsOf(entries).flatMap((step) => step.decisions.map((d) => d.envelope));
-    const host = createHost(log.state.sessionId, null, log, logged);
+    const at = now();
+    // The log's downtime and this move's (the gap before the entry appended now): the session's duration counts
+    // neither, in the node log as in every other view (durationOf, the summary rows).
+    const downtimeMs = downtimeMsOf(entries) + Math.max(0, at - (entries.at(-1)?.metadata.at ?? at));
+    const host = createHost(log.state.sessionId, null, log, { logged, downtimeMs });
     void host.enqueue(
       takeoverEpoch === null || nodeId === null
-        ? { type: "SessionRecovered", at: now(), data: { reason: "server_restart" } }
-        : { type: "SessionOwned", at: now(), data: { node: nodeId, epoch: takeoverEpoch } },
+        ? { type: "SessionRecovered", at, data: { reason: "server_restart" } }
+        : { type: "SessionOwned", at, data: { node: nodeId, epoch: takeoverEpoch } },
     );
     const lastAt = entries.at(-1)?.metadata.at ?? now();
     host.markDetached(lastAt);

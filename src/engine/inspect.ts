@@ -102,16 +102,21 @@ export const endingOf = (entries: readonly RecordedEntry[], attached: boolean): 
   return endingOfReason(closed.reason);
 };
 
-/** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
-export const durationOf = (entries: readonly RecordedEntry[]): number => {
+/** The downtime of server restarts and moves in a log, ms: before each `SessionRecovered` or `SessionOwned`, the gap since the entry before. */
+export const downtimeMsOf = (entries: readonly RecordedEntry[]): number => {
   let downtime = 0;
   entries.forEach((e, i) => {
     const before = entries[i - 1];
     if ((e.type === "SessionRecovered" || e.type === "SessionOwned") && before !== undefined)
       downtime += e.metadata.at - before.metadata.at;
   });
+  return downtime;
+};
+
+/** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
+export const durationOf = (entries: readonly RecordedEntry[]): number => {
   const span = (entries.at(-1)?.metadata.at ?? 0) - (entries[0]?.metadata.at ?? 0);
-  return Math.round((span - downtime) / 100) / 10;
+  return Math.round((span - downtimeMsOf(entries)) / 100) / 10;
 };
 
 /**

@@ -17,16 +17,27 @@ const median = (values: readonly number[]): number | null => {
   return sorted.length % 2 === 1 ? (sorted[middle] ?? null) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 };
 
+/** The log a host was rebuilt from: its decisions, and its downtime (ms) with the gap before the rebuild. */
+export interface LoggedBefore {
+  readonly logged: readonly EventEnvelope[];
+  readonly downtimeMs: number;
+}
+
 /**
  * Logs a session's lifecycle as its log decides it, whoever holds it (a socket, none after a drop or a restart), one
  * line per event, for an operator: at info, `session resumed` (generation, events replayed), `session closed` or
  * `session expired` (reason, duration in s, responses, first audio p50 in ms: from `response.created` to its first
  * audio delta, engine clock) and `session runner failed` (the code); at debug, every refused client command by code.
- * `logged`: the decisions of the log a host was rebuilt from (after a restart, or a takeover from another node), so
- * that the closing line's totals are the whole session's, not only what this host saw (issue 33, part 3); they are
- * counted, never logged again.
+ * `earlier`: what the log a host was rebuilt from holds (after a restart, or a takeover from another node), so that
+ * the closing line's totals are the whole session's, not only what this host saw (issue 33, part 3): its decisions
+ * are counted, never logged again, and its downtime is not counted in the duration (as `durationOf` and the summary
+ * rows count it: one figure in every view).
  */
-export const logLifecycle = (host: SessionHost, log: EngineLog, logged: readonly EventEnvelope[] = []): void => {
+export const logLifecycle = (
+  host: SessionHost,
+  log: EngineLog,
+  earlier: LoggedBefore = { logged: [], downtimeMs: 0 },
+): void => {
   let opened: number | null = null;
   let responses = 0;
   const started = new Map<string, number>();
@@ -86,7 +97,7 @@ export const logLifecycle = (host: SessionHost, log: EngineLog, logged: readonly
           {
             sessionId,
             reason: event.data.reason,
-            durationS: opened === null ? null : Math.round((metadata.at - opened) / 100) / 10,
+            durationS: opened === null ? null : Math.round((metadata.at - opened - earlier.downtimeMs) / 100) / 10,
             responses,
             firstAudioP50Ms: median(firstAudio),
           },
@@ -98,6 +109,6 @@ export const logLifecycle = (host: SessionHost, log: EngineLog, logged: readonly
         return;
     }
   };
-  for (const envelope of logged) count(envelope);
+  for (const envelope of earlier.logged) count(envelope);
   host.events$.subscribe(seen);
 };

@@ -9,11 +9,12 @@ import {
   type EventStore,
   type RecordedEntry,
   replayEntries,
+  reportOf,
   type SessionHost,
   type SessionSink,
   streamOf,
 } from "../../src/engine/index.ts";
-import type { NodeLeases } from "../../src/engine/ports/index.ts";
+import { NodeIdInUseError, type NodeLeases } from "../../src/engine/ports/index.ts";
 import { createResampler, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
 import { createPostgresEventStore } from "../../src/infra/event-store/postgres.ts";
@@ -214,6 +215,7 @@ describe.skipIf(url === null)("the node log after a takeover", () => {
     nodeId: node,
     leaseMs: 10_000,
     renew: async () => true,
+    claim: async () => {},
     holds: async () => true,
     release: async () => {},
   });
@@ -298,13 +300,38 @@ describe.skipIf(url === null)("the node log after a takeover", () => {
 
     const closedLine = lines2.filter((l) => l.msg === "session closed");
     expect(closedLine).toHaveLength(1);
-    // Two responses on node 1, one on node 2; from node 1's session.created to node 2's close: 0.5 + 0.5 + 4 +
-    // 0.5 + 1 s.
+    // Two responses on node 1, one on node 2; from node 1's session.created to node 2's close, less the 4 s between
+    // node 1's last entry and node 2's claim (a move's gap, as every view counts it): 0.5 + 0.5 + 0.5 + 1 s.
     expect(closedLine[0]?.obj).toMatchObject({ sessionId: host.sessionId, reason: "session_close", responses: 3 });
-    expect(closedLine[0]?.obj.durationS).toBe(6.5);
+    expect(closedLine[0]?.obj.durationS).toBe(2.5);
+    const reader = await createPostgresEventStore({ url: dbUrl });
+    cleanup.push(() => reader.close());
+    expect(reportOf(await reader.read(streamOf(host.sessionId))).duration_s).toBe(2.5);
     expect(closedLine[0]?.obj.firstAudioP50Ms).toBe(0);
     // Node 1 logs no end of a session it gave up, and node 2 logs nothing of node 1's past again.
     expect(lines1.filter((l) => l.msg === "session closed" || l.msg === "session expired")).toEqual([]);
     expect(lines2.filter((l) => l.msg === "session resumed")).toHaveLength(1);
+  });
+
+  it("a second process with a node id another live process holds is refused; after a crash it waits the lease out", async () => {
+    const dbUrl = await freshDatabase(url ?? "");
+    const { createPostgresNodeLeases } = await import("../../src/infra/event-store/postgres.ts");
+    const lease = (leaseMs: number) => createPostgresNodeLeases({ url: dbUrl, nodeId: "node-b", leaseMs });
+    // The live one renews its lease every third of it, as a node does.
+    const live = await lease(600);
+    await live.claim();
+    const renewing = setInterval(() => void live.renew(), 200);
+    cleanup.push(async () => clearInterval(renewing));
+    const twin = await lease(600);
+    await expect(twin.claim()).rejects.toBeInstanceOf(NodeIdInUseError);
+    // Nor can it renew what the live one holds.
+    expect(await twin.renew()).toBe(false);
+    // The live one dies (stops renewing): a restart of node-b takes the lease once it ran out, not before.
+    clearInterval(renewing);
+    const restarted = await lease(600);
+    await restarted.claim();
+    expect(await restarted.renew()).toBe(true);
+    expect(await live.renew()).toBe(false);
+    await restarted.release();
   });
 });
