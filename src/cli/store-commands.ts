@@ -335,6 +335,7 @@ export const registerStoreCommands = (program: Command): void => {
       } finally {
         await close();
       }
+      const stored = rows.length;
       if (opts.errors) rows = rows.filter((r) => r.errors.length > 0);
       if (opts.slowest !== undefined)
         rows = rows
@@ -354,7 +355,13 @@ export const registerStoreCommands = (program: Command): void => {
           if (opts.errors)
             for (const e of r.errors) process.stdout.write(`  revision ${e.revision}: ${e.code}: ${e.message}\n`);
         }
-        if (rows.length === 0) process.stdout.write(`(no sessions in ${where})\n`);
+        // What was filtered out is said, so that an empty answer is not read as an empty store.
+        if (rows.length === 0)
+          process.stdout.write(
+            stored === 0
+              ? `(no sessions in ${where})\n`
+              : `(none of the ${stored} sessions in ${where} ${opts.errors ? "has an error" : "has timed turns"})\n`,
+          );
       }
     });
 

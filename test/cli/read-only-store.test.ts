@@ -139,6 +139,10 @@ describe("the read-only commands on a store of a stopped server", () => {
           .split("\n")
           .map((l) => (JSON.parse(l) as { session_id: string }).session_id),
       ).toEqual([ids.spoken, ids.unused]);
+      // A filter that keeps none says so, and that the store is not empty.
+      expect((await duplex("sessions", "--data", dir, "--errors")).stdout).toContain(
+        `(none of the 2 sessions in ${dir} has an error)`,
+      );
       const shown = await duplex("show", "--data", dir, "--session", ids.spoken, "--json");
       expect(JSON.parse(shown.stdout)).toMatchObject({ session_id: ids.spoken, state: "closed", responses: 1 });
       // The positional is the same as --session.
