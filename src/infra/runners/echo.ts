@@ -57,6 +57,9 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
     let keptFromMs = 0;
     let keptSamples = 0;
     let speechFromMs: number | null = null;
+    /** The turn lane: where the first utterance since the last commit began, and where its last one stopped (ms). */
+    let turnFromMs: number | null = null;
+    let turnToMs: number | null = null;
     let lastUtterance: Int16Array | null = null;
     /** The utterance of each recent commit, by user item: a deferred response answers its own turn. */
     const committed = new Map<string, Int16Array>();
@@ -174,25 +177,47 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
             if (keptSamples === 0) keptFromMs = unit.startMs;
             kept.push(samples);
             keptSamples += samples.length;
-            if (unit.vad.speechStartedAtMs !== null) speechFromMs = unit.vad.speechStartedAtMs;
+            const native = inModelNativeLane(config);
+            const startedAt = unit.vad.speechStartedAtMs;
             const stoppedAt = unit.vad.speechStoppedAtMs;
-            if (stoppedAt !== null && speechFromMs !== null) {
-              lastUtterance = cut(speechFromMs, stoppedAt);
-              speechFromMs = null;
-              forget(stoppedAt);
-              const native = inModelNativeLane(config);
-              if (native && lastUtterance.length > 0) speak(lastUtterance, unit.epoch);
-            } else if (speechFromMs === null) {
-              // Keep one second of lead-in for the prefix padding of the next utterance.
-              forget(unit.startMs + samples.length / (INPUT_RATE / 1000) - 1000);
+            // One append may end an utterance and begin the next (a stop, then a start at or after it): the stop
+            // ends the utterance that began before, the start opens the next one.
+            const stopFirst = startedAt !== null && stoppedAt !== null && stoppedAt <= startedAt;
+            if (startedAt !== null && !stopFirst) {
+              speechFromMs = startedAt;
+              if (!native) turnFromMs ??= startedAt;
             }
+            if (stoppedAt !== null && speechFromMs !== null) {
+              if (native) {
+                lastUtterance = cut(speechFromMs, stoppedAt);
+                forget(stoppedAt);
+                if (lastUtterance.length > 0) speak(lastUtterance, unit.epoch);
+              } else {
+                // The turn lane answers a commit: its turn is every utterance since the last one, kept until then.
+                lastUtterance = cut(turnFromMs ?? speechFromMs, stoppedAt);
+                turnToMs = stoppedAt;
+              }
+              speechFromMs = null;
+            }
+            if (stopFirst && startedAt !== null) {
+              speechFromMs = startedAt;
+              if (!native) turnFromMs ??= startedAt;
+            }
+            const endMs = unit.startMs + samples.length / (INPUT_RATE / 1000);
+            // Keep one second of lead-in for the prefix padding of the next utterance, and of a turn not committed
+            // yet at most what an answer echoes.
+            if (speechFromMs === null && turnFromMs === null) forget(endMs - 1000);
+            else forget(endMs - maxUtteranceMs - 1000);
             return;
           }
           case "commit":
-            if (speechFromMs !== null) {
+            if (speechFromMs !== null || turnFromMs !== null) {
               const end = keptFromMs + (keptSamples * 1000) / INPUT_RATE;
-              lastUtterance = cut(speechFromMs, end);
+              const from = turnFromMs ?? speechFromMs ?? end;
+              lastUtterance = cut(from, speechFromMs !== null ? end : (turnToMs ?? end));
               speechFromMs = null;
+              turnFromMs = null;
+              turnToMs = null;
               forget(end);
             }
             if (lastUtterance !== null && unit.itemId !== undefined) committed.set(unit.itemId, lastUtterance);
@@ -229,6 +254,8 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
             kept = [];
             keptSamples = 0;
             speechFromMs = null;
+            turnFromMs = null;
+            turnToMs = null;
             return;
           default: {
             const unhandled: never = unit;
