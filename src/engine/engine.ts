@@ -7,7 +7,7 @@ import {
   responseProgressOf,
   type SessionId,
 } from "../domain/index.ts";
-import { type EventEnvelope, spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
+import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./inspect.ts";

@@ -110,7 +110,14 @@ describe("an utterance in progress when the session moves", () => {
   const leasesOf = (node: string | null): NodeLeases | null =>
     node === null
       ? null
-      : { nodeId: node, leaseMs: 10_000, renew: async () => true, claim: async () => {}, holds: async () => true, release: async () => {} };
+      : {
+          nodeId: node,
+          leaseMs: 10_000,
+          renew: async () => true,
+          claim: async () => {},
+          holds: async () => true,
+          release: async () => {},
+        };
 
   const engine = (clock: { now: number }, node: string | null): Engine => {
     const e = createEngine({

@@ -79,7 +79,14 @@ const until = async (check: () => boolean, what: string): Promise<void> => {
 const leasesOf = (node: string | null): NodeLeases | null =>
   node === null
     ? null
-    : { nodeId: node, leaseMs: 10_000, renew: async () => true, claim: async () => {}, holds: async () => true, release: async () => {} };
+    : {
+        nodeId: node,
+        leaseMs: 10_000,
+        renew: async () => true,
+        claim: async () => {},
+        holds: async () => true,
+        release: async () => {},
+      };
 
 let vad: VadModel;
 let speech: Int16Array;
