@@ -1,6 +1,5 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { SessionConfig } from "../../src/domain/index.ts";
 import {
   createEngine,
   EARLIER_CHANGES,
@@ -9,7 +8,6 @@ import {
   foldLog,
   replayEntries,
   type SessionHost,
-  type SessionSink,
   schemaOf,
   streamOf,
 } from "../../src/engine/index.ts";
@@ -18,7 +16,7 @@ import { createResampler } from "../../src/infra/audio/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
-import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
+import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
 
 /**
  * Issue 33, part 2 (BEHAVIOUR.md, "Moves lose nothing"): speech that begins before a session moves (a restart of its
@@ -69,33 +67,6 @@ const audio = (ms: number, tone: boolean): Int16Array => {
   if (tone)
     for (let i = 0; i < out.length; i += 1) out[i] = Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE));
   return out;
-};
-
-const frame =
-  (event: Record<string, unknown>) =>
-  (config: SessionConfig): DecodedFrame => {
-    const text = JSON.stringify(event);
-    return decodeClientFrame(text, Buffer.byteLength(text), {
-      inputRateHz: config.inputAudio.rate,
-      inputAudio: config.inputAudio,
-    });
-  };
-
-type Sent = Record<string, unknown>;
-
-const sinkInto = (sent: Sent[]): SessionSink => ({
-  send: (json) => sent.push(JSON.parse(json) as Sent),
-  replaced: () => undefined,
-  failed: () => undefined,
-  ended: () => undefined,
-});
-
-const until = async (check: () => boolean, what: string, ms = 5_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 };
 
 describe("an utterance in progress when the session moves", () => {

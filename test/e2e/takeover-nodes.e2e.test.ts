@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { freshDatabase } from "../../src/cli/postgres-temp.ts";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import type { SessionConfig } from "../../src/domain/index.ts";
 import {
   createEngine,
   type Engine,
@@ -11,7 +10,6 @@ import {
   replayEntries,
   reportOf,
   type SessionHost,
-  type SessionSink,
   streamOf,
 } from "../../src/engine/index.ts";
 import { NodeIdInUseError, type NodeLeases } from "../../src/engine/ports/index.ts";
@@ -19,8 +17,8 @@ import { createResampler, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
 import { createPostgresEventStore } from "../../src/infra/event-store/postgres.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
-import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
 import { type RunningServer, startServer } from "../../src/server/index.ts";
+import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -32,14 +30,6 @@ import { sharedAudio } from "../support/server.ts";
  * Then the node log: the "session closed" line of the node that took the session over counts the whole session.
  */
 const url = inject("postgresUrl");
-
-const until = async (check: () => boolean, what: string, ms = 10_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
 
 /** Each entry's type, from `after` (an index) on. */
 const typesFrom = (entries: readonly RecordedEntry[], after: number): string[] =>
@@ -189,22 +179,6 @@ describe.skipIf(url === null)("the node log after a takeover", () => {
     for (const step of cleanup.splice(0).reverse()) await step().catch(() => undefined);
   });
 
-  const frame =
-    (event: Record<string, unknown>) =>
-    (config: SessionConfig): DecodedFrame => {
-      const text = JSON.stringify(event);
-      return decodeClientFrame(text, Buffer.byteLength(text), {
-        inputRateHz: config.inputAudio.rate,
-        inputAudio: config.inputAudio,
-      });
-    };
-  type Sent = Record<string, unknown>;
-  const sinkInto = (sent: Sent[]): SessionSink => ({
-    send: (json) => sent.push(JSON.parse(json) as Sent),
-    replaced: () => undefined,
-    failed: () => undefined,
-    ended: () => undefined,
-  });
   const recordingLog = (lines: { level: string; obj: Record<string, unknown>; msg: string }[]): EngineLog => ({
     debug: (obj, msg) => lines.push({ level: "debug", obj: obj as Record<string, unknown>, msg }),
     info: (obj, msg) => lines.push({ level: "info", obj: obj as Record<string, unknown>, msg }),

@@ -1,20 +1,18 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { SessionConfig } from "../../src/domain/index.ts";
 import {
   createEngine,
   type Engine,
   type EventStore,
   replayEntries,
   type SessionHost,
-  type SessionSink,
   streamOf,
 } from "../../src/engine/index.ts";
 import { createResampler } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createUpstreamRunner } from "../../src/infra/runners/upstream/index.ts";
-import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
+import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
 
 /**
@@ -24,33 +22,7 @@ import { type ModelServerStub, startModelServerStub } from "../support/model-ser
  * against the model-server stub, in both dialects.
  */
 
-type Sent = Record<string, unknown>;
 type Dialect = "duplex" | "openai";
-
-const frame =
-  (event: Record<string, unknown>) =>
-  (config: SessionConfig): DecodedFrame => {
-    const text = JSON.stringify(event);
-    return decodeClientFrame(text, Buffer.byteLength(text), {
-      inputRateHz: config.inputAudio.rate,
-      inputAudio: config.inputAudio,
-    });
-  };
-
-const sinkInto = (sent: Sent[]): SessionSink => ({
-  send: (json) => sent.push(JSON.parse(json) as Sent),
-  replaced: () => undefined,
-  failed: () => undefined,
-  ended: () => undefined,
-});
-
-const until = async (check: () => boolean, what: string, ms = 5_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
 
 const userText = (text: string) => ({
   type: "conversation.item.create",

@@ -2,14 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  type DomainEvent,
-  evolve,
-  INPUT_TYPES,
-  initialState,
-  type SessionConfig,
-  speechInProgress,
-} from "../../src/domain/index.ts";
+import { type DomainEvent, evolve, INPUT_TYPES, initialState, speechInProgress } from "../../src/domain/index.ts";
 import {
   createEngine,
   type Engine,
@@ -19,7 +12,6 @@ import {
   type RecordedEntry,
   replayEntries,
   type SessionHost,
-  type SessionSink,
   schemaOf,
   speechInProgressBefore,
   streamOf,
@@ -32,7 +24,7 @@ import { createEchoRunner } from "../../src/infra/runners/echo.ts";
 import { loadScript } from "../../src/infra/runners/script.ts";
 import { createScriptedRunner } from "../../src/infra/runners/scripted.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
-import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
+import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -46,34 +38,6 @@ import { sharedAudio } from "../support/server.ts";
  */
 
 const RATE = 16_000;
-
-type Sent = Record<string, unknown>;
-
-const frame =
-  (event: Record<string, unknown>) =>
-  (config: SessionConfig): DecodedFrame => {
-    const text = JSON.stringify(event);
-    return decodeClientFrame(text, Buffer.byteLength(text), {
-      inputRateHz: config.inputAudio.rate,
-      inputAudio: config.inputAudio,
-    });
-  };
-
-const sinkInto = (sent: Sent[]): SessionSink => ({
-  send: (json) => sent.push(JSON.parse(json) as Sent),
-  replaced: () => undefined,
-  failed: () => undefined,
-  ended: () => undefined,
-});
-
-/** Waits until `check` holds (polled every 5 ms, at most 10 s); no timing is asserted. */
-const until = async (check: () => boolean, what: string): Promise<void> => {
-  const end = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
 
 /** Two nodes on one store, both alive (a takeover on a resume), or a store of one node (null). */
 const leasesOf = (node: string | null): NodeLeases | null =>
