@@ -1,5 +1,5 @@
-import { existsSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { EventStore, RecordedEntry } from "../engine/index.ts";
 import type { DeployConfig } from "../infra/config.ts";
@@ -85,22 +85,88 @@ export const storeOf = async (opts: StoreChoice): Promise<StoreTarget> => {
   return { config: store, where: redactUrl(store.url), namedBy: `--config ${opts.config}` };
 };
 
+/**
+ * Why this process may not write the sqlite store at `path`, or null when it may: the file, its `-wal` or `-shm` when
+ * there, or its folder (where SQLite creates them, and a server its lock) is on read-only media, or its mode stops
+ * this user (root passes every mode, but not read-only media).
+ */
+export const unwritableStore = (path: string): string | null => {
+  const parts: [string, string][] = [
+    ["the file", path],
+    ...["-wal", "-shm"]
+      .filter((s) => existsSync(`${path}${s}`))
+      .map((s): [string, string] => [`its ${s}`, `${path}${s}`]),
+    [`its folder ${dirname(path)}`, dirname(path)],
+  ];
+  for (const [what, part] of parts) {
+    try {
+      accessSync(part, constants.W_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const why =
+        code === "EROFS"
+          ? "read-only media"
+          : code === "EACCES" || code === "EPERM"
+            ? "permission denied"
+            : String(code ?? (error as Error).message);
+      return `this user may not write ${what} (${why})`;
+    }
+  }
+  return null;
+};
+
+/** What a command that writes a sqlite store says when it cannot: `cannot DOING FILE: WHY; INSTEAD`. */
+export interface StoreWrite {
+  /** What it does to the file, e.g. `remove sessions from`. */
+  readonly doing: string;
+  /** What to do instead, e.g. `gc a writable copy of the store`. */
+  readonly instead: string;
+}
+
+/**
+ * Checks that this process may write the sqlite store at `path` ({@link unwritableStore}) before a command writes it.
+ * @throws Error `cannot DOING FILE: WHY; INSTEAD` when it may not.
+ */
+export const checkWritableStore = (path: string, write: StoreWrite): void => {
+  const why = unwritableStore(path);
+  if (why !== null) throw new Error(`cannot ${write.doing} ${path}: ${why}; ${write.instead}`);
+};
+
+/**
+ * `error` of a write to the sqlite store at `path` said as {@link checkWritableStore} says it, when SQLite or the
+ * file system refused the write (a read-only database or media, a mode); any other error as it is.
+ */
+export const storeWriteError = (error: unknown, path: string, write: StoreWrite): unknown => {
+  const code = String((error as NodeJS.ErrnoException).code ?? "");
+  if (!/^(SQLITE_READONLY|SQLITE_CANTOPEN|SQLITE_PERM|EROFS|EACCES|EPERM)/.test(code)) return error;
+  return new Error(
+    `cannot ${write.doing} ${path}: ${unwritableStore(path) ?? `it is read-only (${(error as Error).message})`}; ${write.instead}`,
+    { cause: error },
+  );
+};
+
 /** An opened store, where it is (for messages) and what releases it. */
 export interface OpenStore {
   readonly store: EventStore;
   readonly where: string;
+  /** The sqlite file, for a sqlite store (null for another). */
+  readonly file: string | null;
   readonly close: () => Promise<void>;
 }
 
 /**
- * Opens the store `opts` name ({@link storeOf}). `access: "read"`: a sqlite file read-only, creating nothing beside
- * it and taking no lock (sqlite.ts `openReadOnlyStoreFile`: it opens on read-only media and beside a running
- * server); `"write"` (`gc`): the file as the commands always opened it, not migrated. PostgreSQL and KurrentDB open
- * as for a server. Nothing is created for a store that is not there.
- * @throws ConfigError as storeOf; Error naming the file and what named it when a sqlite store is missing; the
+ * Opens the store `opts` name ({@link storeOf}). `access: "read"` (every command that only reads, `gc --dry-run`):
+ * a sqlite file read-only, creating nothing beside it and taking no lock (sqlite.ts `openReadOnlyStoreFile`: it
+ * opens on read-only media and beside a running server), PostgreSQL read-only (postgres.ts `readOnly`: no DDL, no
+ * write; a role that may only read is enough); writes through either reject with ReadOnlyStoreError. A
+ * {@link StoreWrite} (`gc`): the sqlite file as the commands always opened it, not migrated, once this user may
+ * write it (else an error saying why, and what to do instead); PostgreSQL as for a server. KurrentDB opens as for a
+ * server either way. Nothing is created for a store that is not there.
+ * @throws ConfigError as storeOf; Error naming the file and what named it when a sqlite store is missing, or why
+ *   it cannot be written; Error saying that a PostgreSQL database without the tables holds no sessions (read); the
  *   store's error when it cannot be opened.
  */
-export const openStoreOf = async (opts: StoreChoice, access: "read" | "write"): Promise<OpenStore> => {
+export const openStoreOf = async (opts: StoreChoice, access: "read" | StoreWrite): Promise<OpenStore> => {
   const target = await storeOf(opts);
   const { config } = target;
   if (config.kind === "sqlite") {
@@ -109,18 +175,25 @@ export const openStoreOf = async (opts: StoreChoice, access: "read" | "write"): 
         `no event store in ${target.where} (expected ${config.path}, from ${target.namedBy}); give the --data of a server, or its --config`,
       );
     const { createSqliteEventStore } = await import("../infra/event-store/sqlite.ts");
+    if (access !== "read") checkWritableStore(config.path, access);
     // Reading does not migrate: a server of an earlier version may still be writing the file.
-    const store =
-      access === "read"
-        ? createSqliteEventStore({ path: config.path, readOnly: true })
-        : createSqliteEventStore({ path: config.path, migrate: false });
-    return { store, where: target.where, close: () => store.close() };
+    let store: EventStore;
+    try {
+      store =
+        access === "read"
+          ? createSqliteEventStore({ path: config.path, readOnly: true })
+          : createSqliteEventStore({ path: config.path, migrate: false });
+    } catch (error) {
+      throw access === "read" ? error : storeWriteError(error, config.path, access);
+    }
+    return { store, where: target.where, file: config.path, close: () => store.close() };
   }
   const { openEventStore } = await import("../infra/event-store/open.ts");
   const opened = await openEventStore(config, { readOnly: access === "read" });
   return {
     store: opened.store,
     where: target.where,
+    file: null,
     close: async () => {
       await opened.store.close();
       opened.unlock();

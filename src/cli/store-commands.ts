@@ -14,6 +14,8 @@ import {
   readSession,
   type SessionChoice,
   type StoreChoice,
+  type StoreWrite,
+  storeWriteError,
   withSessionOptions,
   withStoreOptions,
 } from "./session-source.ts";
@@ -24,8 +26,8 @@ import {
 /**
  * The commands that read a store (DESIGN.md, src/cli): `replay`, `export`, `sessions`, `show`, `verify`, `trace`,
  * `timeline`, `gc` and `reindex`. Each names its store and session as session-source.ts says (`--data DIR` or
- * `--config FILE`; `--session ID`, `--last` or a session FILE) and, but `gc` and `reindex`, opens it read-only. Exit
- * codes as main.ts says: 0 success, 1 a failed check, 2 a usage error.
+ * `--config FILE`; `--session ID`, `--last` or a session FILE) and, but `gc` (without `--dry-run`) and `reindex`,
+ * opens it read-only. Exit codes as main.ts says: 0 success, 1 a failed check, 2 a usage error.
  */
 
 /**
@@ -495,15 +497,24 @@ export const registerStoreCommands = (program: Command): void => {
       "only sessions whose last entry is older than this (7d, 12h, 30m; 0 for every finished session)",
       duration,
     )
-    .option("--dry-run", "list what would be removed and remove nothing", false)
+    .option("--dry-run", "list what would be removed and remove nothing (the store opened read-only)", false)
     .action(async (opts: StoreChoice & { olderThan: number; dryRun: boolean }) => {
       const { removeFinishedSessions } = await import("../engine/index.ts");
-      const { store, close } = await openStoreOf(opts, "write");
+      // A dry run only reads: it opens the store as the other read commands do (a read-only copy, a role that may
+      // only read). Removing needs a store this user may write.
+      const write: StoreWrite = {
+        doing: "remove sessions from",
+        instead:
+          "gc a writable copy of the store (the -wal with it, if there is one), or run it as the store's owner (--dry-run lists what it would remove, and writes nothing)",
+      };
+      const { store, file, close } = await openStoreOf(opts, opts.dryRun ? "read" : write);
       try {
         const { removed, kept } = await removeFinishedSessions(store, {
           olderThanMs: opts.olderThan,
           now: Date.now(),
           dryRun: opts.dryRun,
+        }).catch((error: unknown) => {
+          throw file === null ? error : storeWriteError(error, file, write);
         });
         for (const id of removed) process.stdout.write(`${opts.dryRun ? "would remove" : "removed"} ${id}\n`);
         process.stdout.write(

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { Command, CommanderError } from "commander";
+import { firstValueFrom, take, toArray } from "rxjs";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { failureOf } from "../../src/cli/args.ts";
 import { freshDatabase } from "../../src/cli/postgres-temp.ts";
@@ -14,6 +15,7 @@ import { RealtimeClient } from "../../src/client/index.ts";
 import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile } from "../../src/infra/event-store/index.ts";
+import { createPostgresEventStore } from "../../src/infra/event-store/postgres.ts";
 import { createSqliteEventStore, ReadOnlyStoreError } from "../../src/infra/event-store/sqlite.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
@@ -21,9 +23,11 @@ import { sharedAudio, startTestServer } from "../support/server.ts";
  * The commands that only read a store work on read-only media (issue 33, part 6): a backup, a snapshot, an archive.
  * Each opens the sqlite file read-only and creates nothing beside it (no -wal, -shm or lock file), so a folder of
  * mode 0555 (read as a user other than root, whom permission bits do not stop) lists, shows, replays, verifies,
- * exports and draws its sessions; a copy taken while a server was writing reads the commits its -wal holds.
+ * exports and draws its sessions; a copy taken while a server was writing reads the commits its -wal holds. `gc
+ * --dry-run` reads it too; `gc` and `reindex` say why they cannot write it. A PostgreSQL role that may only read
+ * (CONNECT and SELECT) is enough for the same commands: the store opens without DDL or writes.
  */
-const TEMP = "/tmp/h5";
+const TEMP = "/tmp/pgro";
 const run = promisify(execFile);
 type Result = { code: number; stdout: string; stderr: string };
 
@@ -203,6 +207,39 @@ describe("the read-only commands on a store of a stopped server", () => {
     expect(await readdir(dir)).toEqual(["duplex.sqlite"]);
   });
 
+  it("lists what gc --dry-run would remove, reading the store as the other commands do", async () => {
+    const before = await snapshot(dir);
+    const listed = await duplex("gc", "--data", dir, "--older-than", "0", "--dry-run");
+    expect(listed).toEqual({
+      code: 0,
+      // The unused session was closed with its server.
+      stdout: `would remove ${ids.spoken}\nwould remove ${ids.unused}\n2 finished session(s) to remove, 0 kept\n`,
+      stderr: "",
+    });
+    expect(await snapshot(dir)).toEqual(before);
+    // As a user whom the modes stop from writing, too.
+    const nobody = await asNobody("gc", "--data", dir, "--older-than", "0", "--dry-run");
+    if (nobody !== null) expect(nobody).toMatchObject({ code: 0, stdout: listed.stdout });
+    expect(await readdir(dir)).toEqual(["duplex.sqlite"]);
+  });
+
+  it("refuses gc and reindex on a store this user may not write, saying why and what to do", async (ctx) => {
+    const gc = await asNobody("gc", "--data", dir, "--older-than", "0");
+    if (gc === null) ctx.skip();
+    const file = join(dir, "duplex.sqlite");
+    expect(gc).toMatchObject({ code: 1, stdout: "" });
+    expect(gc?.stderr).toBe(
+      `duplex: cannot remove sessions from ${file}: this user may not write the file (permission denied); gc a writable copy of the store (the -wal with it, if there is one), or run it as the store's owner (--dry-run lists what it would remove, and writes nothing)\n`,
+    );
+    const reindex = await asNobody("reindex", "--data", dir);
+    expect(reindex).toMatchObject({ code: 1, stdout: "" });
+    expect(reindex?.stderr).toBe(
+      `duplex: cannot reindex ${file}: this user may not write the file (permission denied); reindex a writable copy of the store (the -wal with it, if there is one), or run it as the store's owner\n`,
+    );
+    expect(await readdir(dir)).toEqual(["duplex.sqlite"]);
+    expect((await asNobody("sessions", "--data", dir))?.stdout).toContain(ids.spoken);
+  });
+
   it("takes a session one way: two ways at once, a FILE with a store, or none is a usage error", async () => {
     const cases: [string[], RegExp][] = [
       [
@@ -370,43 +407,186 @@ describe("--config names the store", () => {
 
 const postgresUrl = inject("postgresUrl");
 
+/**
+ * A role of its own that may only read the database of `url` (CONNECT on it, SELECT on its tables; PUBLIC's rights
+ * on the database and CREATE on its schema revoked), and that database's URL as that role; `drop` removes the role.
+ */
+const readerOf = async (url: string): Promise<{ url: string; drop: () => Promise<void> }> => {
+  const { default: pg } = await import("pg");
+  const role = `duplex_reader_${process.pid}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
+  const database = new URL(url).pathname.slice(1);
+  const admin = new pg.Client(url);
+  await admin.connect();
+  try {
+    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
+    await admin.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
+    await admin.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`);
+  } finally {
+    await admin.end();
+  }
+  const reader = new URL(url);
+  reader.username = role;
+  return {
+    url: reader.toString(),
+    drop: async () => {
+      const db = new pg.Client(url);
+      await db.connect();
+      try {
+        await db.query(`DROP OWNED BY ${role}`);
+        await db.query(`DROP ROLE ${role}`);
+      } finally {
+        await db.end();
+      }
+    },
+  };
+};
+
+/** The tables of the public schema of the database at `url`, by name. */
+const tablesOf = async (url: string): Promise<string[]> => {
+  const { default: pg } = await import("pg");
+  const db = new pg.Client(url);
+  await db.connect();
+  try {
+    const { rows } = await db.query<{ name: string }>(
+      "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+    );
+    return rows.map((r) => r.name);
+  } finally {
+    await db.end();
+  }
+};
+
 describe.skipIf(postgresUrl === null)("--config with a PostgreSQL event_store", () => {
   let dir = "";
   let config = "";
+  let readerConfig = "";
+  let url = "";
+  let reader: Awaited<ReturnType<typeof readerOf>> | null = null;
   let id = "";
   beforeAll(async () => {
-    const store = { kind: "postgres", url: await freshDatabase(postgresUrl ?? ""), poll_ms: 50 };
+    url = await freshDatabase(postgresUrl ?? "");
+    const store = { kind: "postgres", url, poll_ms: 50 };
     const server = await startTestServer({ event_store: store });
     id = await speak(server.url, true);
     await server.stop();
     dir = await mkdtemp(join(TEMP, "ro-pg-"));
     config = join(dir, "cluster.yaml");
     await writeFile(config, `event_store:\n  kind: postgres\n  url: ${store.url}\n`);
+    reader = await readerOf(url);
+    readerConfig = join(dir, "reader.yaml");
+    await writeFile(readerConfig, `event_store:\n  kind: postgres\n  url: ${reader.url}\n  poll_ms: 50\n`);
   });
-  afterAll(async () => rm(dir, { recursive: true, force: true }));
+  afterAll(async () => {
+    await reader?.drop();
+    await rm(dir, { recursive: true, force: true });
+  });
 
-  it("lists, shows, replays, verifies and exports its sessions", async () => {
-    const listed = await duplex("sessions", "--config", config, "--json");
+  it("lists, shows, replays, verifies and exports its sessions as a role that may only read", async () => {
+    const listed = await duplex("sessions", "--config", readerConfig, "--json");
+    expect(listed).toMatchObject({ code: 0, stderr: "" });
     expect(
       listed.stdout
         .trim()
         .split("\n")
         .map((l) => (JSON.parse(l) as { session_id: string }).session_id),
     ).toEqual([id]);
-    expect(JSON.parse((await duplex("show", "--config", config, "--session", id, "--json")).stdout)).toMatchObject({
-      session_id: id,
-      state: "closed",
-      responses: 1,
-    });
-    expect((await duplex("replay", "--config", config, "--last")).stdout).toMatch(
-      new RegExp(`^replay of ${id}: identical `),
-    );
-    expect((await duplex("verify", "--config", config, "--session", id)).stdout).toMatch(
-      new RegExp(`^verified ${id}: `),
-    );
+    // The role that wrote them reads the same.
+    expect((await duplex("sessions", "--config", config, "--json")).stdout).toBe(listed.stdout);
+    const shown = await duplex("show", "--config", readerConfig, "--session", id, "--json");
+    expect(shown).toMatchObject({ code: 0, stderr: "" });
+    expect(JSON.parse(shown.stdout)).toMatchObject({ session_id: id, state: "closed", responses: 1 });
+    const replayed = await duplex("replay", "--config", readerConfig, "--last");
+    expect(replayed).toMatchObject({ code: 0, stderr: "" });
+    expect(replayed.stdout).toMatch(new RegExp(`^replay of ${id}: identical `));
+    const verified = await duplex("verify", "--config", readerConfig, "--session", id);
+    expect(verified).toMatchObject({ code: 0, stderr: "" });
+    expect(verified.stdout).toMatch(new RegExp(`^verified ${id}: `));
     const out = join(dir, "s.jsonl");
-    expect(await duplex("export", "--config", config, "--last", "--out", out)).toMatchObject({ code: 0, stderr: "" });
+    expect(await duplex("export", "--config", readerConfig, "--last", "--out", out)).toMatchObject({
+      code: 0,
+      stderr: "",
+    });
     expect((await duplex("verify", out)).stdout).toMatch(new RegExp(`^verified ${out}: `));
+    expect(await duplex("gc", "--config", readerConfig, "--older-than", "0", "--dry-run")).toEqual({
+      code: 0,
+      stdout: `would remove ${id}\n1 finished session(s) to remove, 0 kept\n`,
+      stderr: "",
+    });
+    expect((await duplex("sessions", "--config", config, "--json")).stdout).toBe(listed.stdout);
+  });
+
+  it("reads the role's URL from DUPLEX_EVENT_STORE_URL, in place of the file's store", async () => {
+    const elsewhere = join(dir, "elsewhere.yaml");
+    await writeFile(elsewhere, "event_store:\n  kind: postgres\n  url: postgres://nobody@127.0.0.1:1/none\n");
+    const before = process.env.DUPLEX_EVENT_STORE_URL;
+    process.env.DUPLEX_EVENT_STORE_URL = reader?.url ?? "";
+    try {
+      const listed = await duplex("sessions", "--config", elsewhere, "--json");
+      expect(listed).toMatchObject({ code: 0, stderr: "" });
+      expect((JSON.parse(listed.stdout) as { session_id: string }).session_id).toBe(id);
+      const shown = await duplex("show", "--config", elsewhere, "--last", "--json");
+      expect(JSON.parse(shown.stdout)).toMatchObject({ session_id: id, state: "closed" });
+      expect((await duplex("verify", "--config", elsewhere, "--last")).stdout).toMatch(new RegExp(`^verified ${id}: `));
+    } finally {
+      if (before === undefined) delete process.env.DUPLEX_EVENT_STORE_URL;
+      else process.env.DUPLEX_EVENT_STORE_URL = before;
+    }
+  });
+
+  it("refuses every write through a store opened read-only, and reads, lists and tails it", async () => {
+    const store = await createPostgresEventStore({ url: reader?.url ?? "", readOnly: true, pollMs: 50 });
+    const writer = await createPostgresEventStore({ url, pollMs: 50 });
+    try {
+      const entry = { type: "Probe", data: { n: 1 }, metadata: { at: 1, epoch: 0, turnId: 0 } };
+      const appended = store.append(streamOf(id), [entry], "any");
+      await expect(appended).rejects.toBeInstanceOf(ReadOnlyStoreError);
+      await expect(appended).rejects.toMatchObject({ code: "event_store_read_only" });
+      await expect(store.deleteStream(streamOf(id))).rejects.toBeInstanceOf(ReadOnlyStoreError);
+      await expect(store.rebuildSummaries()).rejects.toBeInstanceOf(ReadOnlyStoreError);
+      await expect(store.fence?.(streamOf(id), 1000) ?? Promise.resolve(null)).rejects.toBeInstanceOf(
+        ReadOnlyStoreError,
+      );
+      const entries = await store.read(streamOf(id));
+      expect(entries.length).toBeGreaterThan(0);
+      expect((await store.listStreams("session-")).map((s) => s.stream)).toEqual([streamOf(id)]);
+      const page = await store.listSummaries({ prefix: "session-", limit: 10 });
+      expect(page.summaries.map((s) => [s.stream, s.summary.state])).toEqual([[streamOf(id), "closed"]]);
+      // A tail: what is stored, then what a writer appends meanwhile (another stream than the sessions').
+      const tail = firstValueFrom(store.subscribe("probe-1").pipe(take(2), toArray()));
+      await writer.append("probe-1", [entry], "no_stream");
+      await writer.append("probe-1", [{ ...entry, data: { n: 2 } }], 0);
+      expect((await tail).map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }]);
+      await writer.deleteStream("probe-1");
+    } finally {
+      await store.close();
+      await writer.close();
+    }
+  });
+
+  it("says that a database without the tables holds no sessions, and creates none", async () => {
+    const empty = await freshDatabase(postgresUrl ?? "");
+    const emptyReader = await readerOf(empty);
+    try {
+      for (const [name, storeUrl] of [
+        ["owner", empty],
+        ["reader", emptyReader.url],
+      ] as const) {
+        const file = join(dir, `empty-${name}.yaml`);
+        await writeFile(file, `event_store:\n  kind: postgres\n  url: ${storeUrl}\n`);
+        for (const args of [["sessions"], ["show", "--last"], ["gc", "--older-than", "0", "--dry-run"]]) {
+          const result = await duplex(...args, "--config", file);
+          expect({ name, args, code: result.code, stdout: result.stdout }).toEqual({ name, args, code: 1, stdout: "" });
+          expect(result.stderr).toMatch(
+            /^duplex: no event store in postgres:\/\/.*: the database has no table duplex_entries, so it holds no sessions/,
+          );
+        }
+      }
+      expect(await tablesOf(empty)).toEqual([]);
+    } finally {
+      await emptyReader.drop();
+    }
   });
 
   it("refuses --data beside it, naming both", async () => {

@@ -26,16 +26,19 @@ export const redactUrl = (url: string): string => {
  * (lock.ts: one server per file); PostgreSQL (postgres.ts), shared by nodes; KurrentDB (kurrentdb.ts). A store's
  * driver is loaded only when it is configured. With `options.readOnly` (the commands that only read), a sqlite file
  * is opened read-only and not locked (sqlite.ts `openReadOnlyStoreFile`: nothing is created beside it, a server may
- * be writing it meanwhile), and must exist; the shared stores open as for a server.
+ * be writing it meanwhile), and must exist; PostgreSQL is opened read-only too (postgres.ts `readOnly`: no DDL, no
+ * write, so a role that may only read, or a hot standby, is enough), and must hold the tables; KurrentDB opens as for
+ * a server (it creates nothing on open).
  * @throws StoreInUseError when another process holds the sqlite file (not with `readOnly`); Error when a read-only
- *   sqlite file is missing or unreadable (openReadOnlyStoreFile); the driver's error when a server cannot be reached.
+ *   sqlite file is missing or unreadable (openReadOnlyStoreFile), or a read-only PostgreSQL database lacks the
+ *   tables (it holds no sessions) or its role may not read them; the driver's error when a server cannot be reached.
  */
 export const openEventStore = async (
   config: DeployConfig["event_store"],
   options: {
     /** Each group commit of a shared store: appends and entries it held, its transaction's time (ms). */
     readonly groupCommitted?: (appends: number, entries: number, ms: number) => void;
-    /** Read only: no lock, no writer, nothing created (default false). */
+    /** Read only: no lock, no writer, nothing created or written, every write refused (default false). */
     readonly readOnly?: boolean;
   } = {},
 ): Promise<OpenedStore> => {
@@ -62,6 +65,7 @@ export const openEventStore = async (
       const store = await createPostgresEventStore({
         url: config.url,
         pollMs: config.poll_ms,
+        ...(options.readOnly === true ? { readOnly: true } : {}),
         ...(options.groupCommitted === undefined ? {} : { onGroupCommit: options.groupCommitted }),
       });
       return { store, where: redactUrl(config.url), unlock: () => undefined };

@@ -15,6 +15,7 @@ import {
 import { NodeIdInUseError, type NodeLeases } from "../../engine/ports/node-leases.ts";
 import { foldSessionSummary, type SessionSummaryState } from "../../projections/session-summary.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
+import { redactUrl } from "./open.ts";
 import {
   foldStored,
   parseFold,
@@ -26,7 +27,7 @@ import {
   summaryQuerySql,
   upsertSummaries,
 } from "./postgres-summaries.ts";
-import { EventStoreClosedError } from "./sqlite.ts";
+import { EventStoreClosedError, ReadOnlyStoreError } from "./sqlite.ts";
 
 /** Options of `createPostgresEventStore`. */
 export interface PostgresEventStoreOptions {
@@ -47,6 +48,14 @@ export interface PostgresEventStoreOptions {
   readonly transactionTimeoutMs?: number;
   /** Observes each group commit: how many appends and entries it held, and how long its transaction took (ms). */
   readonly onGroupCommit?: (appends: number, entries: number, ms: number) => void;
+  /**
+   * Opens the store read-only (default false), for the commands that only read (`duplex sessions`, `show`, `replay`,
+   * `gc --dry-run`, ...): a role with CONNECT and SELECT alone, or a hot standby, is enough. No DDL, no write, no
+   * summary refreshed, no append connection; LISTEN only once something subscribes (and polling alone where it is
+   * refused). The tables must be there: a database without them holds no sessions (an error saying so). `append`,
+   * `deleteStream`, `rebuildSummaries` and `fence` reject with ReadOnlyStoreError (sqlite.ts).
+   */
+  readonly readOnly?: boolean;
 }
 
 /** The name `subscribe` takes for every stream; no entry can be appended to it. */
@@ -62,6 +71,35 @@ const CHANNEL = "duplex_entries";
  * and the summaries' seven.
  */
 const ROWS_PER_INSERT = 4096;
+
+/** The tables a read-only store reads (`duplex_summaries` for `listSummaries` only: older stores lack it). */
+const READ_TABLES = ["duplex_entries", "duplex_streams", "duplex_summaries"] as const;
+
+/**
+ * Checks that the database a read-only store opens holds the tables it reads, and that its role may read them.
+ * Returns whether `duplex_summaries` is there. @throws Error saying that a database without `duplex_entries` or
+ * `duplex_streams` holds no sessions, or which GRANT the role lacks; Error from `pg` when it cannot be reached.
+ */
+const checkReadable = async (reads: pg.Pool, where: string): Promise<{ readonly summaries: boolean }> => {
+  const { rows } = await reads.query<{ name: string; found: boolean; readable: boolean | null; role: string }>(
+    `SELECT t.name, to_regclass(t.name) IS NOT NULL AS found,
+       CASE WHEN to_regclass(t.name) IS NOT NULL THEN has_table_privilege(to_regclass(t.name), 'SELECT') END AS readable,
+       current_user AS role
+     FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i) ORDER BY t.i`,
+    [[...READ_TABLES]],
+  );
+  const missing = rows.find((r) => !r.found && r.name !== "duplex_summaries");
+  if (missing !== undefined)
+    throw new Error(
+      `no event store in ${where}: the database has no table ${missing.name}, so it holds no sessions (a duplex server creates the tables when it first starts on a database: is this the one its config names?)`,
+    );
+  const unreadable = rows.filter((r) => r.found && r.readable !== true).map((r) => r.name);
+  if (unreadable.length > 0)
+    throw new Error(
+      `the role ${rows[0]?.role} may not read ${unreadable.join(", ")} in ${where}: GRANT SELECT ON ${unreadable.join(", ")} TO ${rows[0]?.role} (as their owner)`,
+    );
+  return { summaries: rows.some((r) => r.name === "duplex_summaries" && r.found) };
+};
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS duplex_entries (
@@ -159,10 +197,17 @@ const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
  * `subscribe` delivers the stored entries, then live ones: those appended through this instance at once, and those
  * other nodes appended by polling the subscribed streams by position every `pollMs` (sooner on a NOTIFY).
  *
- * @throws Error from `pg` when the server cannot be reached or the schema cannot be created (from the factory).
+ * `readOnly` (the commands that only read): see {@link PostgresEventStoreOptions.readOnly}.
+ *
+ * @throws Error from `pg` when the server cannot be reached or the schema cannot be created (from the factory); with
+ *   `readOnly`, Error saying that the database holds no sessions when it lacks the tables, or which GRANT its role
+ *   lacks.
  */
 export async function createPostgresEventStore(options: PostgresEventStoreOptions): Promise<EventStore> {
   const pollMs = options.pollMs ?? 100;
+  const readOnly = options.readOnly === true;
+  /** The store in errors: the URL without its password. */
+  const where = redactUrl(options.url);
   /** This instance in `duplex_fences.holder`: a node's store, told apart from the other nodes'. */
   const instance = randomUUID();
   const reads = new pg.Pool({ connectionString: options.url, max: options.readConnections ?? 4 });
@@ -181,15 +226,26 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     writer = client;
     return client;
   };
-  const setup = await connectWriter();
-  await setup.query("BEGIN");
-  await setup.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-  await setup.query(SCHEMA);
-  await setup.query("COMMIT");
   const lockAppends = async (client: pg.ClientBase): Promise<void> => {
     await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
   };
-  await refreshSummaries(reads, lockAppends, false);
+  /** Whether `duplex_summaries` is there (a read-only store of an earlier release may lack it; else created). */
+  let summariesThere = true;
+  if (readOnly) {
+    try {
+      summariesThere = (await checkReadable(reads, where)).summaries;
+    } catch (error) {
+      await reads.end().catch(() => undefined);
+      throw error;
+    }
+  } else {
+    const setup = await connectWriter();
+    await setup.query("BEGIN");
+    await setup.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
+    await setup.query(SCHEMA);
+    await setup.query("COMMIT");
+    await refreshSummaries(reads, lockAppends, false);
+  }
 
   let closed = false;
   let queue: Pending[] = [];
@@ -389,6 +445,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   const append = async (stream: string, entries: readonly NewEntry[], expected: ExpectedRevision): Promise<number> => {
     if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
+    if (readOnly) throw new ReadOnlyStoreError(where, `append to stream ${stream}`);
     if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
     const encoded = encodeEntries(stream, entries);
     const outcome = await new Promise<Outcome>((resolve, reject) => {
@@ -494,12 +551,18 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     pollTimer ??= setInterval(() => void poll(), pollMs);
     pollTimer.unref();
   };
-  // NOTIFY: a hint to poll now.
-  const listener = new pg.Client({ connectionString: options.url });
-  listener.on("error", () => undefined);
-  listener.on("notification", () => void poll());
-  await listener.connect();
-  await listener.query(`LISTEN ${CHANNEL}`);
+  // NOTIFY: a hint to poll now. A read-only store listens once something subscribes (the commands that only read
+  // never do), and polls alone where LISTEN is refused (a hot standby).
+  let listener: pg.Client | null = null;
+  const listen = async (): Promise<void> => {
+    const client = new pg.Client({ connectionString: options.url });
+    listener = client;
+    client.on("error", () => undefined);
+    client.on("notification", () => void poll());
+    await client.connect();
+    await client.query(`LISTEN ${CHANNEL}`);
+  };
+  if (!readOnly) await listen();
 
   const subscribe = (stream: string, from?: number, wanted: SubscribeOptions = {}): Observable<RecordedEntry> =>
     new Observable<RecordedEntry>((subscriber) => {
@@ -572,6 +635,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       completers.add(complete);
       const catchUp_ = (async () => {
         try {
+          if (listener === null) await listen().catch(() => undefined);
           if (!seenKnown) await readSeen();
           if (subscriber.closed) return;
           // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
@@ -619,6 +683,10 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   const listSummaries = async (query: SummaryQuery): Promise<SummaryPage> => {
     if (closed) throw new EventStoreClosedError(`list summaries with prefix ${query.prefix}`);
     if (!(query.limit >= 1)) throw new RangeError(`listSummaries: limit must be at least 1, got ${query.limit}`);
+    if (!summariesThere)
+      throw new Error(
+        `${where} has no table duplex_summaries (a store of an earlier release): a server creates it when it next starts on the database`,
+      );
     const { text, values } = summaryQuerySql(query);
     const { rows } = await reads.query<{ stream: string; first_at: number; fold: string }>(text, values);
     return summaryPageOf(rows, query.limit);
@@ -626,12 +694,14 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   const rebuildSummaries = async (): Promise<number> => {
     if (closed) throw new EventStoreClosedError("rebuild the summaries");
+    if (readOnly) throw new ReadOnlyStoreError(where, "rebuild the summaries");
     await flushing;
     return refreshSummaries(reads, lockAppends, true);
   };
 
   const fence = async (stream: string, ms: number): Promise<number | "no_stream" | null> => {
     if (closed) throw new EventStoreClosedError(`fence stream ${stream}`);
+    if (readOnly) throw new ReadOnlyStoreError(where, `fence stream ${stream}`);
     const client = await reads.connect();
     try {
       // Under the append lock: every append in flight commits (or is refused) before, none after goes through.
@@ -661,6 +731,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
+    if (readOnly) throw new ReadOnlyStoreError(where, `delete stream ${stream}`);
     await flushing;
     const client = await reads.connect();
     try {
@@ -690,7 +761,7 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     if (pollTimer !== null) clearInterval(pollTimer);
     // Appends already made still commit.
     await flushing;
-    await Promise.allSettled([writer?.end(), listener.end(), reads.end()]);
+    await Promise.allSettled([writer?.end(), listener?.end(), reads.end()]);
   };
 
   return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, fence, close };
@@ -737,8 +808,13 @@ export async function createPostgresNodeLeases(options: PostgresNodeLeasesOption
   return {
     nodeId: options.nodeId,
     leaseMs: options.leaseMs,
-    // Another process holding it now means this one lost it (its lease ran out meanwhile): as an expired lease.
-    renew: async () => (await take()) === true,
+    // Another process holding it now means this one lost its node id for good (its lease ran out, say while it was
+    // paused, and a process started with the same id took it).
+    async renew() {
+      const held = await take();
+      if (held === null) throw new NodeIdInUseError(options.nodeId);
+      return held;
+    },
     async claim() {
       let seen: number | null = null;
       for (;;) {
