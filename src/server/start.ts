@@ -4,10 +4,12 @@ import { join } from "node:path";
 import { type Logger, pino } from "pino";
 import type { ModelProfile } from "../domain/index.ts";
 import {
+  type AdmissionRefusal,
   createEngine,
   type Engine,
   type EventStore,
   type ModelRunner,
+  NodeIdInUseError,
   type NodeLeases,
   removeFinishedSessions,
   type VadModel,
@@ -124,7 +126,8 @@ export const startServer = async (
     sessionMode: config.session_mode,
     observe: { ...metrics.observe, resumed: metrics.resumed },
     leases,
-    ...(disk === null ? {} : { admit: disk.refusal }),
+    // New sessions are refused on a full disk, and by a process whose node id another process took.
+    admit: () => cluster?.refusal() ?? disk?.refusal() ?? null,
     limits: {
       maxSessions: config.duplex_session.max_sessions,
       idleTtlS: config.duplex_session.idle_ttl_s,
@@ -266,9 +269,11 @@ const keepLease = (
   leases: NodeLeases,
   metrics: ServerMetrics,
   log: Logger,
-): { healthy(): boolean; stop(): void } => {
+): { healthy(): boolean; refusal(): AdmissionRefusal | null; stop(): void } => {
   let lastHeld = Date.now();
   let lost = false;
+  /** Another process holds this node id now: this one serves nothing again (unhealthy, opens nothing, stops). */
+  let displaced = false;
   const giveUp = (why: string): void => {
     const held = engine.sessions().filter((h) => !h.isClosed).length;
     log.error({ node: leases.nodeId, sessions: held }, `${why}: every session here is given up to the other nodes`);
@@ -301,6 +306,15 @@ const keepLease = (
       lost = false;
     } catch (error) {
       metrics.leaseRenewed("failed");
+      if (error instanceof NodeIdInUseError) {
+        if (displaced) return;
+        displaced = true;
+        lost = true;
+        clearInterval(renewer);
+        clearInterval(sweeper);
+        giveUp(`another process took this node's id (${leases.nodeId}) while its lease had run out; stop this process`);
+        return;
+      }
       log.warn({ err: error, node: leases.nodeId }, "lease renewal failed: the event store is out of reach");
       if (!lost && Date.now() - lastHeld > leases.leaseMs) {
         lost = true;
@@ -325,6 +339,13 @@ const keepLease = (
   sweeper.unref();
   return {
     healthy: () => !lost,
+    refusal: () =>
+      displaced
+        ? {
+            code: "resource_exhausted" as const,
+            message: `this process no longer holds node id ${leases.nodeId}: connect to another node`,
+          }
+        : null,
     stop() {
       clearInterval(renewer);
       clearInterval(sweeper);

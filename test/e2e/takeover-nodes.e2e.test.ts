@@ -299,13 +299,44 @@ describe.skipIf(url === null)("the node log after a takeover", () => {
     const twin = await lease(600);
     await expect(twin.claim()).rejects.toBeInstanceOf(NodeIdInUseError);
     // Nor can it renew what the live one holds.
-    expect(await twin.renew()).toBe(false);
+    await expect(twin.renew()).rejects.toBeInstanceOf(NodeIdInUseError);
     // The live one dies (stops renewing): a restart of node-b takes the lease once it ran out, not before.
     clearInterval(renewing);
     const restarted = await lease(600);
     await restarted.claim();
     expect(await restarted.renew()).toBe(true);
-    expect(await live.renew()).toBe(false);
+    // The old process, were it only paused, finds its id taken: it may serve nothing as node-b again.
+    await expect(live.renew()).rejects.toBeInstanceOf(NodeIdInUseError);
     await restarted.release();
+  });
+
+  it("a node whose id another process took is unhealthy, gives its sessions up and opens none", async () => {
+    const dbUrl = await freshDatabase(url ?? "");
+    const config = parseConfig({
+      log_level: "silent",
+      listen: { host: "127.0.0.1", port: 0 },
+      node: { id: "node-b", lease_s: 1 },
+      event_store: { kind: "postgres", url: dbUrl, poll_ms: 50 },
+    });
+    const server = await startServer(config, { runner: createEchoRunner() });
+    cleanup.push(() => server.close());
+    const client = await RealtimeClient.connect(server.url);
+    cleanup.push(async () => client.terminate());
+    client.send({ type: "session.update", session: {} });
+    await client.waitFor("session.updated", { since: 0 });
+    expect((await fetch(`http://127.0.0.1:${server.port}/health`)).status).toBe(200);
+    // Another process holds node-b's lease now (as after this one was paused past its lease).
+    const { Pool } = (await import("pg")).default;
+    const pool = new Pool({ connectionString: dbUrl });
+    await pool.query("UPDATE duplex_nodes SET instance = 'another', expires_at = now() + interval '1 hour'");
+    await pool.end();
+    await until(() => client.received.some((r) => r.event.type === "error"), "the session given up", 10_000);
+    expect(client.received.at(-1)?.event).toMatchObject({ error: { code: "runtime_append_failed" } });
+    expect((await fetch(`http://127.0.0.1:${server.port}/health`)).status).toBe(503);
+    const late = await RealtimeClient.connect(server.url);
+    cleanup.push(async () => late.terminate());
+    const refused = await late.waitFor("error", { since: 0 });
+    expect(refused).toMatchObject({ error: { code: "resource_exhausted" } });
+    expect((refused.error as { message: string }).message).toContain("no longer holds node id node-b");
   });
 });

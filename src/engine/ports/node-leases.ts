@@ -11,7 +11,9 @@ export interface NodeLeases {
   /**
    * Renews this node's lease to `leaseMs` from now (the store's clock). Returns whether it was still held: false
    * when it had expired, so that other nodes may have taken this node's sessions over.
-   * @throws the store's error when it cannot be reached.
+   * @throws NodeIdInUseError when another process holds this node id's lease now (this one's ran out and a process
+   *   started with the same id took it): this process may serve nothing as that node again; the store's error when
+   *   it cannot be reached.
    */
   renew(): Promise<boolean>;
   /**
