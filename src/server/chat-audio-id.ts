@@ -134,12 +134,15 @@ export const resolveAnswer = async (
   store: EventStore,
   id: string,
   options: Parameters<typeof answerOf>[2],
+  /** Logs read already by this request, by session id: ids of one session cost one read. */
+  logs: Map<string, readonly RecordedEntry[]> = new Map(),
 ): Promise<EarlierAnswer> => {
   const named = parseAudioId(id);
   if (named === null) return answerOf(id, [], options);
-  let entries: RecordedEntry[];
+  let entries: readonly RecordedEntry[];
   try {
-    entries = await store.read(streamOf(named.sessionId), 0, MAX_ANSWER_LOG_ENTRIES);
+    entries = logs.get(named.sessionId) ?? (await store.read(streamOf(named.sessionId), 0, MAX_ANSWER_LOG_ENTRIES));
+    logs.set(named.sessionId, entries);
   } catch (error) {
     throw new ChatError(500, "internal_error", `${options.at}: the log of ${id}'s session could not be read`, null, {
       cause: error,

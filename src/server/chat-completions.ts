@@ -122,7 +122,8 @@ export const chatCompletionsHandler = (options: ChatCompletionsOptions) => {
       return reply.code(error.status).send(error.body());
     }
     const opened = engine.open({ nativeDuplex: false });
-    if ("code" in opened) return reply.code(429).send(handshakeErrorBody(opened.code, opened.message));
+    if ("code" in opened)
+      return reply.code(429).header("retry-after", "1").send(handshakeErrorBody(opened.code, opened.message));
     const host: SessionHost = opened;
     reply.header("x-duplex-session-id", host.sessionId);
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Engine, EventStore } from "../engine/index.ts";
+import type { Engine, EventStore, RecordedEntry } from "../engine/index.ts";
 import { MAX_FRAME_BYTES } from "../protocol/index.ts";
 import { type AudioBudget, decodeInputAudio } from "./chat-audio.ts";
 import { chargeAnswer, type EarlierAnswer, resolveAnswer } from "./chat-audio-id.ts";
@@ -109,7 +109,9 @@ export const MAX_ANSWER_IDS = 64;
 
 /**
  * The earlier answers `request`'s assistant messages name by `audio.id`, by message index, resolved one after the
- * other (one bounded read per distinct id, chat-audio-id.ts), each counted against `budget`.
+ * other (one bounded read per distinct session, chat-audio-id.ts), each counted against `budget`. All of a
+ * request's lookups take one place among the server's whole-log reads (`reads`), for as long as they take: a request
+ * naming many answers waits its turn as one whole-log read, and one beyond the queue is refused.
  * @throws ChatError 400 `bad_event` for an `audio` on another role, more than `MAX_ANSWER_IDS` ids, no store, or
  *   an id `resolveAnswer` refuses (unknown, expired, no audio); 400 `bad_audio` past the budget; 429
  *   `resource_exhausted` when every place of `reads` is taken and its queue full.
@@ -122,6 +124,21 @@ export const answersOf = async (
   nowMs: number,
   reads: WholeLogReads,
 ): Promise<Map<number, EarlierAnswer>> => {
+  if (!request.messages.some((m) => m.audio != null)) return new Map();
+  const done = await reads.run(() => resolveAll(request, store, inputRateHz, budget, nowMs));
+  if (done === null)
+    throw new ChatError(429, "resource_exhausted", `messages: ${wholeLogsBusy(reads.max)}`, "messages");
+  return done.value;
+};
+
+const resolveAll = async (
+  request: ChatRequest,
+  store: EventStore | undefined,
+  inputRateHz: number,
+  budget: AudioBudget,
+  nowMs: number,
+): Promise<Map<number, EarlierAnswer>> => {
+  const logs = new Map<string, readonly RecordedEntry[]>();
   const byId = new Map<string, EarlierAnswer>();
   const answers = new Map<number, EarlierAnswer>();
   for (const [i, message] of request.messages.entries()) {
@@ -144,11 +161,7 @@ export const answersOf = async (
     }
     if (byId.size === MAX_ANSWER_IDS)
       throw new ChatError(400, "bad_event", `${at}: a request names at most ${MAX_ANSWER_IDS} earlier answers`, at);
-    // A lookup reads and folds a whole log: it takes a place among the server's whole-log reads.
-    const id = message.audio.id;
-    const resolved = await reads.run(() => resolveAnswer(store, id, { at, nowMs, inputRateHz, budget }));
-    if (resolved === null) throw new ChatError(429, "resource_exhausted", `${at}: ${wholeLogsBusy(reads.max)}`, at);
-    const answer = resolved.value;
+    const answer = await resolveAnswer(store, message.audio.id, { at, nowMs, inputRateHz, budget }, logs);
     byId.set(message.audio.id, answer);
     answers.set(i, answer);
   }
