@@ -45,4 +45,48 @@ describe("echo runner", () => {
     expect(transcripts).toContain("I heard 0.2 seconds");
     await runner.close();
   });
+
+  it("in the turn lane answers a commit with every utterance since the last one, and a silent commit with none", async () => {
+    const runner = createEchoRunner({ chunkPeriodMs: 200, speedFactor: Number.POSITIVE_INFINITY });
+    const out: StageOutput[] = [];
+    const config = { ...defaultSessionConfig("echo", runner.capabilities), nativeDuplex: false };
+    const session = runner.open({ sessionId: SESSION, config }, (o) => out.push(o));
+    const said = async (): Promise<string> => {
+      await vi.runAllTimersAsync();
+      const text = out
+        .filter((o): o is Extract<StageOutput, { kind: "audio" }> => o.kind === "audio")
+        .map((o) => o.transcript)
+        .join("");
+      out.length = 0;
+      return text;
+    };
+    const respond: RunnerUnit = {
+      kind: "respond",
+      epoch: 0,
+      responseId: "resp_1" as never,
+      instructions: null,
+      modalities: ["audio", "text"],
+      conversation: "auto",
+      input: null,
+      metadata: null,
+      tools: [],
+      toolChoice: "auto",
+      temperature: null,
+      maxOutputTokens: "inf",
+    };
+    // Two utterances, 0..1000 and 1000..2000 ms: the second starts in the append that ends the first.
+    session.submit(append(0, 600, { started: 0 }));
+    session.submit(append(600, 400, {}));
+    session.submit(append(1000, 500, { stopped: 1000, started: 1000 }));
+    session.submit(append(1500, 500, { stopped: 2000 }));
+    session.submit({ kind: "commit", epoch: 0, itemId: "item_1" as never });
+    session.submit({ ...respond, inReplyTo: "item_1" as never });
+    expect(await said()).toContain("I heard 2.0 seconds");
+    // Two seconds of silence, committed: nothing was said, and the turn before is not answered again.
+    session.submit(append(2000, 2000, {}));
+    session.submit({ kind: "commit", epoch: 0, itemId: "item_2" as never });
+    session.submit({ ...respond, responseId: "resp_2" as never, inReplyTo: "item_2" as never });
+    expect(await said()).toContain("I heard 0.0 seconds");
+    await runner.close();
+  });
 });

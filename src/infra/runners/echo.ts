@@ -219,6 +219,9 @@ export const createEchoRunner = (options: EchoRunnerOptions = {}): ModelRunner =
               turnFromMs = null;
               turnToMs = null;
               forget(end);
+            } else if (!inModelNativeLane(config)) {
+              // A turn-lane commit with no speech since the last one holds none: it is not the last turn again.
+              lastUtterance = new Int16Array(0);
             }
             if (lastUtterance !== null && unit.itemId !== undefined) committed.set(unit.itemId, lastUtterance);
             // Enough for every deferred turn (max_pending_turns_per_session) and the active one.
