@@ -16,7 +16,7 @@ import { createResampler } from "../../src/infra/audio/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
-import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
+import { frame, leasesAlwaysHeld, type Sent, sinkInto, until } from "../support/engine-session.ts";
 
 /**
  * Issue 33, part 2 (BEHAVIOUR.md, "Moves lose nothing"): speech that begins before a session moves (a restart of its
@@ -78,17 +78,7 @@ describe("an utterance in progress when the session moves", () => {
   });
 
   /** Two nodes on one store, both alive (a takeover on a resume), or none (a store of one node). */
-  const leasesOf = (node: string | null): NodeLeases | null =>
-    node === null
-      ? null
-      : {
-          nodeId: node,
-          leaseMs: 10_000,
-          renew: async () => true,
-          claim: async () => {},
-          holds: async () => true,
-          release: async () => {},
-        };
+  const leasesOf = (node: string | null): NodeLeases | null => (node === null ? null : leasesAlwaysHeld(node));
 
   const engine = (clock: { now: number }, node: string | null): Engine => {
     const e = createEngine({

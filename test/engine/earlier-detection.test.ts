@@ -24,7 +24,7 @@ import { createEchoRunner } from "../../src/infra/runners/echo.ts";
 import { loadScript } from "../../src/infra/runners/script.ts";
 import { createScriptedRunner } from "../../src/infra/runners/scripted.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
-import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
+import { frame, leasesAlwaysHeld, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { sharedAudio } from "../support/server.ts";
 
 /**
@@ -40,17 +40,7 @@ import { sharedAudio } from "../support/server.ts";
 const RATE = 16_000;
 
 /** Two nodes on one store, both alive (a takeover on a resume), or a store of one node (null). */
-const leasesOf = (node: string | null): NodeLeases | null =>
-  node === null
-    ? null
-    : {
-        nodeId: node,
-        leaseMs: 10_000,
-        renew: async () => true,
-        claim: async () => {},
-        holds: async () => true,
-        release: async () => {},
-      };
+const leasesOf = (node: string | null): NodeLeases | null => (node === null ? null : leasesAlwaysHeld(node));
 
 let vad: VadModel;
 let speech: Int16Array;

@@ -1,5 +1,5 @@
 import type { SessionConfig } from "../../src/domain/index.ts";
-import type { SessionSink } from "../../src/engine/index.ts";
+import type { NodeLeases, SessionSink } from "../../src/engine/index.ts";
 import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
 
 /**
@@ -41,3 +41,16 @@ export const until = async (check: () => boolean, what: string, ms = 10_000): Pr
     await new Promise((r) => setTimeout(r, 5));
   }
 };
+
+/**
+ * Leases of nodes that are all alive (two engines over one store: a takeover happens on a resume, never by expiry):
+ * `node`'s lease is always held, and so is every other node's.
+ */
+export const leasesAlwaysHeld = (node: string): NodeLeases => ({
+  nodeId: node,
+  leaseMs: 10_000,
+  renew: async () => true,
+  claim: async () => {},
+  holds: async () => true,
+  release: async () => {},
+});
