@@ -1,4 +1,4 @@
-import { decisionBuilder } from "./builder.ts";
+import { type Decision, decisionBuilder, decisionOf } from "./builder.ts";
 import type { Command } from "./commands.ts";
 import { applySessionPatch, type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
 import { type Rejection, reject } from "./errors.ts";
@@ -45,16 +45,18 @@ const rejected = (command: Command, rejection: Rejection): DomainEvent => ({
   },
 });
 
-const decideCommand = (state: SessionState, command: Command, at: number): DomainEvent[] => {
+const decideCommand = (state: SessionState, command: Command, at: number): Decision => {
   if (command.type === "invalid") {
-    return [rejected(command, reject(command.code, command.message, command.param ?? undefined))];
+    return decisionOf(state, [rejected(command, reject(command.code, command.message, command.param ?? undefined))]);
   }
   if (state.phase !== "open") {
-    return [rejected(command, reject("session_closed", `the session is ${state.phase}; ${command.type} is refused`))];
+    return decisionOf(state, [
+      rejected(command, reject("session_closed", `the session is ${state.phase}; ${command.type} is refused`)),
+    ]);
   }
   const b = decisionBuilder(state);
-  const refuse = (rejection: Rejection | null): DomainEvent[] =>
-    rejection === null ? [...b.events] : [rejected(command, rejection)];
+  const refuse = (rejection: Rejection | null): Decision =>
+    rejection === null ? b.decision() : decisionOf(state, [rejected(command, rejection)]);
   switch (command.type) {
     case "session.update": {
       const refAudio = command.patch.refAudio;
@@ -77,11 +79,11 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
         activeResponseTurnId: state.response?.turnId ?? null,
         playback: (state.response === null ? last : state.audio[state.response.itemId])?.ledger ?? emptyLedger,
       };
-      return [{ type: "SessionConfigured", data: { config, view } }];
+      return decisionOf(state, [{ type: "SessionConfigured", data: { config, view } }]);
     }
     case "input_audio_buffer.append":
       appendAudio(b, at, command);
-      return [...b.events];
+      return b.decision();
     case "input_audio_buffer.commit":
       if (state.input.bufferedBytes === 0 && state.input.text === "") {
         return refuse(
@@ -97,9 +99,9 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
         );
       }
       commitInput(b, at, command.createResponse, "client");
-      return [...b.events];
+      return b.decision();
     case "input_audio_buffer.clear":
-      return [{ type: "InputCleared", data: { clockMs: state.input.clockMs } }];
+      return decisionOf(state, [{ type: "InputCleared", data: { clockMs: state.input.clockMs } }]);
     case "response.create":
       if (state.response !== null) {
         return refuse(reject("response_already_active", `response ${state.response.id} is still active`));
@@ -113,7 +115,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
         instructions: command.instructions,
         conversation: command.conversation ?? "auto",
       });
-      return [...b.events];
+      return b.decision();
     case "response.cancel":
       if (state.response === null) {
         return refuse(reject("response_not_active", "response.cancel: no response is active"));
@@ -129,7 +131,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       }
       cancelResponse(b, at, "client_cancelled");
       startDeferredResponse(b, at);
-      return [...b.events];
+      return b.decision();
     case "playback.ack":
       return refuse(acknowledgePlayback(b, at, command));
     case "conversation.item.truncate":
@@ -143,12 +145,12 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       }
       return refuse(truncateItem(b, at, command));
     case "session.heartbeat":
-      return [{ type: "HeartbeatAcknowledged", data: {} }];
+      return decisionOf(state, [{ type: "HeartbeatAcknowledged", data: {} }]);
     case "session.close":
       cancelResponse(b, at, "session_closed");
       b.push(...settleEstimatedItems(b.state, at));
       b.push({ type: "SessionClosed", data: { reason: "session_close" } });
-      return [...b.events];
+      return b.decision();
     case "session.event_ack":
       return command.seq > command.headSeq
         ? refuse(
@@ -158,21 +160,21 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
               "server_event_seq",
             ),
           )
-        : [{ type: "EventsAcknowledged", data: { seq: command.seq } }];
+        : decisionOf(state, [{ type: "EventsAcknowledged", data: { seq: command.seq } }]);
     case "input.cancel":
       if (state.response !== null) cancelResponse(b, at, "client_cancelled");
       else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "input_cancelled" } });
       b.push({ type: "InputCleared", data: { clockMs: b.state.input.clockMs } });
       // input.cancel drops only uncommitted input: committed turns still get their responses.
       startDeferredResponse(b, at);
-      return [...b.events];
+      return b.decision();
     case "input.text.append":
-      return [{ type: "InputTextAppended", data: { text: command.text } }];
+      return decisionOf(state, [{ type: "InputTextAppended", data: { text: command.text } }]);
     case "conversation.item.create":
       return refuse(createItem(b, command));
     case "conversation.item.retrieve": {
       const item = findItem(b, command.itemId);
-      return "code" in item ? refuse(item) : [{ type: "ItemRetrieved", data: { item } }];
+      return "code" in item ? refuse(item) : decisionOf(state, [{ type: "ItemRetrieved", data: { item } }]);
     }
     case "conversation.item.delete": {
       const item = findItem(b, command.itemId);
@@ -182,7 +184,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
           reject("bad_event", `item ${item.id} belongs to the active response; cancel it first`, "item_id"),
         );
       }
-      return [{ type: "ItemDeleted", data: { itemId: item.id } }];
+      return decisionOf(state, [{ type: "ItemDeleted", data: { itemId: item.id } }]);
     }
     case "output_audio_buffer.clear": {
       const active = state.response;
@@ -191,12 +193,12 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       // A cancel that had sent audio already answers with output_audio_buffer.cleared.
       if (!sent) b.push({ type: "OutputAudioCleared", data: { responseId: active?.id ?? null } });
       startDeferredResponse(b, at);
-      return [...b.events];
+      return b.decision();
     }
     case "barge_in":
     case "turn.signal": {
       if (command.type === "turn.signal" && command.event !== "barge_in") {
-        return [
+        return decisionOf(state, [
           {
             type: "RuntimeControlReported",
             data: {
@@ -205,7 +207,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
               detail: `turn.signal event "${command.event}" is not supported; only "barge_in" is`,
             },
           },
-        ];
+        ]);
       }
       if (!state.capabilities.supportsBargeIn) {
         return refuse(
@@ -218,7 +220,7 @@ const decideCommand = (state: SessionState, command: Command, at: number): Domai
       if (state.response !== null) cancelResponse(b, at, "barge_in");
       else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "barge_in" } });
       dropDeferredResponses(b, "barge_in");
-      return [...b.events];
+      return b.decision();
     }
     default: {
       const unhandled: never = command;
@@ -247,10 +249,16 @@ const withEarlierDefaults = (
 };
 
 /** Decides what an input means for the session. Pure. */
-export const decide = (state: SessionState, input: Input): DomainEvent[] => {
+export const decide = (state: SessionState, input: Input): DomainEvent[] => [...decision(state, input).events];
+
+/**
+ * Decides what an input means for the session, with the states its events lead to (src/domain/builder.ts,
+ * `Decision`): the one step's decide, so `evolve` runs once per event. Pure.
+ */
+export const decision = (state: SessionState, input: Input): Decision => {
   switch (input.type) {
     case "SessionOpened": {
-      if (state.phase !== "new") return [];
+      if (state.phase !== "new") return decisionOf(state, []);
       const created = defaultSessionConfig(
         input.data.model,
         input.data.capabilities,
@@ -268,7 +276,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
           : input.data.capabilities.nativeDuplex === "opt_in"
             ? { ...defaults, nativeDuplex }
             : { ...defaults, autoResponse: nativeDuplex };
-      return [
+      return decisionOf(state, [
         {
           type: "SessionCreated",
           data: {
@@ -281,33 +289,33 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
             ...(input.data.rules === undefined ? {} : { rules: input.data.rules }),
           },
         },
-      ];
+      ]);
     }
     case "CommandReceived":
       return decideCommand(state, input.data.command, input.at);
     case "StageOutputReceived": {
       const b = decisionBuilder(state);
       applyStageOutput(b, input.at, input.data.output, input.data.delivered ?? null);
-      return [...b.events];
+      return b.decision();
     }
     case "TimerFired": {
-      if (state.phase !== "open") return [];
+      if (state.phase !== "open") return decisionOf(state, []);
       const b = decisionBuilder(state);
       if (input.data.timer === "response_timeout") {
         // A response that moved on since the timer was armed is not stalled.
         if (responseProgressOf(state) === input.data.progress) timeOutResponse(b, input.at);
-        return [...b.events];
+        return b.decision();
       }
       cancelResponse(b, input.at, "session_closed");
       b.push({
         type: "SessionClosed",
         data: { reason: input.data.timer === "idle_ttl" ? "idle_ttl_expired" : "disconnect_grace_expired" },
       });
-      return [...b.events];
+      return b.decision();
     }
     case "AttachmentChanged": {
       // Sessions recorded before ea7ac2c decided nothing of an attachment (EarlierRules).
-      if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return [];
+      if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return decisionOf(state, []);
       const b = decisionBuilder(state);
       if (input.data.change === "resumed") {
         b.push({
@@ -344,20 +352,20 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
         cancelResponse(b, input.at, "session_closed");
         b.push({ type: "SessionClosed", data: { reason: "disconnect" } });
       }
-      return [...b.events];
+      return b.decision();
     }
     case "RunnerFaulted": {
       // The runner failed outside the contract of its port (it threw, rejected or emitted garbage): its state is
       // unknown, so the session ends with a coded error; the process and every other session go on.
-      if (state.phase !== "open") return [];
+      if (state.phase !== "open") return decisionOf(state, []);
       const b = decisionBuilder(state);
       const message = `the model runner failed in ${input.data.operation}: ${input.data.message}`;
       endSession(b, input.at, input.data.operation, "runtime_data_plane_stream_failed", message);
-      return [...b.events];
+      return b.decision();
     }
     case "ResourceExhausted": {
       // Ended while its log can still be written (issue 32, part 2): what was heard is kept, the client is told why.
-      if (state.phase !== "open") return [];
+      if (state.phase !== "open") return decisionOf(state, []);
       const b = decisionBuilder(state);
       cancelResponse(b, input.at, "session_closed");
       b.push(...settleEstimatedItems(b.state, input.at));
@@ -372,16 +380,16 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
         },
       });
       b.push({ type: "SessionClosed", data: { reason: "resource_exhausted" } });
-      return [...b.events];
+      return b.decision();
     }
     case "SessionOwned":
       // A takeover by another node is a restart of the session there: decided as one.
-      return decide(state, { type: "SessionRecovered", at: input.at, data: { reason: "server_restart" } });
+      return decision(state, { type: "SessionRecovered", at: input.at, data: { reason: "server_restart" } });
     case "SessionRecovered": {
       // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours), and so is a failed append: the
       // runner lost its work, so an active response ends cancelled and the session waits for a resume within the
       // grace lease.
-      if (state.phase !== "open") return [];
+      if (state.phase !== "open") return decisionOf(state, []);
       const b = decisionBuilder(state);
       cancelResponse(b, input.at, input.data.reason);
       // Committed turns are not lost with the process: the next deferred response starts, and runs while the
@@ -403,7 +411,7 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => {
         b.push({ type: "UtteranceResubmitted", data: { ...speaking, inProgress: true } });
       }
       b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
-      return [...b.events];
+      return b.decision();
     }
     default: {
       const unhandled: never = input;

@@ -1,4 +1,5 @@
 /** The pure domain of a duplex session: commands, inputs, domain events, the decider and its policies. */
+export type { Decision } from "./builder.ts";
 export * from "./commands.ts";
 export * from "./config.ts";
 export * from "./decider.ts";
