@@ -12,18 +12,10 @@ import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./inspect.ts";
 import { type EngineLog, type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
-import {
-  foldLog,
-  ownerOf,
-  type RecoveredLog,
-  type SessionOwner,
-  STREAM_PREFIX,
-  stepsOf,
-  streamOf,
-  withUnansweredAppends,
-} from "./log.ts";
+import { ownerOf, type SessionOwner, STREAM_PREFIX, stepsOf, streamOf } from "./log.ts";
 import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
+import { foldLog, type RecoveredLog, withUnansweredAppends } from "./step.ts";
 import { type TakeoverWatch, watchTakeover } from "./takeover-watch.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */

@@ -14,6 +14,7 @@ export * from "./redrive.ts";
 export * from "./replay.ts";
 export * from "./retention.ts";
 export * from "./session-host.ts";
+export * from "./step.ts";
 export * from "./timeline.ts";
 export * from "./trace.ts";
 export * from "./upcast.ts";

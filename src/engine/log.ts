@@ -1,26 +1,7 @@
 import { createHash } from "node:crypto";
-import {
-  type DomainEvent,
-  evolve,
-  INPUT_TYPES,
-  type Input,
-  type InputType,
-  initialState,
-  type RefAudioInput,
-  type RunnerUnit,
-  type SessionState,
-  speechInProgress,
-} from "../domain/index.ts";
-import {
-  type EventEnvelope,
-  initialWireState,
-  reduceWire,
-  type WireEvent,
-  type WireState,
-} from "../projections/index.ts";
-import { chainHeadOf } from "./chain.ts";
-import { earlierWireRulesOf, RENDERED_BEFORE } from "./earlier-releases.ts";
-import { effectsOf } from "./effects.ts";
+import { type DomainEvent, INPUT_TYPES, type Input, type InputType, type SessionState } from "../domain/index.ts";
+import type { EventEnvelope, WireEvent } from "../projections/index.ts";
+import { RENDERED_BEFORE } from "./earlier-releases.ts";
 import type { NewEntry, RecordedEntry } from "./ports/index.ts";
 import { LOG_SCHEMA_VERSION, upcast } from "./upcast.ts";
 
@@ -135,89 +116,6 @@ export const stepsOf = (entries: readonly RecordedEntry[]): RecordedStep[] => {
     });
   }
   return steps;
-};
-
-/**
- * A session rebuilt from its log after a restart; `refAudio` is the clip in force, read from the update that set it;
- * `unansweredAppends`, the appends of the utterance the model had not answered (`state.input.unanswered`), which its
- * new runner is given again (see {@link withUnansweredAppends}).
- */
-export interface RecoveredLog {
-  readonly state: SessionState;
-  readonly wire: WireState;
-  readonly revision: number;
-  /** The chain value of the last entry (src/engine/chain.ts), which the next append continues. */
-  readonly chainHead: string;
-  readonly refAudio: RefAudioInput | null;
-  readonly unansweredAppends?: readonly Extract<RunnerUnit, { kind: "append" }>[];
-}
-
-/**
- * `log` with the appends its new runner may be given again, read from `entries`: those of its unanswered utterance
- * and of the utterance in progress (`speechInProgress`), from the first one's start (none when there is neither).
- */
-export const withUnansweredAppends = <L extends RecoveredLog>(log: L, entries: Parameters<typeof stepsOf>[0]): L => {
-  const ranges = [log.state.input.unanswered ?? null, speechInProgress(log.state)].filter((r) => r !== null);
-  if (ranges.length === 0) return log;
-  const fromMs = Math.min(...ranges.map((r) => r.audioStartMs));
-  const toMs = Math.max(...ranges.map((r) => r.audioEndMs));
-  return { ...log, unansweredAppends: appendsBetween(entries, fromMs, toMs) };
-};
-
-/**
- * Folds a session's recorded entries into its state, its wire projection and its last revision. A log of an earlier
- * release is read through its upcasters (`stepsOf`) and numbered as that release numbered its server events.
- * @throws Error when the entries are not a session stream (see `stepsOf`).
- */
-export const foldLog = (entries: Parameters<typeof stepsOf>[0]): RecoveredLog & { replay: WireEvent[] } => {
-  let state = initialState;
-  let wire = initialWireState;
-  const replay: WireEvent[] = [];
-  let refAudio: RefAudioInput | null = null;
-  for (const step of stepsOf(entries)) {
-    const input = step.input;
-    if (input.type === "CommandReceived" && input.data.command.type === "session.update") {
-      const clip = input.data.command.patch.refAudio;
-      // Only an update that was accepted changed the clip: its SessionConfigured follows in the same step.
-      if (clip !== undefined && step.decisions.some((d) => d.envelope.event.type === "SessionConfigured")) {
-        refAudio = clip;
-      }
-    }
-    for (const { envelope, renderedBefore } of step.decisions) {
-      state = evolve(state, envelope.event);
-      // A log of an earlier release goes on with the server_event_seq its clients were given.
-      wire = reduceWire(wire, envelope, earlierWireRulesOf(renderedBefore));
-      replay.push(...wire.emitted);
-    }
-  }
-  return { state, wire, revision: entries.at(-1)?.revision ?? -1, chainHead: chainHeadOf(entries), replay, refAudio };
-};
-
-/**
- * The `append` units a session's runner was given for the input between `fromMs` and `toMs` (ms on the input clock):
- * each append that overlaps it, with the audio and the VAD marks it had, as `effectsOf` derived them when it was
- * decided. For a runner that lost its work and must hear an unanswered utterance again (`UtteranceResubmitted`).
- * @throws Error when the entries are not a session stream (see `stepsOf`).
- */
-export const appendsBetween = (
-  entries: Parameters<typeof stepsOf>[0],
-  fromMs: number,
-  toMs: number,
-): Extract<RunnerUnit, { kind: "append" }>[] => {
-  const units: Extract<RunnerUnit, { kind: "append" }>[] = [];
-  let state = initialState;
-  for (const step of stepsOf(entries)) {
-    const before = state;
-    for (const { envelope } of step.decisions) state = evolve(state, envelope.event);
-    const input = step.input;
-    if (input.type !== "CommandReceived" || input.data.command.type !== "input_audio_buffer.append") continue;
-    if (state.input.clockMs <= fromMs || before.input.clockMs >= toMs) continue;
-    const events = step.decisions.map((d) => d.envelope.event);
-    for (const effect of effectsOf(input, events, before, state)) {
-      if (effect.kind === "submit" && effect.unit.kind === "append") units.push(effect.unit);
-    }
-  }
-  return units;
 };
 
 /** Who owns a session (issue 22, part 4): a node id (null: a log of one node, before ownership) and its epoch. */

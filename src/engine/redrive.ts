@@ -1,8 +1,9 @@
-import { type DomainEvent, evolve, type Input, initialState, type SessionState } from "../domain/index.ts";
+import type { DomainEvent, Input } from "../domain/index.ts";
 import { createEngine } from "./engine.ts";
 import { stepsOf } from "./log.ts";
 import type { EventStore, ModelRunner, RecordedEntry, ResamplerFactory } from "./ports/index.ts";
 import type { SessionHost } from "./session-host.ts";
+import { foldRecorded, INITIAL_SNAPSHOT } from "./step.ts";
 
 /** One line of a session's behaviour: a decision, with what distinguishes it (a response's status, ...). */
 export interface BehaviourLine {
@@ -144,16 +145,14 @@ export const redrive = async (
   const speed = deps.speed ?? 1;
   const settleMs = deps.settleMs ?? 5000;
   /** The recording's session as it was before each command. */
-  let recordedState: SessionState = initialState;
+  let recording = INITIAL_SNAPSHOT;
   let lastAt: number | null = null;
   let count = 0;
   for (const step of steps) {
     if (step.input.type !== "CommandReceived") {
       // Decisions of other inputs (stage outputs, timers) belong to the client input before them.
-      for (const d of step.decisions) {
-        recorded.push({ input: count, event: d.envelope.event });
-        recordedState = evolve(recordedState, d.envelope.event);
-      }
+      for (const d of step.decisions) recorded.push({ input: count, event: d.envelope.event });
+      recording = foldRecorded(recording, step, false).snapshot;
       continue;
     }
     count += 1;
@@ -166,16 +165,15 @@ export const redrive = async (
     // started, or it still answers when the recording had finished. A model ahead is never held back.
     const behind = (): boolean => {
       const live = host.current;
-      if (live.responseCount < recordedState.responseCount) return true;
-      return (
-        live.responseCount === recordedState.responseCount && live.response !== null && recordedState.response === null
-      );
+      const was = recording.state;
+      if (live.responseCount < was.responseCount) return true;
+      return live.responseCount === was.responseCount && live.response !== null && was.response === null;
     };
     const deadline = Date.now() + settleMs;
     while (Date.now() < deadline && !host.isClosed && behind()) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    for (const d of step.decisions) recordedState = evolve(recordedState, d.envelope.event);
+    recording = foldRecorded(recording, step, false).snapshot;
     current = count;
     // Ids in commands (a response or an item to cancel, ack, truncate) are derived from the session's id: the live
     // session has its own, so the recorded ones are translated.

@@ -1,9 +1,10 @@
-import { decide, evolve, initialState, type SessionState } from "../domain/index.ts";
-import { type EventEnvelope, initialWireState, reduceWire, type WireState } from "../projections/index.ts";
+import type { SessionState } from "../domain/index.ts";
+import type { EventEnvelope } from "../projections/index.ts";
 import { verifyChain } from "./chain.ts";
 import { earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "./earlier-releases.ts";
-import { digestOf, type RecordedStep, stepsOf } from "./log.ts";
+import { digestOf, type RecordedStep, stepsOf, type WireDigest } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
+import { INITIAL_SNAPSHOT, stepSession } from "./step.ts";
 import { schemaOf } from "./upcast.ts";
 
 /** Where a replay first differs from the recording. `expected` is the recording, `actual` the replay. */
@@ -117,38 +118,31 @@ export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult =
  * opened (null when none).
  */
 export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
-  let state = initialState;
-  let wire: WireState = initialWireState;
+  let snapshot = INITIAL_SNAPSHOT;
   let decisions = 0;
   let wireEvents = 0;
   const opened = steps.find((s) => s.input.type === "SessionOpened")?.input;
   const openedId = opened?.type === "SessionOpened" ? opened.data.sessionId : null;
   const result = (divergence: Divergence | null): ReplayResult => ({
     ok: divergence === null,
-    sessionId: state.phase === "new" ? openedId : state.sessionId,
+    sessionId: snapshot.state.phase === "new" ? openedId : snapshot.state.sessionId,
     inputs: steps.length,
     decisions,
     wireEvents,
     divergence,
-    state,
+    state: snapshot.state,
     earlierRelease: null,
   });
   for (const step of steps) {
-    const events = decide(state, step.input);
-    const count = Math.max(events.length, step.decisions.length);
+    // The live step, numbered as the release that recorded each decision numbered its server events.
+    const stepped = stepSession(snapshot, step.input, (i) => earlierWireRulesOf(step.decisions[i]?.renderedBefore));
+    const count = Math.max(stepped.decisions.length, step.decisions.length);
     for (let i = 0; i < count; i += 1) {
-      const event = events[i];
+      const replayed = stepped.decisions[i];
       const recorded = step.decisions[i];
-      const replayed: EventEnvelope | undefined =
-        event === undefined
-          ? undefined
-          : {
-              event,
-              metadata: { at: step.input.at, epoch: evolve(state, event).epoch, turnId: evolve(state, event).turnId },
-            };
       const expectedText = recorded === undefined ? "(nothing)" : envelopeText(recorded.envelope);
-      const actualText = replayed === undefined ? "(nothing)" : envelopeText(replayed);
-      if (event === undefined || recorded === undefined || replayed === undefined || expectedText !== actualText) {
+      const actualText = replayed === undefined ? "(nothing)" : envelopeText(replayed.envelope);
+      if (replayed === undefined || recorded === undefined || expectedText !== actualText) {
         return result({
           revision: step.revision,
           inputType: step.input.type,
@@ -158,11 +152,12 @@ export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
           actual: actualText,
         });
       }
-      state = evolve(state, event);
-      wire = reduceWire(wire, replayed, earlierWireRulesOf(recorded.renderedBefore));
-      const digests = wire.emitted.map((w) =>
-        digestOf({ ...w, json: earlierWireJson(w.json, recorded.renderedBefore) }),
-      );
+      // The digests the step wrote into its entry; a decision an earlier release rendered otherwise is compared as
+      // it rendered it.
+      const digests =
+        recorded.renderedBefore === undefined
+          ? ((stepped.entries[i + 1]?.metadata as { wire?: readonly WireDigest[] } | undefined)?.wire ?? [])
+          : replayed.wire.map((w) => digestOf({ ...w, json: earlierWireJson(w.json, recorded.renderedBefore) }));
       const wireCount = Math.max(digests.length, recorded.wire.length);
       for (let w = 0; w < wireCount; w += 1) {
         const a = digests[w];
@@ -177,13 +172,14 @@ export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
             actual:
               a === undefined
                 ? "(nothing)"
-                : `${a.type} seq ${a.seq} sha256 ${a.sha256}: ${wire.emitted[w]?.json.slice(0, 400)}`,
+                : `${a.type} seq ${a.seq} sha256 ${a.sha256}: ${replayed.wire[w]?.json.slice(0, 400)}`,
           });
         }
       }
       decisions += 1;
       wireEvents += digests.length;
     }
+    snapshot = stepped.snapshot;
   }
   return result(null);
 };

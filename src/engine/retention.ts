@@ -1,4 +1,5 @@
-import { foldLog, STREAM_PREFIX } from "./log.ts";
+import { STREAM_PREFIX } from "./log.ts";
+import { foldLog } from "./step.ts";
 
 export { parseDurationMs } from "./duration.ts";
 

@@ -1,30 +1,27 @@
-import { Subject } from "rxjs";
-import {
-  type Command,
-  type DomainEvent,
-  decide,
-  evolve,
-  type HistoryItem,
-  type Input,
-  initialState,
-  type RunnerOperation,
-  type SessionConfig,
-  type SessionId,
-  type SessionState,
-  type StageOutput,
+import { type Observable, Subject } from "rxjs";
+import type {
+  Command,
+  HistoryItem,
+  Input,
+  RunnerOperation,
+  SessionConfig,
+  SessionId,
+  SessionState,
+  StageOutput,
 } from "../domain/index.ts";
 import {
+  type CommittedStep,
   type EventEnvelope,
-  initialWireState,
-  reduceWire,
+  envelopes,
   type WireEvent,
   type WireState,
+  wire,
 } from "../projections/index.ts";
 import type { DecodedFrame } from "../protocol/index.ts";
 import { Attachment, type SessionSink } from "./attachment.ts";
 import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { CommandPreparation } from "./command-preparation.ts";
-import { type Effect, effectsOf } from "./effects.ts";
+import type { Effect } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
 import {
   appendRateMessage,
@@ -34,7 +31,7 @@ import {
   INITIAL_EVENT_RATE,
   takeEventToken,
 } from "./event-rate.ts";
-import { decisionEntry, foldLog, inputEntry, type RecoveredLog, streamOf, withUnansweredAppends } from "./log.ts";
+import { streamOf } from "./log.ts";
 import { type InputCost, Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
 import {
@@ -47,6 +44,15 @@ import {
   WrongExpectedRevisionError,
 } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
+import {
+  type DecidedStep,
+  foldLog,
+  INITIAL_SNAPSHOT,
+  type RecoveredLog,
+  type SessionSnapshot,
+  stepSession,
+  withUnansweredAppends,
+} from "./step.ts";
 
 export type { SessionSink } from "./attachment.ts";
 
@@ -112,6 +118,15 @@ export interface SessionHostDeps {
   readonly measureJournal?: boolean;
 }
 
+/** A mailbox batch, stepped: the session after it, what it appends, its steps in order, effects and server events. */
+interface DecidedBatch {
+  readonly snapshot: SessionSnapshot;
+  readonly entries: readonly NewEntry[];
+  readonly steps: readonly Omit<CommittedStep, "revision">[];
+  readonly effects: readonly Effect[];
+  readonly outgoing: readonly WireEvent[];
+}
+
 /** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
 type Failure =
   | { readonly code: "runtime_append_failed"; readonly what: "appended to" }
@@ -155,12 +170,17 @@ const rejected = (decoded: DecodedFrame, at: number, message: string): Input => 
  * recorded decisions through the wire projection (BEHAVIOUR.md, "Resume", ours).
  */
 export class SessionHost {
-  /** Server events, published after they are appended (for observers; sockets use the sink). */
-  readonly wire$ = new Subject<WireEvent>();
-  /** Domain events with their metadata, published after append, for projections. */
-  readonly events$ = new Subject<EventEnvelope>();
-  private state: SessionState;
-  private wire: WireState;
+  /**
+   * The session's committed stream: each input with its decisions and server events, emitted only after their
+   * append, in log order. Its first subscriber is the socket (`publish`); every live view is a projection of it.
+   */
+  readonly committed$ = new Subject<CommittedStep>();
+  /** Domain events with their metadata, after append: `committed$` through `envelopes()`. */
+  readonly events$: Observable<EventEnvelope> = this.committed$.pipe(envelopes());
+  /** Server events, after append: `committed$` through `wire()` (for observers; sockets use the sink). */
+  readonly wire$: Observable<WireEvent> = this.committed$.pipe(wire());
+  /** The session's state and wire projection after the last commit. */
+  private snapshot: SessionSnapshot;
   private revision: ExpectedRevision;
   /** The chain value of the last entry appended (src/engine/chain.ts). */
   private chainHead: string;
@@ -177,6 +197,12 @@ export class SessionHost {
   private fenced = false;
   /** The socket that holds the session, its resume token and the claims of resumes (engine/attachment.ts). */
   private readonly attachment: Attachment;
+  private get state(): SessionState {
+    return this.snapshot.state;
+  }
+  private get wire(): WireState {
+    return this.snapshot.wire;
+  }
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
@@ -194,8 +220,7 @@ export class SessionHost {
   ) {
     this.mailbox = new Mailbox(deps.inputLimits);
     this.preparation = new CommandPreparation(deps.createResampler, deps.vad);
-    this.state = recovered?.state ?? initialState;
-    this.wire = recovered?.wire ?? initialWireState;
+    this.snapshot = recovered === null ? INITIAL_SNAPSHOT : { state: recovered.state, wire: recovered.wire };
     this.revision = recovered?.revision ?? "no_stream";
     this.chainHead = recovered?.chainHead ?? CHAIN_GENESIS;
     this.attachment = new Attachment(
@@ -204,6 +229,10 @@ export class SessionHost {
       recovered?.state.resumeTokenSha256 ?? null,
     );
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
+    // The socket is the committed stream's first subscriber: a step's server events go out before any view moves.
+    this.committed$.subscribe((step) => {
+      for (const decision of step.decisions) for (const event of decision.wire) this.publish(event);
+    });
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
     this.binding = new RunnerBinding(
       {
@@ -530,85 +559,114 @@ export class SessionHost {
         await this.mailbox.nextReady();
         continue;
       }
-      const entries: NewEntry[] = [];
-      const outgoing: WireEvent[] = [];
-      const envelopes: EventEnvelope[] = [];
-      const effects: Effect[] = [];
-      let state = this.state;
-      let wire = this.wire;
-      for (const pending of batch) {
-        let input: Input | null;
-        try {
-          input = await pending.input(state);
-        } catch (error) {
-          // Only a resume's read of the log fails here (an append's VAD failing is a refusal): nothing of the batch
-          // was appended or sent, as after a failed append.
-          this.fail(error, READ_FAILED);
-          return;
-        }
-        // A client frame dropped as it was decided (beyond the event rate, unanswered): nothing of it is logged.
-        if (input === null) continue;
-        const before = state;
-        // What reaches a closed session (a runner output that was on its way) changes nothing and is not logged:
-        // after SessionClosed the log holds at most the runner's fault in closing (RunnerFaulted), a fact about it.
-        if (before.phase === "closed" && input.type !== "RunnerFaulted") continue;
-        entries.push(inputEntry(input, before));
-        const events: DomainEvent[] = decide(before, input);
-        for (const event of events) {
-          state = evolve(state, event);
-          const envelope: EventEnvelope = {
-            event,
-            metadata: { at: input.at, epoch: state.epoch, turnId: state.turnId },
-          };
-          wire = reduceWire(wire, envelope);
-          entries.push(decisionEntry(envelope, wire.emitted, input));
-          outgoing.push(...wire.emitted);
-          envelopes.push(envelope);
-        }
-        effects.push(...effectsOf(input, events, before, state));
-      }
-      if (entries.length === 0) {
+      const decided = await this.decideBatch(batch);
+      // A resume's read of the log failed: nothing of the batch was appended or sent.
+      if (decided === null) return;
+      if (decided.entries.length === 0) {
         // All of it reached a closed session: nothing to append, send or close again.
         this.mailbox.decided(batch);
         continue;
       }
-      const chain = chained(this.chainHead, entries);
-      try {
-        const started = performance.now();
-        this.revision = await this.deps.store.append(streamOf(this.sessionId), chain.entries, this.revision);
-        this.deps.onAppended?.(entries.length, performance.now() - started);
-      } catch (error) {
-        this.fail(error, APPEND_FAILED);
-        return;
-      }
-      this.chainHead = chain.head;
-      this.state = state;
-      this.wire = wire;
+      const revision = await this.commit(decided);
+      if (revision === null) return;
       // Only now is the state's configuration the one after these inputs: later appends may be prepared on arrival.
       this.mailbox.decided(batch);
-      const sent = this.attachment.held && outgoing.length > 0;
-      for (const event of outgoing) this.publish(event);
-      if (sent && this.deps.onDelivered !== undefined) {
-        const written = performance.now();
-        for (const pending of batch)
-          if (pending.arrived !== undefined) this.deps.onDelivered(written - pending.arrived);
-      }
-      this.attachment.switched();
-      for (const envelope of envelopes) this.events$.next(envelope);
-      this.binding.run(effects);
-      if (state.phase === "closed") {
-        const closed = envelopes.findLast((e) => e.event.type === "SessionClosed")?.event;
-        this.attachment.ended(
-          outgoing.at(-1)?.type ?? "session.closed",
-          closed?.type === "SessionClosed" ? closed.data.reason : null,
-        );
-        this.outputAudio.close();
-        this.wire$.complete();
-        this.events$.complete();
-        this.deps.onClosed(this);
+      this.deliver(batch, decided, revision);
+      if (decided.snapshot.state.phase === "closed") {
+        this.close(decided);
         return;
       }
     }
+  }
+
+  /**
+   * Takes each input of `batch` (awaiting the ones still being prepared) and steps it (`stepSession`, pure) from the
+   * session as it is. Returns null when an input could not be taken (only a resume's read of the log fails here; an
+   * append's VAD failing is a refusal): the clients are let go of as after a failed append.
+   */
+  private async decideBatch(batch: readonly Pending[]): Promise<DecidedBatch | null> {
+    let snapshot = this.snapshot;
+    const entries: NewEntry[] = [];
+    const steps: { input: Input; decisions: DecidedStep["decisions"]; state: SessionState }[] = [];
+    const effects: Effect[] = [];
+    const outgoing: WireEvent[] = [];
+    for (const pending of batch) {
+      let input: Input | null;
+      try {
+        input = await pending.input(snapshot.state);
+      } catch (error) {
+        this.fail(error, READ_FAILED);
+        return null;
+      }
+      // A client frame dropped as it was decided (beyond the event rate, unanswered): nothing of it is logged.
+      if (input === null) continue;
+      // What reaches a closed session (a runner output that was on its way) changes nothing and is not logged:
+      // after SessionClosed the log holds at most the runner's fault in closing (RunnerFaulted), a fact about it.
+      if (snapshot.state.phase === "closed" && input.type !== "RunnerFaulted") continue;
+      const step = stepSession(snapshot, input);
+      snapshot = step.snapshot;
+      for (const entry of step.entries) entries.push(entry);
+      for (const effect of step.effects) effects.push(effect);
+      for (const event of step.outgoing) outgoing.push(event);
+      steps.push({ input, decisions: step.decisions, state: snapshot.state });
+    }
+    return { snapshot, entries, steps, effects, outgoing };
+  }
+
+  /**
+   * Appends a decided batch in one transaction (group commit) after the chain head, and makes its snapshot the
+   * session's. Returns the revision of its last entry, or null when the append failed (the clients are let go of;
+   * see `fail`).
+   */
+  private async commit(decided: DecidedBatch): Promise<number | null> {
+    const chain = chained(this.chainHead, decided.entries);
+    let revision: number;
+    try {
+      const started = performance.now();
+      revision = await this.deps.store.append(streamOf(this.sessionId), chain.entries, this.revision);
+      this.deps.onAppended?.(decided.entries.length, performance.now() - started);
+    } catch (error) {
+      this.fail(error, APPEND_FAILED);
+      return null;
+    }
+    this.revision = revision;
+    this.chainHead = chain.head;
+    this.snapshot = decided.snapshot;
+    return revision;
+  }
+
+  /**
+   * After the append (rule 3, write before send): emits each step on the committed stream, in log order (the socket
+   * is its first subscriber: the server events go out now), then runs the effects.
+   */
+  private deliver(batch: readonly Pending[], decided: DecidedBatch, lastRevision: number): void {
+    const sent = this.attachment.held && decided.outgoing.length > 0;
+    // The revision of each step's input: the batch's entries end at the revision the append returned.
+    let revision = lastRevision - decided.entries.length + 1;
+    for (const step of decided.steps) {
+      this.committed$.next({ revision, ...step });
+      revision += 1 + step.decisions.length;
+    }
+    if (sent && this.deps.onDelivered !== undefined) {
+      const written = performance.now();
+      for (const pending of batch) if (pending.arrived !== undefined) this.deps.onDelivered(written - pending.arrived);
+    }
+    this.attachment.switched();
+    this.binding.run(decided.effects);
+  }
+
+  /** The batch closed the session: its socket is told how, and the session's streams end. */
+  private close(decided: DecidedBatch): void {
+    const closed = decided.steps
+      .flatMap((step) => step.decisions)
+      .findLast((d) => d.envelope.event.type === "SessionClosed")?.envelope.event;
+    this.attachment.ended(
+      decided.outgoing.at(-1)?.type ?? "session.closed",
+      closed?.type === "SessionClosed" ? closed.data.reason : null,
+    );
+    this.outputAudio.close();
+    this.committed$.complete();
+    this.deps.onClosed(this);
   }
 
   /**
@@ -656,8 +714,7 @@ export class SessionHost {
     this.mailbox.clear();
     this.binding.drop();
     this.outputAudio.close();
-    this.wire$.complete();
-    this.events$.complete();
+    this.committed$.complete();
     this.deps.onFenced?.(this, reason);
   }
 
@@ -700,8 +757,7 @@ export class SessionHost {
     try {
       const entries = await this.deps.store.read(streamOf(this.sessionId));
       const log = withUnansweredAppends(foldLog(entries), entries);
-      this.state = log.state;
-      this.wire = log.wire;
+      this.snapshot = { state: log.state, wire: log.wire };
       this.revision = log.revision < 0 ? "no_stream" : log.revision;
       this.chainHead = log.chainHead;
       this.binding.reset(log.refAudio, log.unansweredAppends ?? []);
@@ -720,7 +776,6 @@ export class SessionHost {
 
   /** Sends one appended server event to the socket; a resume switches sockets here, in stream order. */
   private publish(event: WireEvent): void {
-    this.wire$.next(event);
     if (this.journal !== null) addToJournal(this.journal, event);
     this.attachment.publish(event, this.state.attachmentGeneration);
   }
