@@ -45,7 +45,6 @@ import {
 } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
 import {
-  type DecidedStep,
   foldLog,
   INITIAL_SNAPSHOT,
   type RecoveredLog,
@@ -124,7 +123,6 @@ interface DecidedBatch {
   readonly entries: readonly NewEntry[];
   readonly steps: readonly Omit<CommittedStep, "revision">[];
   readonly effects: readonly Effect[];
-  readonly outgoing: readonly WireEvent[];
 }
 
 /** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
@@ -203,6 +201,8 @@ export class SessionHost {
   private get wire(): WireState {
     return this.snapshot.wire;
   }
+  /** When the socket was last written server events, during `deliver` (performance.now() ms; null: not yet). */
+  private lastWriteAt: number | null = null;
   /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
@@ -231,7 +231,14 @@ export class SessionHost {
     this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
     // The socket is the committed stream's first subscriber: a step's server events go out before any view moves.
     this.committed$.subscribe((step) => {
-      for (const decision of step.decisions) for (const event of decision.wire) this.publish(event);
+      let wrote = false;
+      for (const decision of step.decisions)
+        for (const event of decision.wire) {
+          this.publish(event);
+          wrote = true;
+        }
+      // When the socket got the step's events, before the views that follow it move (`onDelivered`).
+      if (wrote) this.lastWriteAt = performance.now();
     });
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
     this.binding = new RunnerBinding(
@@ -587,9 +594,8 @@ export class SessionHost {
   private async decideBatch(batch: readonly Pending[]): Promise<DecidedBatch | null> {
     let snapshot = this.snapshot;
     const entries: NewEntry[] = [];
-    const steps: { input: Input; decisions: DecidedStep["decisions"]; state: SessionState }[] = [];
+    const steps: Omit<CommittedStep, "revision">[] = [];
     const effects: Effect[] = [];
-    const outgoing: WireEvent[] = [];
     for (const pending of batch) {
       let input: Input | null;
       try {
@@ -607,10 +613,9 @@ export class SessionHost {
       snapshot = step.snapshot;
       for (const entry of step.entries) entries.push(entry);
       for (const effect of step.effects) effects.push(effect);
-      for (const event of step.outgoing) outgoing.push(event);
       steps.push({ input, decisions: step.decisions, state: snapshot.state });
     }
-    return { snapshot, entries, steps, effects, outgoing };
+    return { snapshot, entries, steps, effects };
   }
 
   /**
@@ -640,15 +645,16 @@ export class SessionHost {
    * is its first subscriber: the server events go out now), then runs the effects.
    */
   private deliver(batch: readonly Pending[], decided: DecidedBatch, lastRevision: number): void {
-    const sent = this.attachment.held && decided.outgoing.length > 0;
+    const held = this.attachment.held;
+    this.lastWriteAt = null;
     // The revision of each step's input: the batch's entries end at the revision the append returned.
     let revision = lastRevision - decided.entries.length + 1;
     for (const step of decided.steps) {
       this.committed$.next({ revision, ...step });
       revision += 1 + step.decisions.length;
     }
-    if (sent && this.deps.onDelivered !== undefined) {
-      const written = performance.now();
+    const written = this.lastWriteAt;
+    if (held && written !== null && this.deps.onDelivered !== undefined) {
       for (const pending of batch) if (pending.arrived !== undefined) this.deps.onDelivered(written - pending.arrived);
     }
     this.attachment.switched();
@@ -657,11 +663,10 @@ export class SessionHost {
 
   /** The batch closed the session: its socket is told how, and the session's streams end. */
   private close(decided: DecidedBatch): void {
-    const closed = decided.steps
-      .flatMap((step) => step.decisions)
-      .findLast((d) => d.envelope.event.type === "SessionClosed")?.envelope.event;
+    const decisions = decided.steps.flatMap((step) => step.decisions);
+    const closed = decisions.findLast((d) => d.envelope.event.type === "SessionClosed")?.envelope.event;
     this.attachment.ended(
-      decided.outgoing.at(-1)?.type ?? "session.closed",
+      decisions.flatMap((d) => d.wire).at(-1)?.type ?? "session.closed",
       closed?.type === "SessionClosed" ? closed.data.reason : null,
     );
     this.outputAudio.close();

@@ -38,15 +38,12 @@ export interface SessionSnapshot {
 
 export const INITIAL_SNAPSHOT: SessionSnapshot = { state: initialState, wire: initialWireState };
 
-/** One decision of a step with the server events it rendered (in order; empty when it renders none). */
-export type SteppedDecision = CommittedDecision;
-
 /** What one input did to a session. */
 export interface SessionStep {
   /** The session after the input. */
   readonly snapshot: SessionSnapshot;
   /** The decisions, in order, each with its server events. */
-  readonly decisions: readonly SteppedDecision[];
+  readonly decisions: readonly CommittedDecision[];
   /** Every server event of the step, in order (the decisions' `wire`, concatenated). */
   readonly outgoing: readonly WireEvent[];
 }
@@ -72,7 +69,7 @@ export const stepSession = (
   const before = snapshot.state;
   const { events, states, state } = decision(before, input);
   const entries: NewEntry[] = [inputEntry(input, before)];
-  const decisions: SteppedDecision[] = [];
+  const decisions: CommittedDecision[] = [];
   const outgoing: WireEvent[] = [];
   let wire = snapshot.wire;
   for (let i = 0; i < events.length; i += 1) {
@@ -97,7 +94,7 @@ export const stepSession = (
 export const foldRecorded = (snapshot: SessionSnapshot, step: RecordedStep, render = true): SessionStep => {
   let state = snapshot.state;
   let wire = snapshot.wire;
-  const decisions: SteppedDecision[] = [];
+  const decisions: CommittedDecision[] = [];
   const outgoing: WireEvent[] = [];
   for (const { envelope, renderedBefore } of step.decisions) {
     state = evolve(state, envelope.event);
