@@ -1,22 +1,22 @@
 import { from, last, type Observable, type OperatorFunction } from "rxjs";
 import type { AudioEncoding, HistoryItem } from "../domain/index.ts";
 import {
+  type CommittedStep,
   type EventEnvelope,
   endingOfReason,
-  history,
   type PlaybackEntry,
-  playbackLedger,
+  type SessionReportViews,
   type SessionView,
   type SpanSummary,
-  sessionView,
+  sessionReportViews,
   summariseTurns,
   type Turn,
-  turnLedger,
 } from "../projections/index.ts";
 import { type BadAudio, decodeAudio } from "../protocol/index.ts";
 import { chainHeadOf, verifyChain } from "./chain.ts";
 import { isInputType, stepsOf } from "./log.ts";
 import type { RecordedEntry } from "./ports/index.ts";
+import { committedStepsOf } from "./step.ts";
 
 /**
  * What a person or a script asks of a recorded (or live) session (issue 20, parts 2 and 3): the projections of its
@@ -120,46 +120,41 @@ export const durationOf = (entries: readonly RecordedEntry[]): number => {
 };
 
 /**
- * The report of a session from its log entries. `attached`: whether a socket holds it now (a live session's
- * engine knows; a recorded one is not). @throws Error when the entries are not a session stream (see `stepsOf`).
+ * The report of a session from its log entries: the entries are folded once into committed steps
+ * (`committedStepsOf`, or `steps` when the caller has them) and every view is read from them in one pass
+ * (`sessionReportViews`). `attached`: whether a socket holds it now (a live session's engine knows; a recorded one is
+ * not; `"log"`: as the log's last state says). @throws Error when the entries are not a session stream (see `stepsOf`).
  */
-export const reportOf = (entries: readonly RecordedEntry[], attached = false): SessionReport => {
-  const withRevisions = envelopesOf(entries);
-  const envelopes = withRevisions.map((e) => e.envelope);
-  const view = lastOf<SessionView | null>(envelopes, sessionView(), null);
-  const turns = lastOf<readonly Turn[]>(envelopes, turnLedger(), []);
-  const configured = envelopes.findLast(
-    (e) => e.event.type === "SessionCreated" || e.event.type === "SessionConfigured",
-  )?.event;
-  const model =
-    configured?.type === "SessionCreated" || configured?.type === "SessionConfigured"
-      ? configured.data.config.model
-      : null;
-  const errors = withRevisions.flatMap(({ revision, envelope: { event } }) => {
-    if (event.type === "RequestRejected") return [{ revision, code: event.data.code, message: event.data.message }];
-    if (event.type === "RunnerFailed") return [{ revision, code: event.data.code, message: event.data.message }];
-    if (event.type === "ResponseEnded" && event.data.error !== null)
-      return [{ revision, code: event.data.error.code, message: event.data.error.message }];
-    return [];
-  });
+export const reportOf = (
+  entries: readonly RecordedEntry[],
+  attached: boolean | "log" = false,
+  steps: readonly CommittedStep[] = committedStepsOf(entries),
+): SessionReport => {
+  let views: SessionReportViews | undefined;
+  from(steps)
+    .pipe(sessionReportViews())
+    .subscribe((v) => {
+      views = v;
+    });
+  if (views === undefined) throw new Error("the report's views did not complete");
   const inputs = entries.filter(isInput).length;
   const opened = entries.find((e) => e.type === "SessionOpened")?.data as { sessionId?: string } | undefined;
   return {
-    session_id: opened?.sessionId ?? view?.sessionId ?? "",
+    session_id: opened?.sessionId ?? views.view?.sessionId ?? "",
     opened_at: new Date(entries[0]?.metadata.at ?? 0).toISOString(),
     duration_s: durationOf(entries),
-    state: endingOf(entries, attached),
-    model,
+    state: endingOf(entries, attached === "log" ? views.attached : attached),
+    model: views.model,
     revision: entries.at(-1)?.revision ?? -1,
     inputs,
     decisions: entries.length - inputs,
-    responses: view?.responses ?? 0,
-    errors,
-    view,
-    playback: lastOf<readonly PlaybackEntry[]>(envelopes, playbackLedger(), []),
-    history: lastOf<readonly HistoryItem[]>(envelopes, history(), []),
-    turns,
-    spans: summariseTurns(turns),
+    responses: views.view?.responses ?? 0,
+    errors: views.errors,
+    view: views.view,
+    playback: views.playback,
+    history: views.history,
+    turns: views.turns,
+    spans: summariseTurns(views.turns),
     chain: chainReport(entries),
   };
 };

@@ -174,8 +174,11 @@ type OpenResponse = { -readonly [K in keyof TimelineResponse]: TimelineResponse[
   acks: [number, number][];
 };
 
-/** The timeline of a session's log. @throws Error when the entries are not a session stream. */
-export const timelineOf = (entries: readonly RecordedEntry[], attached = false): Timeline => {
+/**
+ * The timeline of a session's log; `attached` as `reportOf` takes it (`"log"`: as the log's last state says).
+ * @throws Error when the entries are not a session stream.
+ */
+export const timelineOf = (entries: readonly RecordedEntry[], attached: boolean | "log" = false): Timeline => {
   const t0 = entries[0]?.metadata.at ?? 0;
   const rel = (at: number): number => Math.round(at - t0);
   const report = reportOf(entries, attached);

@@ -5,6 +5,7 @@
 export * from "./committed.ts";
 export * from "./envelope.ts";
 export * from "./playback-truth.ts";
+export * from "./session-report.ts";
 export * from "./session-summary.ts";
 export * from "./session-view.ts";
 export * from "./turn-ledger.ts";

@@ -125,6 +125,20 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
       this.set(bound?.sessions().length ?? 0);
     },
   });
+  new Gauge({
+    name: "duplex_sessions",
+    help: "Sessions held in memory by whether a socket holds them and their turn state, read from each session's state after its last committed step.",
+    labelNames: ["attached", "turn_state"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const host of bound?.sessions() ?? []) {
+        const state = host.current;
+        if (state.phase === "closed") continue;
+        this.inc({ attached: String(state.attached), turn_state: state.turnState });
+      }
+    },
+  });
   return {
     registry,
     observe: {

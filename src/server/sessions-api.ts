@@ -6,11 +6,9 @@ import {
   audioOf,
   type Engine,
   type EventStore,
-  foldLog,
   type RecordedEntry,
   reportOf,
   responseSamples,
-  type SessionReport,
   STREAM_PREFIX,
   streamOf,
   timelineOf,
@@ -180,8 +178,6 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const host = engine.get(id);
     return host !== undefined && !host.isClosed;
   };
-  const reportFor = (entries: readonly RecordedEntry[]): SessionReport =>
-    reportOf(entries, foldLog(entries).state.attached);
 
   /** A page of `GET /v1/sessions` for `query`, or the message of a 400. */
   const listSessions = async (query: unknown): Promise<SessionPage | { readonly error: string }> => {
@@ -224,7 +220,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const { id } = request.params;
     const entries = await store.read(streamOf(id));
     if (entries.length === 0) return notFound(reply, id);
-    return { ...reportFor(entries), live: isLive(id) };
+    return { ...reportOf(entries, "log"), live: isLive(id) };
   };
 
   const exported = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
@@ -361,7 +357,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     const { id } = request.params;
     const entries = await store.read(streamOf(id));
     if (entries.length === 0) return notFound(reply, id);
-    return timelineOf(entries, foldLog(entries).state.attached);
+    return timelineOf(entries, "log");
   };
 
   /** `/sessions/:id`: the session's timeline page (src/server/timeline-page.ts). */
@@ -371,7 +367,7 @@ export const sessionsApi = (options: SessionsApiOptions) => {
     if (entries.length === 0) return notFound(reply, id);
     const base = `/v1/sessions/${encodeURIComponent(id)}`;
     const closed = entries.some((e) => e.type === "SessionClosed");
-    const timeline = timelineOf(entries, foldLog(entries).state.attached);
+    const timeline = timelineOf(entries, "log");
     const live = isLive(id) && !closed ? { live: { base } } : {};
     return sendPage(reply, (nonce) => renderTimelinePage({ timeline, entries, audio: { base }, ...live, nonce }));
   };

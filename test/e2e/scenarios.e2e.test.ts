@@ -296,6 +296,9 @@ describe("HTTP routes", () => {
       expect(models.data.map((m) => m.id)).toEqual(["echo"]);
       const metrics = await (await fetch(`${http}/metrics`)).text();
       expect(metrics).toMatch(/duplex_sessions_live 1/);
+      // The session's own state after its last committed step: a socket holds it, no one is speaking.
+      expect(metrics).toMatch(/duplex_sessions\{attached="true",turn_state="idle"\} 1\n/);
+      expect(metrics).not.toMatch(/duplex_sessions\{attached="false"/);
       expect(metrics).toMatch(/duplex_decisions_total\{type="SessionCreated"\} 1/);
       expect(metrics).toMatch(/duplex_rejections_total\{code="input_audio_buffer_empty"\} 1/);
       expect(metrics).toMatch(/duplex_log_append_seconds_count [1-9]/);

@@ -7,9 +7,12 @@ import { createResampler } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore, readSessionFile } from "../../src/infra/event-store/index.ts";
 import {
   type CommittedStep,
+  committedHistory,
+  committedView,
   envelopes,
   history,
   playbackLedger,
+  sessionReportViews,
   sessionView,
   turnLedger,
   wire,
@@ -18,7 +21,8 @@ import {
 /**
  * The live path and the offline one are the same operators over the same steps (issue 34, part 2): a recorded
  * session's inputs decided live by a session host give, on its committed stream, the same views (session view,
- * playback ledger, history, turn ledger, wire) after every event as the log read back offline, and as the recording.
+ * playback ledger, history, turn ledger, wire, the session report's views read from each step's state) after every
+ * event as the log read back offline, and as the recording.
  */
 const dir = join(process.cwd(), "replays");
 const files = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
@@ -26,14 +30,27 @@ const files = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
 /** Every value of each view over a stream of committed steps, in order. */
 const viewsOf = async (steps: Observable<CommittedStep>) => {
   const all = <T>(o: Observable<T>): Promise<T[]> => firstValueFrom(o.pipe(toArray()));
-  const [view, playback, heard, turns, sent] = await Promise.all([
+  const [view, playback, heard, turns, sent, report] = await Promise.all([
     all(steps.pipe(envelopes(), sessionView())),
     all(steps.pipe(envelopes(), playbackLedger())),
     all(steps.pipe(envelopes(), history())),
     all(steps.pipe(envelopes(), turnLedger())),
     all(steps.pipe(wire())),
+    all(steps.pipe(sessionReportViews())),
   ]);
-  return { view, playback, heard, turns, sent, revisions: (await all(steps)).map((s) => s.revision) };
+  // The views read from each step's state (no second fold) end where the envelope folds end.
+  const [stateView, stateHistory] = await Promise.all([
+    all(steps.pipe(committedView())),
+    all(steps.pipe(committedHistory())),
+  ]);
+  expect(report).toHaveLength(1);
+  expect(stateView.at(-1)).toEqual(view.at(-1));
+  expect(stateHistory.at(-1)).toEqual(heard.at(-1));
+  expect(report[0]?.view).toEqual(view.at(-1));
+  expect(report[0]?.history).toEqual(heard.at(-1));
+  expect(report[0]?.playback).toEqual(playback.at(-1));
+  expect(report[0]?.turns).toEqual(turns.at(-1));
+  return { view, playback, heard, turns, sent, report, revisions: (await all(steps)).map((s) => s.revision) };
 };
 
 describe("live equals offline", () => {
