@@ -1,5 +1,6 @@
 import type { Command } from "../../domain/index.ts";
 import { CLIENT_EVENTS } from "../../protocol/index.ts";
+import type { Evidence } from "./grade.ts";
 
 /**
  * A client's audio appends as its session's log holds them (issue 33, part 5): the accepted ones
@@ -13,7 +14,7 @@ export const APPEND_TYPES: ReadonlySet<string> = new Set(
   CLIENT_EVENTS.filter((e) => e.type === "input_audio_buffer.append").flatMap((e) => [e.type, ...(e.aliases ?? [])]),
 );
 
-/** The part of a grader's step (graders.ts) these functions read. */
+/** The part of a grader's step (grade.ts) these functions read. */
 export interface AppendStep {
   readonly revision: number;
   /** ms epoch, the log's clock. */
@@ -93,3 +94,11 @@ export const guessSentRate = (declaredHz: number, toneHz: number, heardHz: numbe
     likelyHz: Math.abs(estimateHz / nearest - 1) <= RATE_SNAP_TOLERANCE ? nearest : null,
   };
 };
+
+/** The evidence of refused appends: each code's first refusal, with its count and the server's message. */
+export const refusalEvidence = (refusals: readonly AppendRefusal[], t0: number): Evidence[] =>
+  refusals.map((r) => ({
+    revision: r.first.revision,
+    at_ms: r.first.at - t0,
+    what: `append refused: ${r.code} (${r.count} like it): ${r.message}`,
+  }));
