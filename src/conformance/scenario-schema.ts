@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { unknownOperators } from "./pattern.ts";
-import type { Step } from "./scenario.ts";
+import type { Step } from "./scenario-types.ts";
 
 /** The zod schema of scenario files (conformance/README.md) and its translation into steps. */
 
