@@ -75,20 +75,85 @@ const settled = <T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (
   return { promise, resolve, reject };
 };
 
+/** What a response carried so far: its audio chunks (PCM16 bytes) at `rate` Hz, its transcripts and its text. */
+interface ResponseContent {
+  readonly chunks: Uint8Array[];
+  /** Bytes of audio so far (2 per sample). */
+  bytes: number;
+  /** Hz: `sample_rate_hz` of the last audio delta; 24 000 before the first. */
+  rate: number;
+  /** ms, `performance.now()` clock. */
+  firstAudioAt: number | null;
+  /** The audio transcript's deltas joined. */
+  transcript: string;
+  /** `response.output_audio_transcript.done`'s transcript, once it came. */
+  finalTranscript: string | null;
+  text: string;
+}
+
+/** Audio received so far, ms. */
+const audioMsOf = (content: ResponseContent): number => (content.bytes / 2 / content.rate) * 1000;
+
+/**
+ * Adds one streamed event of the response (an audio, audio transcript or text delta, or the transcript's done) to
+ * `content`; returns the PCM16 chunk an audio delta carried, null for any other event.
+ */
+const accumulate = (content: ResponseContent, event: ServerEvent, at: number): Uint8Array | null => {
+  switch (event.type) {
+    case "response.output_audio.delta": {
+      const pcm = Uint8Array.from(Buffer.from(String(event.delta), "base64"));
+      content.rate = Number(event.sample_rate_hz ?? content.rate);
+      content.firstAudioAt ??= at;
+      content.chunks.push(pcm);
+      content.bytes += pcm.length;
+      return pcm;
+    }
+    case "response.output_audio_transcript.delta":
+      content.transcript += String(event.delta ?? "");
+      return null;
+    case "response.output_audio_transcript.done":
+      content.finalTranscript = typeof event.transcript === "string" ? event.transcript : null;
+      return null;
+    case "response.output_text.delta":
+      content.text += String(event.delta ?? "");
+      return null;
+    default:
+      return null;
+  }
+};
+
+/** The whole response, once `done` (its `response.done`) arrived. */
+const resultOf = (content: ResponseContent, responseId: string, done: ServerEvent): ResponseResult => {
+  const r = (done.response ?? {}) as { status?: string; status_details?: unknown };
+  return {
+    responseId,
+    status: String(r.status ?? ""),
+    statusDetails: r.status_details ?? null,
+    audio: Buffer.concat(content.chunks),
+    sampleRateHz: content.rate,
+    audioMs: audioMsOf(content),
+    transcript: content.finalTranscript ?? content.transcript,
+    text: content.text,
+    doneEvent: done,
+  };
+};
+
 /** A pending response handle (see ResponseHandle) and its feed. */
 export const createResponseFeed = (): ResponseFeed => {
   const created = settled<ServerEvent>();
   const done = settled<ResponseResult>();
-  const chunks: Uint8Array[] = [];
   const listeners = new Set<(pcm16: Uint8Array, at: number) => void>();
   let phase: ResponseHandle["phase"] = "pending";
   let responseId: string | null = null;
-  let bytes = 0;
-  let rate = 24_000;
-  let firstAudioAt: number | null = null;
-  let transcript = "";
-  let finalTranscript: string | null = null;
-  let text = "";
+  const content: ResponseContent = {
+    chunks: [],
+    bytes: 0,
+    rate: 24_000,
+    firstAudioAt: null,
+    transcript: "",
+    finalTranscript: null,
+    text: "",
+  };
 
   const handle: ResponseHandle = {
     get phase() {
@@ -98,13 +163,13 @@ export const createResponseFeed = (): ResponseFeed => {
       return responseId;
     },
     get audioMs() {
-      return (bytes / 2 / rate) * 1000;
+      return audioMsOf(content);
     },
     get sampleRateHz() {
-      return rate;
+      return content.rate;
     },
     get firstAudioAt() {
-      return firstAudioAt;
+      return content.firstAudioAt;
     },
     created: created.promise,
     done: done.promise,
@@ -127,44 +192,14 @@ export const createResponseFeed = (): ResponseFeed => {
     },
     feed: (event, at) => {
       if (phase !== "streaming" || event.response_id !== responseId) return false;
-      switch (event.type) {
-        case "response.output_audio.delta": {
-          const pcm = Uint8Array.from(Buffer.from(String(event.delta), "base64"));
-          rate = Number(event.sample_rate_hz ?? rate);
-          firstAudioAt ??= at;
-          chunks.push(pcm);
-          bytes += pcm.length;
-          for (const listener of listeners) listener(pcm, at);
-          return false;
-        }
-        case "response.output_audio_transcript.delta":
-          transcript += String(event.delta ?? "");
-          return false;
-        case "response.output_audio_transcript.done":
-          finalTranscript = typeof event.transcript === "string" ? event.transcript : null;
-          return false;
-        case "response.output_text.delta":
-          text += String(event.delta ?? "");
-          return false;
-        case "response.done": {
-          phase = "done";
-          const r = (event.response ?? {}) as { status?: string; status_details?: unknown };
-          done.resolve({
-            responseId: responseId ?? "",
-            status: String(r.status ?? ""),
-            statusDetails: r.status_details ?? null,
-            audio: Buffer.concat(chunks),
-            sampleRateHz: rate,
-            audioMs: (bytes / 2 / rate) * 1000,
-            transcript: finalTranscript ?? transcript,
-            text,
-            doneEvent: event,
-          });
-          return true;
-        }
-        default:
-          return false;
+      if (event.type === "response.done") {
+        phase = "done";
+        done.resolve(resultOf(content, responseId ?? "", event));
+        return true;
       }
+      const pcm = accumulate(content, event, at);
+      if (pcm !== null) for (const listener of listeners) listener(pcm, at);
+      return false;
     },
     fail: (error) => {
       if (phase === "done" || phase === "failed") return;
