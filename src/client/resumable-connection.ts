@@ -9,27 +9,11 @@ import {
 import { DuplexConnectionError, DuplexProtocolError, DuplexSessionClosedError } from "./errors.ts";
 import type { ServerEvent } from "./event-collector.ts";
 import { createHeartbeats, type Heartbeats } from "./heartbeats.ts";
-import {
-  DEFAULT_RECONNECT_POLICY,
-  RESUMABLE_CLOSE_CODES,
-  type ReconnectPolicy,
-  reconnectDelayMs,
-} from "./reconnect-policy.ts";
+import { dropOutcome, serverEventEnd } from "./link-ends.ts";
+import { type Resume, reconnectLoop, resumeRequest } from "./reconnect-loop.ts";
+import { DEFAULT_RECONNECT_POLICY, type ReconnectPolicy } from "./reconnect-policy.ts";
+import { createSendQueue, type SendQueue } from "./send-queue.ts";
 import { type Connect, type Transport, wsConnect } from "./transport.ts";
-
-type Resume =
-  | { kind: "resumed" }
-  | { kind: "refused"; error: DuplexSessionClosedError }
-  | { kind: "dropped"; code: number };
-
-const later = (ms: number, signal: { wake?: () => void }): Promise<void> =>
-  new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.wake = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-  });
 
 /** What a ResumableConnection hands its owner: each event to deliver, once, in order; and its end, once. */
 export interface ConnectionHooks {
@@ -49,6 +33,9 @@ export interface ConnectionHooks {
  * a refused resume (`session_resume_expired`, `invalid_resume_token`, ...), `session.closed`, `session.expired` and
  * `session.replaced` end it with a DuplexSessionClosedError saying why. It also sends `session.heartbeat` and
  * `session.event_ack` (of the highest seq delivered) on their intervals.
+ *
+ * Its parts: the frames kept while reconnecting (send-queue.ts), when a server event or a drop ends the link
+ * (link-ends.ts), the reconnect loop and its `session.resume` (reconnect-loop.ts), the heartbeats (heartbeats.ts).
  */
 export class ResumableConnection {
   /** Resolves once, when the link has ended for good (see ClientEnd). */
@@ -68,8 +55,7 @@ export class ResumableConnection {
   private lastSeq = 0;
   private lastAcked = 0;
   private counter = 0;
-  private readonly queue: string[] = [];
-  private queuedBytes = 0;
+  private readonly queue: SendQueue;
   private heartbeats: Heartbeats;
   private timers: ReturnType<typeof setInterval>[] = [];
   private resuming: ((result: Resume) => void) | null = null;
@@ -89,6 +75,7 @@ export class ResumableConnection {
     private readonly hooks: ConnectionHooks,
   ) {
     this.connectTo = options.connect ?? wsConnect(options.headers ?? {});
+    this.queue = createSendQueue(options.maxQueuedBytes ?? 16 * 2 ** 20);
     this.closed = new Promise((resolve) => {
       this.settle = resolve;
     });
@@ -159,14 +146,8 @@ export class ResumableConnection {
     this.counter += 1;
     const eventId = typeof event.event_id === "string" ? event.event_id : `evt_client_${this.counter}`;
     const text = JSON.stringify({ ...event, event_id: eventId });
-    if (this.state === "reconnecting" || this.transport === null) {
-      if (this.queuedBytes + text.length > (this.options.maxQueuedBytes ?? 16 * 2 ** 20))
-        throw new DuplexConnectionError("send_queue_full", `more than maxQueuedBytes wait for the reconnect`);
-      this.queue.push(text);
-      this.queuedBytes += text.length;
-    } else {
-      this.transport.send(text);
-    }
+    if (this.state === "reconnecting" || this.transport === null) this.queue.push(text);
+    else this.transport.send(text);
     return eventId;
   }
 
@@ -268,39 +249,14 @@ export class ResumableConnection {
       default:
     }
     this.hooks.deliver(event, at);
-    switch (event.type) {
-      case "session.closed":
-      case "session.expired": {
-        const code = event.type === "session.closed" ? "session_closed" : "session_expired";
-        const e = this.lastError === null ? null : DuplexProtocolError.of(this.lastError);
-        const why = `the server ended the session (${String(event.reason)})${e === null ? "" : `; ${e.message}`}`;
-        this.finish(this.byClient ? null : new DuplexSessionClosedError(code, why));
-        return;
-      }
-      case "session.replaced":
-        this.finish(new DuplexSessionClosedError("session_replaced", "another connection resumed this session"));
-        return;
-      case "session.resync_required":
-        this.refuse(
-          new DuplexSessionClosedError(
-            "resync_required",
-            `the server cannot replay the events after seq ${this.lastSeq} (${String(event.reason)}): start a new session`,
-          ),
-        );
-        return;
-      case "error": {
-        const error = DuplexProtocolError.of(event);
-        if (this.resuming !== null && !["resource_exhausted", "duplex_session_busy"].includes(error.code)) {
-          this.refuse(
-            new DuplexSessionClosedError(error.code, `the server refused to resume the session: ${error.message}`, {
-              cause: error,
-            }),
-          );
-        }
-        return;
-      }
-      default:
-    }
+    const end = serverEventEnd(event, {
+      lastError: this.lastError,
+      byClient: this.byClient,
+      lastSeq: this.lastSeq,
+      resuming: this.resuming !== null,
+    });
+    if (end?.kind === "finish") this.finish(end.end);
+    else if (end?.kind === "refuse") this.refuse(end.error);
   }
 
   private refuse(error: DuplexSessionClosedError): void {
@@ -329,8 +285,7 @@ export class ResumableConnection {
     };
     // The replay that follows is delivered after the notice; what waited for the reconnect goes out now.
     this.hooks.deliver(notice, at);
-    for (const text of this.queue.splice(0)) this.transport?.send(text);
-    this.queuedBytes = 0;
+    this.queue.flush((text) => this.transport?.send(text));
     this.startTimers();
     const resuming = this.resuming;
     this.resuming = null;
@@ -349,93 +304,44 @@ export class ResumableConnection {
       return;
     }
     if (this.state === "closed") return;
-    if (this.state === "closing" || this.state === "connecting") {
-      this.finish(
-        this.state === "closing"
-          ? null
-          : new DuplexConnectionError(
-              "connection_lost",
-              `the connection closed before the session opened (${code} ${reason})`.trim(),
-            ),
-      );
-      return;
-    }
     const policy = this.options.reconnect === undefined ? DEFAULT_RECONNECT_POLICY : this.options.reconnect;
-    if (policy === null || !RESUMABLE_CLOSE_CODES.includes(code)) {
-      this.finish(
-        new DuplexConnectionError(
-          "connection_lost",
-          `connection closed by the server (${code}${reason === "" ? "" : ` ${reason}`})`,
-        ),
-      );
-      return;
-    }
-    if (this.session.token === null) {
-      this.finish(
-        new DuplexSessionClosedError(
-          "unsupported_session_resume",
-          `the connection dropped (${code}) and the session cannot be resumed: it has no resume token`,
-        ),
-      );
-      return;
-    }
-    void this.reconnect(policy, code);
+    const outcome = dropOutcome({ code, reason }, this.state, policy, this.session.token);
+    if (outcome.kind === "end") this.finish(outcome.end);
+    else this.reconnect(outcome.policy, code);
   }
 
-  private async reconnect(policy: ReconnectPolicy, code: number): Promise<void> {
+  /** Starts the reconnect loop (reconnect-loop.ts) after a resumable drop with `code`. */
+  private reconnect(policy: ReconnectPolicy, code: number): void {
     this.state = "reconnecting";
     this.dropCode = code;
     const resumeUrl = new URL(this.url);
     resumeUrl.searchParams.set("autostart", "0");
-    let last: unknown = null;
-    for (let attempt = 1; attempt <= policy.attempts; attempt += 1) {
-      await later(reconnectDelayMs(policy, attempt, this.options.random), this.wake);
-      if (this.state !== "reconnecting") return;
-      let transport: Transport;
-      try {
-        transport = await this.connectTo(resumeUrl.toString());
-      } catch (error) {
-        last = error;
-        continue;
-      }
-      if (this.state !== "reconnecting") {
-        transport.close();
-        return;
-      }
-      this.reconnectAttempt = attempt;
-      this.resumeFrom = this.lastSeq;
-      const result = await new Promise<Resume>((resolve) => {
-        const timer = setTimeout(() => transport.terminate(), this.options.handshakeTimeoutMs ?? 10_000);
-        this.resuming = (r) => {
-          clearTimeout(timer);
-          resolve(r);
-        };
-        this.attach(transport);
-        transport.send(
-          JSON.stringify({
-            type: "session.resume",
-            event_id: `evt_client_resume_${this.resumes + 1}_${attempt}`,
-            session_id: this.session.id,
-            resume_token: this.session.token,
-            last_received_server_event_seq: this.lastSeq,
-          }),
-        );
-      });
-      if (result.kind === "resumed") return;
-      if (result.kind === "refused") {
-        this.finish(result.error);
-        return;
-      }
-      last = new Error(`the connection closed during the resume (${result.code})`);
-    }
-    const why = last instanceof Error ? last.message : String(last);
-    this.finish(
-      new DuplexConnectionError(
-        "reconnect_failed",
-        `could not resume session ${this.session.id} in ${policy.attempts} attempts; last: ${why}`,
-        { cause: last },
-      ),
-    );
+    void reconnectLoop({
+      url: resumeUrl.toString(),
+      policy,
+      random: this.options.random,
+      wake: this.wake,
+      sessionId: () => this.session.id,
+      still: () => this.state === "reconnecting",
+      connect: (url) => this.connectTo(url),
+      resume: (transport, attempt) => this.resumeOn(transport, attempt),
+      end: (end) => this.finish(end),
+    });
+  }
+
+  /** Attaches `transport` and sends `session.resume` (attempt `attempt`); resolves with how the attempt ended. */
+  private resumeOn(transport: Transport, attempt: number): Promise<Resume> {
+    this.reconnectAttempt = attempt;
+    this.resumeFrom = this.lastSeq;
+    return new Promise<Resume>((resolve) => {
+      const timer = setTimeout(() => transport.terminate(), this.options.handshakeTimeoutMs ?? 10_000);
+      this.resuming = (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      };
+      this.attach(transport);
+      transport.send(resumeRequest(this.session, this.lastSeq, { resume: this.resumes + 1, attempt }));
+    });
   }
 
   private startTimers(): void {
@@ -477,7 +383,7 @@ export class ResumableConnection {
     transport?.close();
     const end = error ?? new DuplexSessionClosedError("client_closed", "the client closed the session");
     this.heartbeats.dropped(end);
-    this.queue.length = 0;
+    this.queue.clear();
     this.hooks.ended(error);
     this.settle(error);
   }
