@@ -43,15 +43,21 @@ export interface GradeInput {
 
 /** One step of the log as the graders read it: its input (a client command or not) and its decisions. */
 export interface Step {
+  /** The log revision of the step's input. */
   readonly revision: number;
+  /** ms epoch, the log's clock. */
   readonly at: number;
+  /** The client command the input carried (`CommandReceived`), else null. */
   readonly command: Command | null;
+  /** The code of the step's `RequestRejected`, or null when nothing was refused. */
   readonly rejected: string | null;
+  /** The decisions, each at its own revision (counting on from the input's). */
   readonly events: readonly {
     readonly revision: number;
     readonly type: string;
     readonly data: Record<string, unknown>;
   }[];
+  /** The input entry's type (`CommandReceived`, `AttachmentChanged`, ...). */
   readonly input: string;
 }
 
