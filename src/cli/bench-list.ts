@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Fastify from "fastify";
-import { type Engine, foldLog, type NewEntry, reportOf, STREAM_PREFIX } from "../engine/index.ts";
+import { type Engine, foldLog, type NewEntry, STREAM_PREFIX } from "../engine/index.ts";
 import { createSqliteEventStore, readSessionFile } from "../infra/event-store/index.ts";
+import { reportOf } from "../replay/index.ts";
 import { sessionsApi } from "../server/sessions-api.ts";
 
 /** Options of {@link benchList}. */

@@ -4,8 +4,9 @@ import { join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TracingConfig } from "../domain/index.ts";
 import { parseDurationMs } from "../engine/duration.ts";
-import type { DivergenceExplanation, RecordedEntry, SessionReport } from "../engine/index.ts";
+import type { RecordedEntry } from "../engine/index.ts";
 import type { SpanSummary } from "../projections/index.ts";
+import type { DivergenceExplanation, SessionReport } from "../replay/index.ts";
 import { positive } from "./args.ts";
 import { registerReindexCommand } from "./reindex.ts";
 import {
@@ -120,7 +121,8 @@ export const registerStoreCommands = (program: Command): void => {
           recomputeVad: boolean;
         },
       ) => {
-        const { explainDivergence, replayEntries, schemaOf } = await import("../engine/index.ts");
+        const { schemaOf } = await import("../engine/index.ts");
+        const { explainDivergence, replayEntries } = await import("../replay/index.ts");
         const read = await readSession(file, opts);
         if (read === null) return;
         const { entries } = read;
@@ -196,7 +198,7 @@ export const registerStoreCommands = (program: Command): void => {
 
   /** `replay --recompute-vad`: Silero run again over the recording's appends. */
   const recomputeVadOf = async (entries: readonly RecordedEntry[]) => {
-    const { recomputeVad } = await import("../engine/index.ts");
+    const { recomputeVad } = await import("../replay/index.ts");
     const { createSileroVad } = await import("../infra/vad/index.ts");
     const model = await createSileroVad();
     try {
@@ -216,7 +218,8 @@ export const registerStoreCommands = (program: Command): void => {
     speedText: string,
     json: boolean,
   ): Promise<number> => {
-    const { redrive, stepsOf } = await import("../engine/index.ts");
+    const { stepsOf } = await import("../engine/index.ts");
+    const { redrive } = await import("../replay/index.ts");
     const { createResampler, createSpeexStreamResampler } = await import("../infra/audio/index.ts");
     const { loadConfig } = await import("../infra/config.ts");
     const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
@@ -307,7 +310,8 @@ export const registerStoreCommands = (program: Command): void => {
       positive,
     )
     .action(async (opts: StoreChoice & { json: boolean; last?: number; errors: boolean; slowest?: number }) => {
-      const { reportOf, STREAM_PREFIX } = await import("../engine/index.ts");
+      const { STREAM_PREFIX } = await import("../engine/index.ts");
+      const { reportOf } = await import("../replay/index.ts");
       const { tracingJson } = await import("../protocol/index.ts");
       const { foldLog } = await import("../engine/index.ts");
       const { store, where, close } = await openStoreOf(opts, "read");
@@ -386,7 +390,8 @@ export const registerStoreCommands = (program: Command): void => {
       const session = file === undefined ? (positional ?? opts.session) : undefined;
       const read = await readSession(file, { ...opts, ...(session === undefined ? {} : { session }) });
       if (read === null) return;
-      const { foldLog, reportOf } = await import("../engine/index.ts");
+      const { foldLog } = await import("../engine/index.ts");
+      const { reportOf } = await import("../replay/index.ts");
       const report = reportOf(read.entries, foldLog(read.entries).state.attached);
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(report)}\n`);
@@ -441,7 +446,7 @@ export const registerStoreCommands = (program: Command): void => {
   )
     .requiredOption("--out <file>", "file to write (trace.json)")
     .action(async (file: string | undefined, opts: SessionChoice & { out: string }) => {
-      const { traceOf } = await import("../engine/index.ts");
+      const { traceOf } = await import("../replay/index.ts");
       const read = await readSession(file, opts);
       if (read === null) return;
       const { entries } = read;
@@ -461,7 +466,7 @@ export const registerStoreCommands = (program: Command): void => {
   )
     .requiredOption("--out <file>", "file to write (page.html)")
     .action(async (file: string | undefined, opts: SessionChoice & { out: string }) => {
-      const { timelineOf } = await import("../engine/index.ts");
+      const { timelineOf } = await import("../replay/index.ts");
       const { renderTimelinePage } = await import("../server/timeline-page.ts");
       const read = await readSession(file, opts);
       if (read === null) return;
@@ -499,7 +504,7 @@ export const registerStoreCommands = (program: Command): void => {
     )
     .option("--dry-run", "list what would be removed and remove nothing (the store opened read-only)", false)
     .action(async (opts: StoreChoice & { olderThan: number; dryRun: boolean }) => {
-      const { removeFinishedSessions } = await import("../engine/index.ts");
+      const { removeFinishedSessions } = await import("../replay/index.ts");
       // A dry run only reads: it opens the store as the other read commands do (a read-only copy, a role that may
       // only read). Removing needs a store this user may write.
       const write: StoreWrite = {

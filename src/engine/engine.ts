@@ -10,7 +10,7 @@ import {
 import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
-import { downtimeMsOf } from "./inspect.ts";
+import { downtimeMsOf } from "./downtime.ts";
 import { type EngineLog, type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
 import { ownerOf, type SessionOwner, STREAM_PREFIX, stepsOf, streamOf } from "./log.ts";
 import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";

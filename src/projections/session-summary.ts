@@ -4,7 +4,7 @@ import { map, type OperatorFunction, scan } from "rxjs";
  * The session summary (issue 32, part 2, "Lists and pages"): the row `GET /v1/sessions` and `/sessions` read of a
  * session, folded from its log entry by entry, so a store keeps it up to date as entries land (one fold step per
  * appended entry) instead of reading and folding every log on each request. The values are those of `reportOf`
- * (src/engine/inspect.ts) over the same entries; a test checks them equal over every recorded session.
+ * (src/replay/inspect.ts) over the same entries; a test checks them equal over every recorded session.
  *
  * Times are the engine clock (`metadata.at`, ms since the Unix epoch); `duration_s` is seconds, rounded to 0.1 s.
  */

@@ -1,6 +1,7 @@
 import { type ResponseId, responseIdFor, type SessionId } from "../domain/index.ts";
-import { audioOf, type EventStore, type RecordedEntry, responseSamples, stepsOf, streamOf } from "../engine/index.ts";
+import { type EventStore, type RecordedEntry, stepsOf, streamOf } from "../engine/index.ts";
 import { resamplePcm16 } from "../infra/audio/index.ts";
+import { audioOf, responseSamples } from "../replay/index.ts";
 import type { AudioBudget } from "./chat-audio.ts";
 import { ChatError } from "./chat-error.ts";
 

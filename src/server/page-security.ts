@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { closeBidiControls } from "../engine/index.ts";
 import { escapeMarkup } from "../infra/escape-markup.ts";
+import { closeBidiControls } from "../replay/index.ts";
 
 /**
  * What the server's HTML pages (`/sessions`, `/sessions/:id`) send so that a browser runs only their own code

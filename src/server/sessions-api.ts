@@ -2,22 +2,13 @@ import type { Writable } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Subscription } from "rxjs";
 import { z } from "zod";
-import {
-  audioOf,
-  type Engine,
-  type EventStore,
-  type RecordedEntry,
-  reportOf,
-  responseSamples,
-  STREAM_PREFIX,
-  streamOf,
-  timelineOf,
-} from "../engine/index.ts";
+import { type Engine, type EventStore, type RecordedEntry, STREAM_PREFIX, streamOf } from "../engine/index.ts";
 import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
 import { escapeMarkup } from "../infra/escape-markup.ts";
 import { renderEntryLine, renderSessionFile } from "../infra/event-store/index.ts";
 import type { SessionSummaryRow } from "../projections/index.ts";
 import { handshakeErrorBody } from "../protocol/index.ts";
+import { audioOf, reportOf, responseSamples, timelineOf } from "../replay/index.ts";
 import { bdiMarkup, sendPage } from "./page-security.ts";
 import { renderTimelinePage } from "./timeline-page.ts";
 import { DEFAULT_WHOLE_LOG_READS, type WholeLogReads, wholeLogReads } from "./whole-log-reads.ts";

@@ -11,7 +11,6 @@ import {
   type ModelRunner,
   NodeIdInUseError,
   type NodeLeases,
-  removeFinishedSessions,
   type VadModel,
 } from "../engine/index.ts";
 import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
@@ -23,6 +22,7 @@ import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
+import { removeFinishedSessions } from "../replay/index.ts";
 import { buildApp, buildMetricsApp } from "./app.ts";
 import { diskGuardFor, type FreeBytes } from "./disk-guard.ts";
 import { createMetrics, type ServerMetrics } from "./metrics.ts";

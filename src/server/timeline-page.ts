@@ -1,19 +1,19 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import type { RecordedEntry } from "../engine/index.ts";
+import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
+import { escapeMarkup } from "../infra/escape-markup.ts";
+import { renderEntryLine } from "../infra/event-store/index.ts";
 import {
   audioOf,
   closeBidiControls,
   isolateBidi,
   MARK_LANES,
   PEAKS_PER_SECOND,
-  type RecordedEntry,
   responseSamples,
   type Timeline,
-} from "../engine/index.ts";
-import { encodeWav, pcm16FromBytes } from "../infra/audio/index.ts";
-import { escapeMarkup } from "../infra/escape-markup.ts";
-import { renderEntryLine } from "../infra/event-store/index.ts";
+} from "../replay/index.ts";
 import { bdiMarkup } from "./page-security.ts";
 
 /** Widths of the plots' y axes, px: every lane is inset by them so that one time axis lines up. */
@@ -109,7 +109,7 @@ const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls)
 const nonce = document.currentScript === null ? "" : document.currentScript.nonce;
 // Client text (ids, transcripts, reasons, labels) is isolated wherever it is shown, so an unclosed bidi control in it
 // cannot reverse the page's text after it: <bdi> in the DOM; in plain text (a title), FSI ... PDI. closeBidi appends
-// a closer for every control the text leaves open, as src/engine/bidi-text.ts closeBidiControls does.
+// a closer for every control the text leaves open, as src/replay/bidi-text.ts closeBidiControls does.
 const CLOSER_OF = { "\u202a": "\u202c", "\u202b": "\u202c", "\u202d": "\u202c", "\u202e": "\u202c", "\u2066": "\u2069", "\u2067": "\u2069", "\u2068": "\u2069" };
 const closeBidi = (text) => {
   const open = [];

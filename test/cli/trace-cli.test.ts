@@ -4,15 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type ChromeTrace,
-  sessionMsOfInput,
-  stepsOf,
-  type TraceEvent,
-  timelineOf,
-  traceOf,
-} from "../../src/engine/index.ts";
+import { stepsOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
+import { type ChromeTrace, sessionMsOfInput, type TraceEvent, timelineOf, traceOf } from "../../src/replay/index.ts";
 
 /**
  * `duplex trace` (issue 21, part 3): a session's log as a Chrome trace. Every recorded session of replays/ is

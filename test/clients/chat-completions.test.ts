@@ -2,8 +2,9 @@ import { readFile } from "node:fs/promises";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REFERENCE_PEER_SCRIPT } from "../../src/conformance/files.ts";
-import { type EventStore, replayEntries, STREAM_PREFIX, streamOf } from "../../src/engine/index.ts";
+import { type EventStore, STREAM_PREFIX, streamOf } from "../../src/engine/index.ts";
 import { encodeWav, pcm16FromBytes, readWav, readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { MAX_ANSWER_LOG_ENTRIES } from "../../src/server/chat-audio-id.ts";
 import { sharedAudio, startScriptedServer, startTestServer } from "../support/server.ts";
 

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
+import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { sharedAudio, startScriptedServer } from "../support/server.ts";
 
 /**

@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoSummary, runDemo } from "../../src/cli/demo.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile, rms } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /** BEHAVIOUR.md scenario 6: the events of one spoken response, in order (deltas come in pairs). */

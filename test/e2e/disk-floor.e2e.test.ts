@@ -1,7 +1,8 @@
 import { tmpdir } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { createDiskGuard, diskLevelOf, statfsFreeBytes } from "../../src/server/disk-guard.ts";
 import { connectRaw, type Peer } from "../support/raw-socket.ts";
 import { startTestServer } from "../support/server.ts";

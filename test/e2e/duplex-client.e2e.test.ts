@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { DuplexClient, DuplexConnectionError, DuplexSessionClosedError } from "../../src/client/index.ts";
-import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
+import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { pcm16ToBytes, readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { expectDeliveredAsLogged } from "../support/delivery.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 

@@ -2,7 +2,8 @@ import { readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { connectRaw, type Peer } from "../support/raw-socket.ts";
 import { startTestServer } from "../support/server.ts";
 

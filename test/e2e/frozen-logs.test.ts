@@ -13,8 +13,6 @@ import {
   LOG_SCHEMA_VERSION,
   type RecordedEntry,
   type RecordedStep,
-  replayEntries,
-  replaySteps,
   type SessionSink,
   STREAM_PREFIX,
   schemaOf,
@@ -27,6 +25,7 @@ import { openEventStore, readSessionFile } from "../../src/infra/event-store/ind
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
 import { decodeClientFrame } from "../../src/protocol/index.ts";
+import { replayEntries, replaySteps } from "../../src/replay/index.ts";
 
 /**
  * Logs are forever (BEHAVIOUR.md, "Logs are forever" and scenario 20; issue 33, part 1). replays/frozen/ holds logs

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, stepsOf, streamOf } from "../../src/engine/index.ts";
+import { stepsOf, streamOf } from "../../src/engine/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { startTestServer } from "../support/server.ts";
 
 /** The model's audio is in the log once (issue 10, part 4), and the session still replays byte for byte. */

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import type { EventStore } from "../../src/engine/ports/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { gatedVad } from "../support/gated-vad.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 

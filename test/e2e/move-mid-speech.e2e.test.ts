@@ -6,7 +6,6 @@ import {
   type Engine,
   type EventStore,
   foldLog,
-  replayEntries,
   type SessionHost,
   schemaOf,
   streamOf,
@@ -16,6 +15,7 @@ import { createResampler } from "../../src/infra/audio/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { frame, leasesAlwaysHeld, type Sent, sinkInto, until } from "../support/engine-session.ts";
 
 /**

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { resamplePcm16, rms } from "../../src/infra/audio/index.ts";
 import { synthesizeSpeech } from "../../src/infra/runners/scripted.ts";
 import { decodeAudio } from "../../src/protocol/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { startScriptedServer } from "../support/server.ts";
 
 /**

@@ -2,9 +2,10 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { freshDatabase } from "../../src/cli/postgres-temp.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile } from "../../src/infra/event-store/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**

@@ -2,16 +2,10 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { evolve, initialState } from "../../src/domain/index.ts";
-import {
-  LOG_SCHEMA_VERSION,
-  LogSchemaError,
-  replayEntries,
-  schemaOf,
-  stepsOf,
-  verifyChain,
-} from "../../src/engine/index.ts";
+import { LOG_SCHEMA_VERSION, LogSchemaError, schemaOf, stepsOf, verifyChain } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { toHistory } from "../../src/projections/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 
 /**
  * Every recorded session under replays/ replays offline to the same domain and wire events (BEHAVIOUR.md, 15), and

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { startScriptedServer } from "../support/server.ts";
 
 /**

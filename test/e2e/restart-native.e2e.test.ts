@@ -5,9 +5,10 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { kill } from "../support/kill.ts";
 import { sharedAudio } from "../support/server.ts";
 

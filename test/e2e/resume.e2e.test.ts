@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**

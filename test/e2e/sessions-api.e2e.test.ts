@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, reportOf, streamOf, timelineOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWav, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseSessionFile, renderEntryLine } from "../../src/infra/event-store/index.ts";
+import { replayEntries, reportOf, timelineOf } from "../../src/replay/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 import { reportRowOf } from "../support/session-list-reference.ts";
 

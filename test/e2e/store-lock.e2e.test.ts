@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries } from "../../src/engine/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { startServer } from "../../src/server/index.ts";
 
 /**

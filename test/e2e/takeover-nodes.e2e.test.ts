@@ -7,8 +7,6 @@ import {
   type EngineLog,
   type EventStore,
   type RecordedEntry,
-  replayEntries,
-  reportOf,
   type SessionHost,
   streamOf,
 } from "../../src/engine/index.ts";
@@ -17,6 +15,7 @@ import { createResampler, readWavFile } from "../../src/infra/audio/index.ts";
 import { parseConfig } from "../../src/infra/config.ts";
 import { createPostgresEventStore } from "../../src/infra/event-store/postgres.ts";
 import { createEchoRunner } from "../../src/infra/runners/echo.ts";
+import { replayEntries, reportOf } from "../../src/replay/index.ts";
 import { type RunningServer, startServer } from "../../src/server/index.ts";
 import { frame, leasesAlwaysHeld, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { sharedAudio } from "../support/server.ts";

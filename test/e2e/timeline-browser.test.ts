@@ -6,8 +6,9 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runDemo } from "../../src/cli/demo.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { stepsOf, streamOf, type Timeline, timelineOf } from "../../src/engine/index.ts";
+import { stepsOf, streamOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
+import { type Timeline, timelineOf } from "../../src/replay/index.ts";
 import { renderTimelinePage } from "../../src/server/timeline-page.ts";
 import { sharedAudio, startScriptedServer, startTestServer } from "../support/server.ts";
 
@@ -353,7 +354,7 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
       await client.closed;
       const base = `http://127.0.0.1:${server.port}`;
       const timeline = (await (await fetch(`${base}/v1/sessions/${id}/timeline.json`)).json()) as Timeline;
-      // The timeline's labels close each piece of client text where it ends (src/engine/bidi-text.ts).
+      // The timeline's labels close each piece of client text where it ends (src/replay/bidi-text.ts).
       const labels = timeline.marks.map((m) => m.label);
       expect(labels).toContain(`look${RLO}up\u202c({"city":"Pa${RLI}ris"}\u2069)`);
       expect(labels).toContain(`unknown_event: unknown event type "${RLO}bogus"\u202c`);

@@ -1,8 +1,9 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PEAKS_PER_SECOND, peaksOf, reportOf, stepsOf, timelineOf } from "../../src/engine/index.ts";
+import { stepsOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
+import { PEAKS_PER_SECOND, peaksOf, reportOf, timelineOf } from "../../src/replay/index.ts";
 
 /**
  * The data of a session's timeline (issue 21, parts 1-2: computed on the server, not in the browser), over every

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { reportOf, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { type Turn, turnLedger } from "../../src/projections/index.ts";
+import { reportOf } from "../../src/replay/index.ts";
 import { sharedAudio, startScriptedServer } from "../support/server.ts";
 
 /**

@@ -2,7 +2,8 @@ import { connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer, type WebSocket as WsSocket } from "ws";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { startTestServer } from "../support/server.ts";
 
 /**

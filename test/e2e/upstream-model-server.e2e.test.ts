@@ -5,8 +5,9 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, startServerProcess } from "../../src/cli/server-process.ts";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
 import { startTestServer } from "../support/server.ts";
 

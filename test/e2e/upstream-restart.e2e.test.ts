@@ -1,17 +1,11 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  createEngine,
-  type Engine,
-  type EventStore,
-  replayEntries,
-  type SessionHost,
-  streamOf,
-} from "../../src/engine/index.ts";
+import { createEngine, type Engine, type EventStore, type SessionHost, streamOf } from "../../src/engine/index.ts";
 import { createResampler } from "../../src/infra/audio/index.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createUpstreamRunner } from "../../src/infra/runners/upstream/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { frame, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
 

@@ -7,8 +7,9 @@ import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer } from "ws";
 import { RealtimeClient } from "../../src/client/index.ts";
-import { replayEntries, streamOf } from "../../src/engine/index.ts";
+import { streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 import { createTestCertificate } from "../support/tls.ts";
 

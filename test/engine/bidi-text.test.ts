@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bidiClosed, closeBidiControls, isolateBidi } from "../../src/engine/index.ts";
+import { bidiClosed, closeBidiControls, isolateBidi } from "../../src/replay/index.ts";
 
 /** Client text with bidi controls, closed where it ends (issue 32, part 3; UAX #9 rules X1-X8). */
 const LRE = "\u202a";

@@ -10,7 +10,6 @@ import {
   earlierChangesOf,
   type ModelRunner,
   type RecordedEntry,
-  replayEntries,
   type SessionHost,
   schemaOf,
   speechInProgressBefore,
@@ -24,6 +23,7 @@ import { createEchoRunner } from "../../src/infra/runners/echo.ts";
 import { loadScript } from "../../src/infra/runners/script.ts";
 import { createScriptedRunner } from "../../src/infra/runners/scripted.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { frame, leasesAlwaysHeld, type Sent, sinkInto, until } from "../support/engine-session.ts";
 import { sharedAudio } from "../support/server.ts";
 

@@ -10,7 +10,6 @@ import {
   createEngine,
   type Engine,
   type EventStore,
-  replayEntries,
   type SessionHost,
   type SessionSink,
   streamOf,
@@ -20,6 +19,7 @@ import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { parseScript } from "../../src/infra/runners/script.ts";
 import { createScriptedRunner } from "../../src/infra/runners/scripted.ts";
 import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 
 /**
  * The event rate of a session (issue 32, part 2; BEHAVIOUR.md, "The edges"): the token bucket as a pure function of

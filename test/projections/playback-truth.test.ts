@@ -1,8 +1,9 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { reportOf, stepsOf, timelineOf } from "../../src/engine/index.ts";
+import { stepsOf } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
+import { reportOf, timelineOf } from "../../src/replay/index.ts";
 
 /**
  * One story per session (BEHAVIOUR.md, "The edges"; issue 33, part 3): what was played and heard of each response is

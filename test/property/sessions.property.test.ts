@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import { foldLog, replayEntries, streamOf } from "../../src/engine/index.ts";
+import { foldLog, streamOf } from "../../src/engine/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 

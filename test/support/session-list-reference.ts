@@ -1,8 +1,9 @@
 import { readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { type EventStore, foldLog, type RecordedEntry, reportOf, STREAM_PREFIX } from "../../src/engine/index.ts";
+import { type EventStore, foldLog, type RecordedEntry, STREAM_PREFIX } from "../../src/engine/index.ts";
 import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import type { SessionSummaryRow } from "../../src/projections/index.ts";
+import { reportOf } from "../../src/replay/index.ts";
 
 /**
  * What the session list showed before the store kept summaries (issue 32): each row from `reportOf` over the whole

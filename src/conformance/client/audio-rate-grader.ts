@@ -1,4 +1,4 @@
-import { audioOf } from "../../engine/index.ts";
+import { audioOf } from "../../replay/index.ts";
 import { appendRefusalsOf, describeRefusals, guessSentRate, isAppend, refusalEvidence } from "./appends.ts";
 import { broken, type Evidence, type Grader, grade, type Step } from "./grade.ts";
 

@@ -1,9 +1,9 @@
 import type { DomainEvent, Input } from "../domain/index.ts";
-import { createEngine } from "./engine.ts";
-import { stepsOf } from "./log.ts";
-import type { EventStore, ModelRunner, RecordedEntry, ResamplerFactory } from "./ports/index.ts";
-import type { SessionHost } from "./session-host.ts";
-import { foldRecorded, INITIAL_SNAPSHOT } from "./step.ts";
+import { createEngine } from "../engine/engine.ts";
+import { stepsOf } from "../engine/log.ts";
+import type { EventStore, ModelRunner, RecordedEntry, ResamplerFactory } from "../engine/ports/index.ts";
+import type { SessionHost } from "../engine/session-host.ts";
+import { foldRecorded, INITIAL_SNAPSHOT } from "../engine/step.ts";
 
 /** One line of a session's behaviour: a decision, with what distinguishes it (a response's status, ...). */
 export interface BehaviourLine {

@@ -1,6 +1,6 @@
+import type { RecordedEntry } from "../engine/ports/index.ts";
 import { spanOf, TURN_SPANS, type Turn, turnLedger } from "../projections/index.ts";
 import { envelopesOf, lastOf } from "./inspect.ts";
-import type { RecordedEntry } from "./ports/index.ts";
 import { inputClockOf, sessionMsOfInput } from "./timeline.ts";
 
 /**

@@ -1,9 +1,9 @@
-import { STREAM_PREFIX } from "./log.ts";
-import { foldLog } from "./step.ts";
+import { STREAM_PREFIX } from "../engine/log.ts";
+import { foldLog } from "../engine/step.ts";
 
-export { parseDurationMs } from "./duration.ts";
+export { parseDurationMs } from "../engine/duration.ts";
 
-import type { EventStore, RecordedEntry } from "./ports/index.ts";
+import type { EventStore, RecordedEntry } from "../engine/ports/index.ts";
 
 /**
  * Retention of session logs (issue 10, "Journal limits and log retention"): removes the sessions whose log says

@@ -1,4 +1,4 @@
-import { isInputType } from "./log.ts";
+import { isInputType } from "../engine/log.ts";
 
 /**
  * A structural diff of two JSON values (issue 20, part 6: a divergence you can read): the paths at which they

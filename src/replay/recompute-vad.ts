@@ -1,5 +1,5 @@
-import { stepsOf } from "./log.ts";
-import type { RecordedEntry, VadModel } from "./ports/index.ts";
+import { stepsOf } from "../engine/log.ts";
+import type { RecordedEntry, VadModel } from "../engine/ports/index.ts";
 
 /** How far Silero's probabilities, computed again on a recording's audio, are from the recorded ones. */
 export interface VadRecomputation {

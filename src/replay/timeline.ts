@@ -1,8 +1,8 @@
+import { stepsOf } from "../engine/log.ts";
+import type { RecordedEntry } from "../engine/ports/index.ts";
 import { type SpanSummary, summariseTurns, type Turn } from "../projections/index.ts";
 import { bidiClosed } from "./bidi-text.ts";
 import { audioOf, envelopesOf, reportOf, responseSamples } from "./inspect.ts";
-import { stepsOf } from "./log.ts";
-import type { RecordedEntry } from "./ports/index.ts";
 
 /**
  * What a session's timeline draws (issue 21, parts 1-2: the data of the page, computed on the server or by the CLI,

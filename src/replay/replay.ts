@@ -1,11 +1,11 @@
 import type { SessionState } from "../domain/index.ts";
+import { verifyChain } from "../engine/chain.ts";
+import { earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "../engine/earlier-releases.ts";
+import { digestOf, type RecordedStep, stepsOf, type WireDigest } from "../engine/log.ts";
+import type { RecordedEntry } from "../engine/ports/index.ts";
+import { INITIAL_SNAPSHOT, stepSession } from "../engine/step.ts";
+import { schemaOf } from "../engine/upcast.ts";
 import type { EventEnvelope } from "../projections/index.ts";
-import { verifyChain } from "./chain.ts";
-import { earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "./earlier-releases.ts";
-import { digestOf, type RecordedStep, stepsOf, type WireDigest } from "./log.ts";
-import type { RecordedEntry } from "./ports/index.ts";
-import { INITIAL_SNAPSHOT, stepSession } from "./step.ts";
-import { schemaOf } from "./upcast.ts";
 
 /** Where a replay first differs from the recording. `expected` is the recording, `actual` the replay. */
 export interface Divergence {

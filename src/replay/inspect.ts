@@ -1,5 +1,10 @@
 import { from, last, type Observable, type OperatorFunction } from "rxjs";
 import type { AudioEncoding, HistoryItem } from "../domain/index.ts";
+import { chainHeadOf, verifyChain } from "../engine/chain.ts";
+import { downtimeMsOf } from "../engine/downtime.ts";
+import { isInputType, stepsOf } from "../engine/log.ts";
+import type { RecordedEntry } from "../engine/ports/index.ts";
+import { committedStepsOf } from "../engine/step.ts";
 import {
   type CommittedStep,
   type EventEnvelope,
@@ -13,10 +18,6 @@ import {
   type Turn,
 } from "../projections/index.ts";
 import { type BadAudio, decodeAudio } from "../protocol/index.ts";
-import { chainHeadOf, verifyChain } from "./chain.ts";
-import { isInputType, stepsOf } from "./log.ts";
-import type { RecordedEntry } from "./ports/index.ts";
-import { committedStepsOf } from "./step.ts";
 
 /**
  * What a person or a script asks of a recorded (or live) session (issue 20, parts 2 and 3): the projections of its
@@ -100,17 +101,6 @@ export const endingOf = (entries: readonly RecordedEntry[], attached: boolean): 
   const closed = entries.findLast((e) => e.type === "SessionClosed")?.data as { reason?: string } | undefined;
   if (closed === undefined) return attached ? "open" : "detached";
   return endingOfReason(closed.reason);
-};
-
-/** The downtime of server restarts and moves in a log, ms: before each `SessionRecovered` or `SessionOwned`, the gap since the entry before. */
-export const downtimeMsOf = (entries: readonly RecordedEntry[]): number => {
-  let downtime = 0;
-  entries.forEach((e, i) => {
-    const before = entries[i - 1];
-    if ((e.type === "SessionRecovered" || e.type === "SessionOwned") && before !== undefined)
-      downtime += e.metadata.at - before.metadata.at;
-  });
-  return downtime;
 };
 
 /** The session's time alive, s: from its first entry to its last, less the downtime of server restarts. */
