@@ -1,6 +1,6 @@
 /** The `error` server event (BEHAVIOUR.md, "Errors"): its envelope, built from an error code of the catalogue. */
 import { ERROR_CODES } from "../domain/index.ts";
-import type { ServerEventBody } from "./render-context.ts";
+import type { ServerEvent } from "./server-event.ts";
 
 /** An error event body with the envelope of BEHAVIOUR.md, "Errors". */
 export const errorBody = (
@@ -8,7 +8,7 @@ export const errorBody = (
   message: string,
   clientEventId: string | null,
   param: string | null,
-): ServerEventBody => ({
+): ServerEvent => ({
   type: "error",
   error: { type: ERROR_CODES[code].type, code, message, event_id: clientEventId, param },
 });

@@ -5,19 +5,14 @@
  */
 import { ERROR_CODES } from "../domain/index.ts";
 import { userItem } from "./items.ts";
-import {
-  type DomainEventOf,
-  type FlowRenderers,
-  type RenderContext,
-  renderNothing,
-  type ServerEventBody,
-} from "./render-context.ts";
+import { type DomainEventOf, type FlowRenderers, type RenderContext, renderNothing } from "./render-context.ts";
+import type { ServerEvent } from "./server-event.ts";
 
 /** `input_audio_buffer.speech_started`: when the endpointer announces the speech (at its start or later). */
 const speechStarted = (
   _ctx: RenderContext,
   event: DomainEventOf<"SpeechStarted"> | DomainEventOf<"SpeechAnnounced">,
-): ServerEventBody[] =>
+): ServerEvent[] =>
   event.type === "SpeechStarted" && !event.data.announced
     ? []
     : [

@@ -4,8 +4,12 @@
  * `server_event_seq` and `epoch`, and the shape of a flow's table of renderers keyed by domain event type.
  */
 import type { Capabilities, DomainEvent, SessionId } from "../domain/index.ts";
+import type { ServerEvent } from "./server-event.ts";
 
-/** A server event's JSON body: its `type` and fields, before the wire projection stamps it. */
+/**
+ * A server event's JSON body: its `type` and fields, before the wire projection stamps it. The renderer emits the
+ * typed `ServerEvent` (server-event.ts), each member of which is one of these.
+ */
 export type ServerEventBody = { readonly type: string } & Readonly<Record<string, unknown>>;
 
 /** What rendering needs besides the event: the session's identity, learnt from `SessionCreated`. */
@@ -22,10 +26,7 @@ export interface RenderContext {
 export type DomainEventOf<K extends DomainEvent["type"]> = Extract<DomainEvent, { type: K }>;
 
 /** Renders one domain event of type `K` into its server events, in order (none: nothing shows on the wire). */
-export type Renderer<K extends DomainEvent["type"]> = (
-  ctx: RenderContext,
-  event: DomainEventOf<K>,
-) => ServerEventBody[];
+export type Renderer<K extends DomainEvent["type"]> = (ctx: RenderContext, event: DomainEventOf<K>) => ServerEvent[];
 
 /** The whole table: a renderer for every domain event type. */
 export type RendererTable = { readonly [K in DomainEvent["type"]]: Renderer<K> };
@@ -34,4 +35,4 @@ export type RendererTable = { readonly [K in DomainEvent["type"]]: Renderer<K> }
 export type FlowRenderers = { readonly [K in DomainEvent["type"]]?: Renderer<K> };
 
 /** The renderer of a domain event that shows nothing on the wire. */
-export const renderNothing = (): ServerEventBody[] => [];
+export const renderNothing = (): ServerEvent[] => [];

@@ -7,7 +7,8 @@
 import type { ItemId, ResponseId } from "../domain/index.ts";
 import { errorBody } from "./error-events.ts";
 import { functionCallItem, messageItem, roundLedger } from "./items.ts";
-import type { DomainEventOf, FlowRenderers, RenderContext, ServerEventBody } from "./render-context.ts";
+import type { DomainEventOf, FlowRenderers, RenderContext } from "./render-context.ts";
+import type { ServerEvent } from "./server-event.ts";
 
 type Ended = DomainEventOf<"ResponseEnded">["data"];
 
@@ -17,7 +18,7 @@ type Ended = DomainEventOf<"ResponseEnded">["data"];
  * text parts, `output_item.done`, `conversation.item.done`, `response.done` (with the client's metadata echoed, or
  * the duplex event) and `rate_limits.updated`.
  */
-export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBody[] => {
+export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEvent[] => {
   const sessionId = ctx.sessionId;
   // Older logs lack the index: their message item was always the first output.
   const messageIndex = d.messageOutputIndex === undefined ? 0 : d.messageOutputIndex;
@@ -26,7 +27,7 @@ export const renderResponseEnded = (ctx: RenderContext, d: Ended): ServerEventBo
   // A text-only response shows its text part even when it produced none (as history holds it).
   const textOnly = d.modalities !== undefined ? !d.modalities.includes("audio") : d.text !== null && !d.spoke;
   const item = messageItem(d.itemId, itemStatus, d.spoke ? d.transcript : null, textOnly ? (d.text ?? "") : d.text);
-  const out: ServerEventBody[] = [];
+  const out: ServerEvent[] = [];
   if (d.status === "cancelled" && d.audioSent)
     out.push({ type: "output_audio_buffer.cleared", response_id: d.responseId });
   if (d.spoke) {
@@ -102,25 +103,26 @@ const messageAdded = (
   previousItemId: ItemId | null,
   outputIndex: number,
   outOfBand: boolean,
-): ServerEventBody[] => {
+): ServerEvent[] => {
   const item = messageItem(itemId, "in_progress", null, null);
+  const inConversation: ServerEvent[] = outOfBand
+    ? []
+    : [
+        { type: "conversation.item.added", previous_item_id: previousItemId, item },
+        { type: "conversation.item.created", previous_item_id: previousItemId, item },
+      ];
   return [
-    ...(outOfBand
-      ? []
-      : [
-          { type: "conversation.item.added", previous_item_id: previousItemId, item },
-          { type: "conversation.item.created", previous_item_id: previousItemId, item },
-        ]),
+    ...inConversation,
     { type: "response.output_item.added", response_id: responseId, output_index: outputIndex, item },
   ];
 };
 
 /** `response.created`, and the message item with it for logs recorded before `MessageStarted` existed. */
-const renderResponseStarted = (ctx: RenderContext, event: DomainEventOf<"ResponseStarted">): ServerEventBody[] => {
+const renderResponseStarted = (ctx: RenderContext, event: DomainEventOf<"ResponseStarted">): ServerEvent[] => {
   const sessionId = ctx.sessionId;
   const { responseId, itemId, previousItemId } = event.data;
   const outOfBand = event.data.conversation === "none";
-  const created: ServerEventBody[] = [
+  const created: ServerEvent[] = [
     {
       type: "response.created",
       response_id: responseId,
@@ -152,11 +154,20 @@ const renderResponseStarted = (ctx: RenderContext, event: DomainEventOf<"Respons
 };
 
 /** A function call, whole: its item added, its arguments' delta and done, the item done. */
-const renderFunctionCall = (event: DomainEventOf<"FunctionCallDelivered">): ServerEventBody[] => {
+const renderFunctionCall = (event: DomainEventOf<"FunctionCallDelivered">): ServerEvent[] => {
   const { call, responseId, outputIndex, previousItemId } = event.data;
   const item = functionCallItem(call.itemId, call.callId, call.name, call.arguments);
   const ids = { response_id: responseId, item_id: call.itemId, output_index: outputIndex, call_id: call.callId };
   const inConversation = event.data.outOfBand !== true;
+  const added: ServerEvent[] = inConversation
+    ? [
+        { type: "conversation.item.added", previous_item_id: previousItemId, item },
+        { type: "conversation.item.created", previous_item_id: previousItemId, item },
+      ]
+    : [];
+  const done: ServerEvent[] = inConversation
+    ? [{ type: "conversation.item.done", previous_item_id: previousItemId, item }]
+    : [];
   return [
     {
       type: "response.output_item.added",
@@ -164,16 +175,11 @@ const renderFunctionCall = (event: DomainEventOf<"FunctionCallDelivered">): Serv
       output_index: outputIndex,
       item: { ...item, status: "in_progress", arguments: "" },
     },
-    ...(inConversation
-      ? [
-          { type: "conversation.item.added", previous_item_id: previousItemId, item },
-          { type: "conversation.item.created", previous_item_id: previousItemId, item },
-        ]
-      : []),
+    ...added,
     { type: "response.function_call_arguments.delta", ...ids, delta: call.arguments },
     { type: "response.function_call_arguments.done", ...ids, name: call.name, arguments: call.arguments },
     { type: "response.output_item.done", response_id: responseId, output_index: outputIndex, item },
-    ...(inConversation ? [{ type: "conversation.item.done", previous_item_id: previousItemId, item }] : []),
+    ...done,
   ];
 };
 

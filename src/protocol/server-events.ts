@@ -10,12 +10,14 @@ import type { DomainEvent } from "../domain/index.ts";
 import { INPUT_RENDERERS } from "./input-events.ts";
 import { ITEM_RENDERERS } from "./item-events.ts";
 import { PLAYBACK_RENDERERS } from "./playback-events.ts";
-import type { RenderContext, Renderer, RendererTable, ServerEventBody } from "./render-context.ts";
+import type { RenderContext, Renderer, RendererTable } from "./render-context.ts";
 import { RESPONSE_RENDERERS } from "./response-events.ts";
+import type { ServerEvent } from "./server-event.ts";
 import { SESSION_RENDERERS } from "./session-events.ts";
 
 export { errorBody } from "./error-events.ts";
 export type { RenderContext, ServerEventBody } from "./render-context.ts";
+export type { ServerEvent, ServerEventType } from "./server-event.ts";
 export { REDACTED_RESUME_TOKEN } from "./session-events.ts";
 
 /** Every domain event type's renderer, from the flow that owns it. */
@@ -28,7 +30,7 @@ const RENDERERS: RendererTable = {
 };
 
 /** The server events one domain event renders to, in order. */
-export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): ServerEventBody[] => {
+export const renderServerEvents = (ctx: RenderContext, event: DomainEvent): ServerEvent[] => {
   const render = RENDERERS[event.type] as Renderer<DomainEvent["type"]> | undefined;
   if (render === undefined) throw new Error(`renderServerEvents: unhandled event ${JSON.stringify(event)}`);
   return render(ctx, event);
