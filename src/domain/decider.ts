@@ -1,26 +1,19 @@
 import { type Decision, decisionBuilder, decisionOf } from "./builder.ts";
-import type { Command } from "./commands.ts";
-import { applySessionPatch, type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
-import { type Rejection, reject } from "./errors.ts";
-import type { DomainEvent, Input, SessionSnapshot } from "./events.ts";
+import { decideCommand } from "./command-decider.ts";
+import { type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
+import type { DomainEvent, Input } from "./events.ts";
 import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
-import { appendAudio, commitInput, responseWanted, speechInProgress } from "./input-flow.ts";
-import { createItem, findItem } from "./item-flow.ts";
+import { speechInProgress } from "./input-flow.ts";
 import { laneOf } from "./lane.ts";
-import { emptyLedger } from "./playback.ts";
-import { acknowledgePlayback, truncateItem } from "./playback-flow.ts";
 import {
-  applyStageOutput,
   cancelResponse,
-  dropDeferredResponses,
   endSession,
   responseProgressOf,
   startDeferredResponse,
-  startResponse,
   timeOutResponse,
 } from "./response-flow.ts";
-import { responseCreateRefusal } from "./response-options.ts";
+import { applyStageOutput } from "./stage-output.ts";
 import { type EarlierRules, initialState, type SessionState } from "./state.ts";
 
 /**
@@ -33,201 +26,6 @@ export interface Decider<S, I, E> {
   decide(state: S, input: I): E[];
   evolve(state: S, event: E): S;
 }
-
-const rejected = (command: Command, rejection: Rejection): DomainEvent => ({
-  type: "RequestRejected",
-  data: {
-    code: rejection.code,
-    message: rejection.message,
-    param: rejection.param ?? null,
-    clientEventId: command.eventId,
-    commandType: command.type === "invalid" ? command.eventType : command.type,
-  },
-});
-
-const decideCommand = (state: SessionState, command: Command, at: number): Decision => {
-  if (command.type === "invalid") {
-    return decisionOf(state, [rejected(command, reject(command.code, command.message, command.param ?? undefined))]);
-  }
-  if (state.phase !== "open") {
-    return decisionOf(state, [
-      rejected(command, reject("session_closed", `the session is ${state.phase}; ${command.type} is refused`)),
-    ]);
-  }
-  const b = decisionBuilder(state);
-  const refuse = (rejection: Rejection | null): Decision =>
-    rejection === null ? b.decision() : decisionOf(state, [rejected(command, rejection)]);
-  switch (command.type) {
-    case "session.update": {
-      const refAudio = command.patch.refAudio;
-      const started = state.input.clockMs > 0 || state.responseCount > 0;
-      if (refAudio !== undefined && started && (refAudio?.sha256 ?? null) !== (state.config.refAudio?.sha256 ?? null)) {
-        return refuse(
-          reject(
-            "ref_audio_update_unsupported",
-            "ref_audio cannot change once the session has audio or responses; open a new session for another voice",
-            "session.ref_audio",
-          ),
-        );
-      }
-      const config = applySessionPatch(state.config, command.patch, state.capabilities);
-      if ("code" in config) return refuse(config);
-      const last = Object.values(state.audio).at(-1);
-      const view: SessionSnapshot = {
-        turnState: state.turnState,
-        activeResponseId: state.response?.id ?? null,
-        activeResponseTurnId: state.response?.turnId ?? null,
-        playback: (state.response === null ? last : state.audio[state.response.itemId])?.ledger ?? emptyLedger,
-      };
-      return decisionOf(state, [{ type: "SessionConfigured", data: { config, view } }]);
-    }
-    case "input_audio_buffer.append":
-      appendAudio(b, at, command);
-      return b.decision();
-    case "input_audio_buffer.commit":
-      if (state.input.bufferedBytes === 0 && state.input.text === "") {
-        return refuse(
-          reject("input_audio_buffer_empty", "input_audio_buffer.commit needs buffered audio; the buffer is empty"),
-        );
-      }
-      if (responseWanted(state, command.createResponse) === "refused") {
-        return refuse(
-          reject(
-            "input_backpressure",
-            `${state.maxPendingTurns} responses are already waiting for the active one to end (max_pending_turns_per_session); commit again when one has started`,
-          ),
-        );
-      }
-      commitInput(b, at, command.createResponse, "client");
-      return b.decision();
-    case "input_audio_buffer.clear":
-      return decisionOf(state, [{ type: "InputCleared", data: { clockMs: state.input.clockMs } }]);
-    case "response.create":
-      if (state.response !== null) {
-        return refuse(reject("response_already_active", `response ${state.response.id} is still active`));
-      }
-      {
-        const refusal = responseCreateRefusal(state, command);
-        if (refusal !== null) return refuse(refusal);
-      }
-      startResponse(b, at, "client", command.metadata, {
-        modalities: command.modalities,
-        instructions: command.instructions,
-        conversation: command.conversation ?? "auto",
-      });
-      return b.decision();
-    case "response.cancel":
-      if (state.response === null) {
-        return refuse(reject("response_not_active", "response.cancel: no response is active"));
-      }
-      if (command.responseId !== null && command.responseId !== state.response.id) {
-        return refuse(
-          reject(
-            "response_not_active",
-            `response ${command.responseId} is not the active one (${state.response.id})`,
-            "response_id",
-          ),
-        );
-      }
-      cancelResponse(b, at, "client_cancelled");
-      startDeferredResponse(b, at);
-      return b.decision();
-    case "playback.ack":
-      return refuse(acknowledgePlayback(b, at, command));
-    case "conversation.item.truncate":
-      if (!state.capabilities.supportsAudioTruncate) {
-        return refuse(
-          reject(
-            "audio_truncate_unsupported",
-            "this model does not support audio truncation (capabilities.supports_audio_truncate is false)",
-          ),
-        );
-      }
-      return refuse(truncateItem(b, at, command));
-    case "session.heartbeat":
-      return decisionOf(state, [{ type: "HeartbeatAcknowledged", data: {} }]);
-    case "session.close":
-      cancelResponse(b, at, "session_closed");
-      b.push(...settleEstimatedItems(b.state, at));
-      b.push({ type: "SessionClosed", data: { reason: "session_close" } });
-      return b.decision();
-    case "session.event_ack":
-      return command.seq > command.headSeq
-        ? refuse(
-            reject(
-              "invalid_event_ack",
-              `server_event_seq ${command.seq} is beyond the last event sent (${command.headSeq})`,
-              "server_event_seq",
-            ),
-          )
-        : decisionOf(state, [{ type: "EventsAcknowledged", data: { seq: command.seq } }]);
-    case "input.cancel":
-      if (state.response !== null) cancelResponse(b, at, "client_cancelled");
-      else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "input_cancelled" } });
-      b.push({ type: "InputCleared", data: { clockMs: b.state.input.clockMs } });
-      // input.cancel drops only uncommitted input: committed turns still get their responses.
-      startDeferredResponse(b, at);
-      return b.decision();
-    case "input.text.append":
-      return decisionOf(state, [{ type: "InputTextAppended", data: { text: command.text } }]);
-    case "conversation.item.create":
-      return refuse(createItem(b, command));
-    case "conversation.item.retrieve": {
-      const item = findItem(b, command.itemId);
-      return "code" in item ? refuse(item) : decisionOf(state, [{ type: "ItemRetrieved", data: { item } }]);
-    }
-    case "conversation.item.delete": {
-      const item = findItem(b, command.itemId);
-      if ("code" in item) return refuse(item);
-      if (state.response?.itemId === item.id) {
-        return refuse(
-          reject("bad_event", `item ${item.id} belongs to the active response; cancel it first`, "item_id"),
-        );
-      }
-      return decisionOf(state, [{ type: "ItemDeleted", data: { itemId: item.id } }]);
-    }
-    case "output_audio_buffer.clear": {
-      const active = state.response;
-      const sent = active !== null && (state.audio[active.itemId]?.ledger.sentMs ?? 0) > 0;
-      cancelResponse(b, at, "client_cancelled");
-      // A cancel that had sent audio already answers with output_audio_buffer.cleared.
-      if (!sent) b.push({ type: "OutputAudioCleared", data: { responseId: active?.id ?? null } });
-      startDeferredResponse(b, at);
-      return b.decision();
-    }
-    case "barge_in":
-    case "turn.signal": {
-      if (command.type === "turn.signal" && command.event !== "barge_in") {
-        return decisionOf(state, [
-          {
-            type: "RuntimeControlReported",
-            data: {
-              signal: command.event,
-              supported: false,
-              detail: `turn.signal event "${command.event}" is not supported; only "barge_in" is`,
-            },
-          },
-        ]);
-      }
-      if (!state.capabilities.supportsBargeIn) {
-        return refuse(
-          reject(
-            "barge_in_unsupported",
-            "this model does not support barge-in (capabilities.supports_barge_in is false)",
-          ),
-        );
-      }
-      if (state.response !== null) cancelResponse(b, at, "barge_in");
-      else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "barge_in" } });
-      dropDeferredResponses(b, "barge_in");
-      return b.decision();
-    }
-    default: {
-      const unhandled: never = command;
-      throw new Error(`decide: unhandled command ${JSON.stringify(unhandled)}`);
-    }
-  }
-};
 
 /**
  * The configuration a session recorded by an earlier release started with (EarlierRules): the runner's input rate
@@ -248,6 +46,121 @@ const withEarlierDefaults = (
   };
 };
 
+/** `SessionOpened`: the session is created with its default configuration (once; a second opening decides nothing). */
+const decideSessionOpened = (state: SessionState, input: Extract<Input, { type: "SessionOpened" }>): Decision => {
+  if (state.phase !== "new") return decisionOf(state, []);
+  const created = defaultSessionConfig(
+    input.data.model,
+    input.data.capabilities,
+    input.data.idleTimeoutS,
+    input.data.responseTimeoutMs,
+  );
+  const defaults = withEarlierDefaults(created, input.data.capabilities, input.data.rules);
+  // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
+  const nativeDuplex = input.data.nativeDuplex ?? null;
+  // `?native_duplex=` opts an opt_in model in or out of its native implementation; on any other model it is the
+  // lane switch (false: the turn lane).
+  const config =
+    nativeDuplex === null
+      ? defaults
+      : input.data.capabilities.nativeDuplex === "opt_in"
+        ? { ...defaults, nativeDuplex }
+        : { ...defaults, autoResponse: nativeDuplex };
+  return decisionOf(state, [
+    {
+      type: "SessionCreated",
+      data: {
+        sessionId: input.data.sessionId,
+        config,
+        capabilities: input.data.capabilities,
+        attachmentGeneration: 1,
+        resumeTokenSha256: input.data.resumeTokenSha256,
+        ...(input.data.maxPendingTurns === undefined ? {} : { maxPendingTurns: input.data.maxPendingTurns }),
+        ...(input.data.rules === undefined ? {} : { rules: input.data.rules }),
+      },
+    },
+  ]);
+};
+
+/**
+ * `AttachmentChanged`: a socket took the session over (resumed), closed it with 1000 (closed), never used it
+ * (abandoned) or dropped (detached; the session ends when its runner cannot resume).
+ */
+const decideAttachmentChanged = (
+  state: SessionState,
+  input: Extract<Input, { type: "AttachmentChanged" }>,
+): Decision => {
+  // Sessions recorded before ea7ac2c decided nothing of an attachment (EarlierRules).
+  if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return decisionOf(state, []);
+  const b = decisionBuilder(state);
+  if (input.data.change === "resumed") {
+    b.push({
+      type: "SessionResumed",
+      data: {
+        attachmentGeneration: input.data.generation,
+        resumeTokenSha256: input.data.resumeTokenSha256,
+        lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
+        // Only a detach that said why (logs before reasons were recorded say nothing, and replay so).
+        ...(state.detachReason === undefined ? {} : { detachReason: state.detachReason }),
+      },
+    });
+  } else if (input.data.change === "closed") {
+    // A close frame with code 1000 is the end a stock OpenAI client means: as session.close (BEHAVIOUR.md,
+    // "Resume", ours), so the session holds no slot for the grace.
+    cancelResponse(b, input.at, "session_closed");
+    b.push(...settleEstimatedItems(b.state, input.at));
+    b.push({ type: "SessionClosed", data: { reason: "client_closed" } });
+  } else if (input.data.change === "abandoned") {
+    // Nothing of the client reached it (BEHAVIOUR.md, "Identity", ours): it closes, leaving nothing to resume.
+    cancelResponse(b, input.at, "session_closed");
+    b.push({ type: "SessionClosed", data: { reason: "unused" } });
+  } else if (state.capabilities.supportsSessionResume) {
+    const reason = input.data.reason;
+    b.push({
+      type: "SessionDetached",
+      data:
+        reason === undefined
+          ? { attachmentGeneration: state.attachmentGeneration }
+          : { attachmentGeneration: state.attachmentGeneration, reason },
+    });
+  } else {
+    // A runner that cannot resume: the dropped socket ends the session (BEHAVIOUR.md, "Resume").
+    cancelResponse(b, input.at, "session_closed");
+    b.push({ type: "SessionClosed", data: { reason: "disconnect" } });
+  }
+  return b.decision();
+};
+
+/** `SessionRecovered`: a restart or failed append, a disconnect for the client that loses nothing committed. */
+const decideRecovered = (state: SessionState, input: Extract<Input, { type: "SessionRecovered" }>): Decision => {
+  // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours), and so is a failed append: the
+  // runner lost its work, so an active response ends cancelled and the session waits for a resume within the
+  // grace lease.
+  if (state.phase !== "open") return decisionOf(state, []);
+  const b = decisionBuilder(state);
+  cancelResponse(b, input.at, input.data.reason);
+  // Committed turns are not lost with the process: the next deferred response starts, and runs while the
+  // session waits for its client (BEHAVIOUR.md, "Turn-taking": deferred, not dropped).
+  startDeferredResponse(b, input.at);
+  // Nor is an utterance of the model-native lane that the model had heard end but not answered: the new runner
+  // never heard it, so its logged audio goes to it again, and the model answers as after a dropped socket.
+  const unanswered = b.state.input.unanswered;
+  // Sessions recorded before 1e19abe gave the new runner nothing again (EarlierRules).
+  if (unanswered != null && laneOf(b.state) === "native" && state.rules?.noUtteranceResubmitted !== true) {
+    b.push({ type: "UtteranceResubmitted", data: { ...unanswered } });
+  }
+  // Nor is an utterance in progress, in either lane (BEHAVIOUR.md, "Moves lose nothing"): its speech started
+  // before the move and goes on after it, and the new runner never heard its beginning. Its logged audio so far
+  // goes to it now, the rest follows live, and the endpointer (in the state) goes on where it was: one utterance.
+  const speaking = speechInProgress(b.state);
+  // Sessions recorded before issue 33, part 2 gave the new runner only what followed the move (EarlierRules).
+  if (speaking !== null && state.rules?.noUtteranceCarriedOver !== true) {
+    b.push({ type: "UtteranceResubmitted", data: { ...speaking, inProgress: true } });
+  }
+  b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
+  return b.decision();
+};
+
 /** Decides what an input means for the session. Pure. */
 export const decide = (state: SessionState, input: Input): DomainEvent[] => [...decision(state, input).events];
 
@@ -257,40 +170,8 @@ export const decide = (state: SessionState, input: Input): DomainEvent[] => [...
  */
 export const decision = (state: SessionState, input: Input): Decision => {
   switch (input.type) {
-    case "SessionOpened": {
-      if (state.phase !== "new") return decisionOf(state, []);
-      const created = defaultSessionConfig(
-        input.data.model,
-        input.data.capabilities,
-        input.data.idleTimeoutS,
-        input.data.responseTimeoutMs,
-      );
-      const defaults = withEarlierDefaults(created, input.data.capabilities, input.data.rules);
-      // Logs recorded before `nativeDuplex` existed lack it: absent means the default, as null does.
-      const nativeDuplex = input.data.nativeDuplex ?? null;
-      // `?native_duplex=` opts an opt_in model in or out of its native implementation; on any other model it is the
-      // lane switch (false: the turn lane).
-      const config =
-        nativeDuplex === null
-          ? defaults
-          : input.data.capabilities.nativeDuplex === "opt_in"
-            ? { ...defaults, nativeDuplex }
-            : { ...defaults, autoResponse: nativeDuplex };
-      return decisionOf(state, [
-        {
-          type: "SessionCreated",
-          data: {
-            sessionId: input.data.sessionId,
-            config,
-            capabilities: input.data.capabilities,
-            attachmentGeneration: 1,
-            resumeTokenSha256: input.data.resumeTokenSha256,
-            ...(input.data.maxPendingTurns === undefined ? {} : { maxPendingTurns: input.data.maxPendingTurns }),
-            ...(input.data.rules === undefined ? {} : { rules: input.data.rules }),
-          },
-        },
-      ]);
-    }
+    case "SessionOpened":
+      return decideSessionOpened(state, input);
     case "CommandReceived":
       return decideCommand(state, input.data.command, input.at);
     case "StageOutputReceived": {
@@ -313,47 +194,8 @@ export const decision = (state: SessionState, input: Input): Decision => {
       });
       return b.decision();
     }
-    case "AttachmentChanged": {
-      // Sessions recorded before ea7ac2c decided nothing of an attachment (EarlierRules).
-      if (state.phase !== "open" || state.rules?.attachmentsDecideNothing === true) return decisionOf(state, []);
-      const b = decisionBuilder(state);
-      if (input.data.change === "resumed") {
-        b.push({
-          type: "SessionResumed",
-          data: {
-            attachmentGeneration: input.data.generation,
-            resumeTokenSha256: input.data.resumeTokenSha256,
-            lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
-            // Only a detach that said why (logs before reasons were recorded say nothing, and replay so).
-            ...(state.detachReason === undefined ? {} : { detachReason: state.detachReason }),
-          },
-        });
-      } else if (input.data.change === "closed") {
-        // A close frame with code 1000 is the end a stock OpenAI client means: as session.close (BEHAVIOUR.md,
-        // "Resume", ours), so the session holds no slot for the grace.
-        cancelResponse(b, input.at, "session_closed");
-        b.push(...settleEstimatedItems(b.state, input.at));
-        b.push({ type: "SessionClosed", data: { reason: "client_closed" } });
-      } else if (input.data.change === "abandoned") {
-        // Nothing of the client reached it (BEHAVIOUR.md, "Identity", ours): it closes, leaving nothing to resume.
-        cancelResponse(b, input.at, "session_closed");
-        b.push({ type: "SessionClosed", data: { reason: "unused" } });
-      } else if (state.capabilities.supportsSessionResume) {
-        const reason = input.data.reason;
-        b.push({
-          type: "SessionDetached",
-          data:
-            reason === undefined
-              ? { attachmentGeneration: state.attachmentGeneration }
-              : { attachmentGeneration: state.attachmentGeneration, reason },
-        });
-      } else {
-        // A runner that cannot resume: the dropped socket ends the session (BEHAVIOUR.md, "Resume").
-        cancelResponse(b, input.at, "session_closed");
-        b.push({ type: "SessionClosed", data: { reason: "disconnect" } });
-      }
-      return b.decision();
-    }
+    case "AttachmentChanged":
+      return decideAttachmentChanged(state, input);
     case "RunnerFaulted": {
       // The runner failed outside the contract of its port (it threw, rejected or emitted garbage): its state is
       // unknown, so the session ends with a coded error; the process and every other session go on.
@@ -385,34 +227,8 @@ export const decision = (state: SessionState, input: Input): Decision => {
     case "SessionOwned":
       // A takeover by another node is a restart of the session there: decided as one.
       return decision(state, { type: "SessionRecovered", at: input.at, data: { reason: "server_restart" } });
-    case "SessionRecovered": {
-      // A restart is a disconnect for every client (BEHAVIOUR.md, "Resume", ours), and so is a failed append: the
-      // runner lost its work, so an active response ends cancelled and the session waits for a resume within the
-      // grace lease.
-      if (state.phase !== "open") return decisionOf(state, []);
-      const b = decisionBuilder(state);
-      cancelResponse(b, input.at, input.data.reason);
-      // Committed turns are not lost with the process: the next deferred response starts, and runs while the
-      // session waits for its client (BEHAVIOUR.md, "Turn-taking": deferred, not dropped).
-      startDeferredResponse(b, input.at);
-      // Nor is an utterance of the model-native lane that the model had heard end but not answered: the new runner
-      // never heard it, so its logged audio goes to it again, and the model answers as after a dropped socket.
-      const unanswered = b.state.input.unanswered;
-      // Sessions recorded before 1e19abe gave the new runner nothing again (EarlierRules).
-      if (unanswered != null && laneOf(b.state) === "native" && state.rules?.noUtteranceResubmitted !== true) {
-        b.push({ type: "UtteranceResubmitted", data: { ...unanswered } });
-      }
-      // Nor is an utterance in progress, in either lane (BEHAVIOUR.md, "Moves lose nothing"): its speech started
-      // before the move and goes on after it, and the new runner never heard its beginning. Its logged audio so far
-      // goes to it now, the rest follows live, and the endpointer (in the state) goes on where it was: one utterance.
-      const speaking = speechInProgress(b.state);
-      // Sessions recorded before issue 33, part 2 gave the new runner only what followed the move (EarlierRules).
-      if (speaking !== null && state.rules?.noUtteranceCarriedOver !== true) {
-        b.push({ type: "UtteranceResubmitted", data: { ...speaking, inProgress: true } });
-      }
-      b.push({ type: "SessionDetached", data: { attachmentGeneration: state.attachmentGeneration } });
-      return b.decision();
-    }
+    case "SessionRecovered":
+      return decideRecovered(state, input);
     default: {
       const unhandled: never = input;
       throw new Error(`decide: unhandled input ${JSON.stringify(unhandled)}`);

@@ -2,6 +2,7 @@
 export type { Decision } from "./builder.ts";
 export * from "./commands.ts";
 export * from "./config.ts";
+export * from "./config-patch.ts";
 export * from "./decider.ts";
 export * from "./endpointing.ts";
 export * from "./errors.ts";
@@ -16,4 +17,5 @@ export * from "./playback.ts";
 export * from "./profiles.ts";
 export * from "./response-flow.ts";
 export * from "./stage.ts";
+export * from "./stage-output.ts";
 export * from "./state.ts";

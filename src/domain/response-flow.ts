@@ -1,11 +1,9 @@
 import type { DecisionBuilder } from "./builder.ts";
-import { BYTES_PER_SAMPLE } from "./config.ts";
 import type { ErrorCode } from "./errors.ts";
-import type { DeliveredAudio, EndReason, ResponseStatus, RunnerOperation } from "./events.ts";
+import type { EndReason, ResponseStatus, RunnerOperation } from "./events.ts";
 import { settleEstimatedItems, settleItem, settleUnspoken } from "./history.ts";
 import { assistantItemIdFor, type ItemId, responseIdFor } from "./ids.ts";
-import { laneOf } from "./lane.ts";
-import type { StageLossCode, StageOutput } from "./stage.ts";
+import type { StageLossCode } from "./stage.ts";
 import type { SessionState } from "./state.ts";
 
 /**
@@ -56,7 +54,7 @@ export const startResponse = (
  * or text, or when it ends having made nothing at all (BEHAVIOUR.md scenario 9: the item of a response cancelled
  * before its first audio exists, empty). A response that only calls tools never opens one, as OpenAI's does not.
  */
-const openMessage = (b: DecisionBuilder): void => {
+export const openMessage = (b: DecisionBuilder): void => {
   const response = b.state.response;
   if (response === null || response.messageOutputIndex !== null) return;
   b.push({
@@ -184,198 +182,6 @@ export const endResponse = (
  */
 export const cancelResponse = (b: DecisionBuilder, at: number, reason: EndReason): void =>
   finishResponse(b, at, "cancelled", reason, null, reason);
-
-/**
- * Opens a response for model output that came while none is active: only in the model-native lane, where the model
- * decides when to speak. In the turn lane nothing but `response.create` or a server-VAD commit with
- * `create_response` starts one (BEHAVIOUR.md, "Turn-taking"), so such output is dropped: it stays in the log as
- * the input it was. Returns whether a response is active after it.
- */
-const ensureResponse = (b: DecisionBuilder, at: number): boolean => {
-  const lane = laneOf(b.state);
-  // Sessions recorded before c073d28 started one in the turn lane too (EarlierRules).
-  const starts = lane === "native" || b.state.rules?.speechEventsWithoutTurnDetection === true;
-  if (b.state.response === null && starts) startResponse(b, at, "model", null);
-  return b.state.response !== null;
-};
-
-const ensureSpeaking = (b: DecisionBuilder, at: number): void => {
-  if (!ensureResponse(b, at)) return;
-  openMessage(b);
-  const response = b.state.response;
-  if (response !== null && !response.spoke) {
-    b.push({ type: "ResponseSpoke", data: { responseId: response.id, itemId: response.itemId } });
-  }
-};
-
-/** The user item a model transcript belongs to: the last user message in history. */
-const lastUserItem = (b: DecisionBuilder): ItemId | null =>
-  b.state.history.findLast((h) => h.role === "user" && h.type === "message")?.id ?? null;
-
-/**
- * Applies one output of the model stage. Output stamped with an older epoch is dropped, terminal events included
- * (BEHAVIOUR.md, "Identity"): it leaves its input in the log and decides nothing.
- */
-export const applyStageOutput = (
-  b: DecisionBuilder,
-  at: number,
-  output: StageOutput,
-  delivered: DeliveredAudio | null = null,
-): void => {
-  if (b.state.phase !== "open") return;
-  // A lost stage ends the session whatever epoch it names: nothing of any epoch can follow.
-  if (output.kind === "stage_lost") {
-    endSession(b, at, "stage", output.code, output.message);
-    return;
-  }
-  // Units are stamped with epochs the session already reached: an output from a later one is no output of this
-  // session's model, and breaks the runner's contract.
-  if (output.epoch > b.state.epoch) {
-    const message = `the model runner failed in emit: ${output.kind} names epoch ${output.epoch}, beyond the session's ${b.state.epoch}`;
-    endSession(b, at, "emit", "runtime_data_plane_stream_failed", message);
-    return;
-  }
-  // A transcript of the user's own words belongs to their item, not to a response: no epoch drops it, nor its
-  // failure.
-  if (output.kind === "input_transcript" || output.kind === "input_transcript_failed") {
-    const named = output.itemId === undefined ? undefined : b.state.history.find((h) => h.id === output.itemId);
-    const itemId = named?.role === "user" ? named.id : output.itemId === undefined ? lastUserItem(b) : null;
-    if (itemId === null) return;
-    if (output.kind === "input_transcript") {
-      b.push({ type: "InputTranscribed", data: { itemId, transcript: output.transcript } });
-    } else {
-      b.push({ type: "InputTranscriptionFailed", data: { itemId, code: output.code, message: output.message } });
-    }
-    return;
-  }
-  if (output.epoch !== b.state.epoch) return;
-  switch (output.kind) {
-    case "upstream_session":
-    case "history_seeded":
-      // Recorded as the input it is; nothing of the session changes.
-      return;
-    case "speak":
-      ensureSpeaking(b, at);
-      return;
-    case "audio": {
-      ensureSpeaking(b, at);
-      const response = b.state.response;
-      const audio = response === null ? undefined : b.state.audio[response.itemId];
-      if (response === null || audio === undefined) return;
-      // The playback ledger counts ms of audio as the client receives it, whatever its format.
-      const runnerRate = b.state.capabilities.outputSampleRateHz;
-      const sent = delivered ?? { audio: output.audio, format: "pcm16" as const, rate: runnerRate };
-      const durationMs = (sent.audio.byteLength / BYTES_PER_SAMPLE[sent.format] / sent.rate) * 1000;
-      const generatedMs = audio.ledger.generatedMs + durationMs;
-      const transcript = audio.transcript + output.transcript;
-      b.push({
-        type: "AudioDelivered",
-        data: {
-          responseId: response.id,
-          itemId: response.itemId,
-          audio: sent.audio,
-          sampleRateHz: sent.rate,
-          ...(sent.format === "pcm16" ? {} : { format: sent.format }),
-          transcript: output.transcript,
-          durationMs,
-          mark: { textChars: transcript.length, audioEndMs: generatedMs },
-          playback: { ...audio.ledger, generatedMs, sentMs: generatedMs },
-          firstDeltaAt: audio.firstDeltaAt ?? at,
-        },
-      });
-      return;
-    }
-    case "text": {
-      ensureResponse(b, at);
-      const response = b.state.response;
-      if (response === null) return;
-      openMessage(b);
-      if (response.text === null)
-        b.push({ type: "TextStarted", data: { responseId: response.id, itemId: response.itemId } });
-      b.push({ type: "TextDelivered", data: { responseId: response.id, itemId: response.itemId, delta: output.text } });
-      return;
-    }
-    case "tool_call": {
-      // Tool calls are produced only by models that make them (reference, "Capability negotiation by model"): a
-      // call from any other model is ignored; its output stays in the log as the input it was.
-      if (!b.state.capabilities.supportsToolCalls) return;
-      if (output.callId === null || output.name === null) {
-        b.push({
-          type: "MalformedFunctionCall",
-          data: { callId: output.callId, name: output.name, arguments: output.arguments },
-        });
-        return;
-      }
-      ensureResponse(b, at);
-      const response = b.state.response;
-      if (response === null) return;
-      const n = response.functionCalls.length + 1;
-      b.push({
-        type: "FunctionCallDelivered",
-        data: {
-          responseId: response.id,
-          // After the message item when it opened first (OpenAI: output_index is the position in response.output).
-          outputIndex: response.functionCalls.length + (response.messageOutputIndex === null ? 0 : 1),
-          previousItemId: response.outOfBand ? null : b.state.lastItemId,
-          ...(response.outOfBand ? { outOfBand: true } : {}),
-          call: {
-            itemId: `${response.itemId}_fc${n}` as ItemId,
-            callId: output.callId,
-            name: output.name,
-            arguments: output.arguments,
-          },
-        },
-      });
-      return;
-    }
-    case "end_of_turn":
-      endResponse(b, at, "completed", null, null);
-      startDeferredResponse(b, at);
-      return;
-    case "incomplete":
-      // Ended by the model at a limit of its own, not cut: the epoch stays, and the next turn is answered.
-      endResponse(b, at, "incomplete", output.reason, null);
-      startDeferredResponse(b, at);
-      return;
-    case "cancelled": {
-      // The model's own cancel: the epoch advances and history keeps what was heard. When its VAD heard the user
-      // barge in, the barging utterance is what gets answered next; any other reason (its own restart, say) cuts
-      // only this response, and the turn deferred behind it is answered.
-      if (output.reason === "turn_detected" || output.reason === "barge_in") {
-        cancelResponse(b, at, output.reason);
-        dropDeferredResponses(b, output.reason);
-        return;
-      }
-      cancelResponse(b, at, "model_cancelled");
-      startDeferredResponse(b, at);
-      return;
-    }
-    case "listen": {
-      const response = b.state.response;
-      if (response?.spoke) return;
-      // Sessions recorded before issue 33, part 3 named no response (EarlierRules).
-      b.push(
-        b.state.rules?.listenNamesNoResponse === true
-          ? { type: "ModelListened", data: { reason: output.reason } }
-          : { type: "ModelListened", data: { reason: output.reason, responseId: response?.id ?? null } },
-      );
-      if (response !== null) endResponse(b, at, "completed", null, null);
-      startDeferredResponse(b, at);
-      return;
-    }
-    case "failure":
-      endResponse(b, at, "failed", "model_failure", {
-        code: "runtime_data_plane_stream_failed",
-        message: output.message,
-      });
-      startDeferredResponse(b, at);
-      return;
-    default: {
-      const unhandled: never = output;
-      throw new Error(`applyStageOutput: unhandled output ${JSON.stringify(unhandled)}`);
-    }
-  }
-};
 
 /**
  * Ends the session because its model stage is gone: the runner broke its port's contract (`operation`), or reported

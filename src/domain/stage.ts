@@ -1,5 +1,5 @@
 import type { ToolChoice, ToolDefinition } from "./config.ts";
-import type { HistoryItem } from "./events.ts";
+import type { HistoryItem } from "./history-item.ts";
 import type { ItemId, ResponseId } from "./ids.ts";
 
 /**

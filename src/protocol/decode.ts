@@ -1,21 +1,22 @@
 import type { z } from "zod";
 import {
-  type AudioFormat,
   type Command,
   type ErrorCode,
   G711_RATE_HZ,
-  type ItemContent,
-  type ItemCreate,
   type ItemId,
   type ResponseId,
   type ResponseInputItem,
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
-import { bytesPerSample, decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
-import { base64ByteLength, decodeStandardBase64, isStandardBase64 } from "./base64.ts";
+import { decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
+import { decodeStandardBase64, isStandardBase64 } from "./base64.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
+import type { DecodeContext } from "./decode-context.ts";
+import { decodeItem } from "./decode-item.ts";
 import { jsonValuesExceededAt, MAX_JSON_VALUES } from "./json-depth.ts";
 import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
+
+export type { DecodeContext } from "./decode-context.ts";
 
 /** The largest client frame accepted, in bytes (BEHAVIOUR.md, "Defaults and limits": 15 MiB). */
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
@@ -78,16 +79,6 @@ export interface DecodedResume {
  * `session.event_ack` comes with `headSeq` -1: the session host stamps the real head before recording it.
  */
 export type DecodedFrame = Exclude<Command, { type: "input_audio_buffer.append" }> | DecodedAppend | DecodedResume;
-
-/**
- * What decoding needs to know of the session: its declared input format and rate (Hz). `inputAudio` absent means
- * pcm16 at `inputRateHz`. The server passes the session's `config.inputAudio` once it has a session, so that appends
- * without a `format` are read in the format the session declared.
- */
-export interface DecodeContext {
-  readonly inputRateHz: number;
-  readonly inputAudio?: AudioFormat | undefined;
-}
 
 const invalid = (
   code: ErrorCode,
@@ -175,68 +166,6 @@ const decodeVideoFrame = (frame: string): Uint8Array | string => {
   const jpeg = bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff;
   const png = bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47;
   return jpeg || png ? bytes : "the image is neither JPEG nor PNG (by its first bytes)";
-};
-
-/** A client item (conversation.item.create, response.input), or why it is refused (`param` relative to `at`). */
-const decodeItem = (
-  item: z.infer<(typeof clientEventSchemas)["conversation.item.create"]>["item"],
-  ctx: DecodeContext,
-  at: string,
-): ItemCreate["item"] | { code: ErrorCode; message: string; param: string } => {
-  if (item.type === "function_call_output") {
-    if (item.call_id === undefined || item.output === undefined) {
-      return {
-        code: "invalid_function_call_output",
-        message: "a function_call_output item needs call_id and output",
-        param: `${at}.call_id`,
-      };
-    }
-    return { type: "function_call_output", callId: item.call_id, output: item.output };
-  }
-  if (item.type === "function_call") {
-    if (item.call_id === undefined || item.name === undefined) {
-      return {
-        code: "bad_event",
-        message: "a function_call item needs call_id and name",
-        param: `${at}.${item.call_id === undefined ? "call_id" : "name"}`,
-      };
-    }
-    return { type: "function_call", callId: item.call_id, name: item.name, arguments: item.arguments ?? "" };
-  }
-  const content: ItemContent[] = [];
-  for (const [i, part] of (item.content ?? []).entries()) {
-    const path = `${at}.content.${i}`;
-    if (part.type === "input_text" || part.type === "text" || part.type === "output_text") {
-      if (part.text === undefined)
-        return { code: "bad_event", message: `${path}: a ${part.type} part needs text`, param: `${path}.text` };
-      content.push({ type: part.type, text: part.text });
-      continue;
-    }
-    let audioMs = 0;
-    if (part.audio !== undefined) {
-      if (!isStandardBase64(part.audio)) {
-        return { code: "bad_audio", message: `${path}.audio must be standard base64`, param: `${path}.audio` };
-      }
-      const bytes = base64ByteLength(part.audio);
-      // The audio of an item is in the session's input format.
-      const { encoding, rate } = inputFormatOf(ctx);
-      const size = bytesPerSample(encoding);
-      if (bytes % size !== 0)
-        return {
-          code: "bad_audio",
-          message:
-            size === 2
-              ? `${path}.audio: ${encoding} needs an even byte count, got ${bytes}`
-              : `${path}.audio: ${encoding} needs a whole number of ${size}-byte samples, got ${bytes} bytes`,
-          param: `${path}.audio`,
-        };
-      audioMs = (bytes / size / rate) * 1000;
-    }
-    content.push({ type: part.type, transcript: part.transcript ?? null, audioMs });
-  }
-  if (content.length === 0)
-    return { code: "bad_event", message: "a message item needs at least one content part", param: `${at}.content` };
-  return { type: "message", role: item.role ?? "user", content };
 };
 
 const decodeItemCreate = (

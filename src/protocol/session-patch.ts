@@ -1,15 +1,11 @@
 import type { z } from "zod";
 import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition, TracingConfig } from "../domain/index.ts";
-import { parseAudioFormat, toAudioFormat, type WireAudioFormat } from "./audio-formats.ts";
+import { parseAudioFormat, toAudioFormat } from "./audio-formats.ts";
 import { base64ByteLength, isStandardBase64 } from "./base64.ts";
 import type { sessionSchema } from "./client-events.ts";
-import type { DecodeContext } from "./decode.ts";
+import { type DecodeContext, inputFormatOf } from "./decode-context.ts";
 
-/** The session's input format in the codec's spelling. */
-export const inputFormatOf = (ctx: DecodeContext): WireAudioFormat =>
-  ctx.inputAudio === undefined
-    ? { encoding: "pcm16", rate: ctx.inputRateHz }
-    : { encoding: ctx.inputAudio.format, rate: ctx.inputAudio.rate };
+export { inputFormatOf } from "./decode-context.ts";
 
 /** The largest `ref_audio` clip accepted, in bytes of the decoded clip (8 MiB: minutes of 16 kHz PCM16 WAV). */
 export const MAX_REF_AUDIO_BYTES = 8 * 1024 * 1024;
