@@ -21,8 +21,8 @@ import {
   resyncRequired,
   sessionError,
   sessionReplaced,
-  sniffEventId,
 } from "../protocol/index.ts";
+import { frameEventId, peekFrame } from "./frame-peek.ts";
 
 /**
  * Query parameters of the realtime endpoint (reference, "Endpoint and transport"): `model`, `autostart` (0: the
@@ -82,21 +82,6 @@ const closeSocket = (socket: WebSocket, code: number | undefined, reason: string
   socket.close(code, reason);
   setTimeout(() => socket.terminate(), CLOSE_HANDSHAKE_MS).unref();
 };
-
-/**
- * An audio append's `type` (or one of its aliases) near the start of a frame: such a frame is not counted against the
- * session's event rate before it is decoded (it is, once it decodes as something else; src/engine/session-host.ts).
- */
-const APPEND_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.append|input\.audio\.append|push_chunk)"/;
-
-/** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
-const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
-  (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
-    .subarray(0, n)
-    .toString();
-
-const frameBytes = (data: Buffer | ArrayBuffer | Buffer[]): number =>
-  Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
 
 /**
  * Serves one WebSocket at /v1/realtime (DESIGN.md, src/server). The first valid client event either opens a
@@ -483,16 +468,15 @@ export const serveRealtimeSocket = (
         handshakeError(
           "input_backpressure",
           `more than ${MAX_FRAMES_WHILE_ADOPTING} frames arrived while the resumed session was being taken over; this one was dropped`,
-          isBinary ? null : sniffEventId(head(data, 2048)),
+          isBinary ? null : frameEventId(data),
         ),
       );
   });
 
   function onMessage(data: RawData, isBinary: boolean): void {
-    const bytes = frameBytes(data);
-    const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString();
+    const { text, bytes, kind } = peekFrame(data, isBinary);
     // A binary frame is refused, but its error still echoes the event_id its bytes carry (issue 10, part 9).
-    const binaryEventId = isBinary ? sniffEventId(head(data, 2048)) : null;
+    const binaryEventId = isBinary ? frameEventId(data) : null;
     // Frames of a session are decoded in its mailbox, with the configuration the inputs before them left.
     const decode = (config: SessionConfig | null): DecodedFrame =>
       text === null
@@ -517,7 +501,7 @@ export const serveRealtimeSocket = (
         if (!used) {
           // The socket's first client event may resume another session instead of using the one opened on connect;
           // after a refused resume the session stays unused, and the socket may try again.
-          if (text !== null && /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))) {
+          if (kind === "resume") {
             const frame = decode(null);
             if (frame.type === "session.resume" || frame.type === "invalid") {
               handshake(frame);
@@ -531,9 +515,9 @@ export const serveRealtimeSocket = (
         void host.submit(decode, {
           // A frame over the maximum is refused as event_too_large and buffers nothing: it costs nothing.
           bytes: text === null || bytes > MAX_FRAME_BYTES ? 0 : bytes,
-          turn: text !== null && /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/.test(text.slice(0, 300)),
+          turn: kind === "commit",
           // Every other frame (binary ones included) is counted against the event rate before it is decoded.
-          sniffed: text !== null && APPEND_TYPE.test(text.slice(0, 300)) ? "append" : "event",
+          sniffed: kind === "append" ? "append" : "event",
         });
         return;
       case "expired":
