@@ -1,3 +1,4 @@
+import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import type { RawData, WebSocket } from "ws";
 import {
@@ -103,6 +104,11 @@ export const serveRealtimeSocket = (
     outputLimits?: OutputLimits;
     /** Who is at the other end, for the logs: the client's address (as the auth gate counts it) and user agent. */
     remote?: { readonly address: string; readonly userAgent: string | null };
+    /**
+     * The connection under the WebSocket, as the upgrade handed it to ws (`wss.handleUpgrade`): corked for the events
+     * of one drain, through its public `cork`/`uncork`. Absent: each frame is written as ws sends it.
+     */
+    transport?: Pick<Duplex, "cork" | "uncork">;
   } = {},
 ): void => {
   const dialect = options.dialect ?? "ga";
@@ -209,7 +215,7 @@ export const serveRealtimeSocket = (
    * The events of one drain (an answer's audio and transcript deltas, a barge-in's burst) go to the kernel in one
    * write: the TCP socket under ws is corked until the end of this tick (ws writes each frame as it is sent).
    */
-  const tcp = (socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+  const tcp = options.transport;
   let corked = false;
   const uncork = (): void => {
     corked = false;
