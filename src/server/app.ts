@@ -295,6 +295,7 @@ export const buildApp = (options: AppOptions) => {
           dialect: dialectOf(request.headers),
           query: readRealtimeQuery(url.searchParams),
           remote: { address: gate.addressOf(request.raw), userAgent: request.headers["user-agent"] ?? null },
+          transport: upgrade.socket,
         });
       });
     });

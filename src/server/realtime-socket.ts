@@ -1,3 +1,4 @@
+import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import type { RawData, WebSocket } from "ws";
 import {
@@ -21,8 +22,8 @@ import {
   resyncRequired,
   sessionError,
   sessionReplaced,
-  sniffEventId,
 } from "../protocol/index.ts";
+import { frameEventId, peekFrame } from "./frame-peek.ts";
 
 /**
  * Query parameters of the realtime endpoint (reference, "Endpoint and transport"): `model`, `autostart` (0: the
@@ -84,21 +85,6 @@ const closeSocket = (socket: WebSocket, code: number | undefined, reason: string
 };
 
 /**
- * An audio append's `type` (or one of its aliases) near the start of a frame: such a frame is not counted against the
- * session's event rate before it is decoded (it is, once it decodes as something else; src/engine/session-host.ts).
- */
-const APPEND_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.append|input\.audio\.append|push_chunk)"/;
-
-/** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
-const head = (data: Buffer | ArrayBuffer | Buffer[], n: number): string =>
-  (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
-    .subarray(0, n)
-    .toString();
-
-const frameBytes = (data: Buffer | ArrayBuffer | Buffer[]): number =>
-  Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
-
-/**
  * Serves one WebSocket at /v1/realtime (DESIGN.md, src/server). The first valid client event either opens a
  * session (admission may refuse it: flat `resource_exhausted`, then the socket closes) or, when it is
  * `session.resume`, re-attaches a live one. Every later frame is decoded by the codec and handed to the session's
@@ -118,6 +104,11 @@ export const serveRealtimeSocket = (
     outputLimits?: OutputLimits;
     /** Who is at the other end, for the logs: the client's address (as the auth gate counts it) and user agent. */
     remote?: { readonly address: string; readonly userAgent: string | null };
+    /**
+     * The connection under the WebSocket, as the upgrade handed it to ws (`wss.handleUpgrade`): corked for the events
+     * of one drain, through its public `cork`/`uncork`. Absent: each frame is written as ws sends it.
+     */
+    transport?: Pick<Duplex, "cork" | "uncork">;
   } = {},
 ): void => {
   const dialect = options.dialect ?? "ga";
@@ -224,7 +215,7 @@ export const serveRealtimeSocket = (
    * The events of one drain (an answer's audio and transcript deltas, a barge-in's burst) go to the kernel in one
    * write: the TCP socket under ws is corked until the end of this tick (ws writes each frame as it is sent).
    */
-  const tcp = (socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+  const tcp = options.transport;
   let corked = false;
   const uncork = (): void => {
     corked = false;
@@ -483,16 +474,15 @@ export const serveRealtimeSocket = (
         handshakeError(
           "input_backpressure",
           `more than ${MAX_FRAMES_WHILE_ADOPTING} frames arrived while the resumed session was being taken over; this one was dropped`,
-          isBinary ? null : sniffEventId(head(data, 2048)),
+          isBinary ? null : frameEventId(data),
         ),
       );
   });
 
   function onMessage(data: RawData, isBinary: boolean): void {
-    const bytes = frameBytes(data);
-    const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, 2048) : data.toString();
+    const { text, bytes, kind } = peekFrame(data, isBinary);
     // A binary frame is refused, but its error still echoes the event_id its bytes carry (issue 10, part 9).
-    const binaryEventId = isBinary ? sniffEventId(head(data, 2048)) : null;
+    const binaryEventId = isBinary ? frameEventId(data) : null;
     // Frames of a session are decoded in its mailbox, with the configuration the inputs before them left.
     const decode = (config: SessionConfig | null): DecodedFrame =>
       text === null
@@ -517,7 +507,7 @@ export const serveRealtimeSocket = (
         if (!used) {
           // The socket's first client event may resume another session instead of using the one opened on connect;
           // after a refused resume the session stays unused, and the socket may try again.
-          if (text !== null && /"type"\s*:\s*"session\.resume"/.test(text.slice(0, 300))) {
+          if (kind === "resume") {
             const frame = decode(null);
             if (frame.type === "session.resume" || frame.type === "invalid") {
               handshake(frame);
@@ -531,9 +521,9 @@ export const serveRealtimeSocket = (
         void host.submit(decode, {
           // A frame over the maximum is refused as event_too_large and buffers nothing: it costs nothing.
           bytes: text === null || bytes > MAX_FRAME_BYTES ? 0 : bytes,
-          turn: text !== null && /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/.test(text.slice(0, 300)),
+          turn: kind === "commit",
           // Every other frame (binary ones included) is counted against the event rate before it is decoded.
-          sniffed: text !== null && APPEND_TYPE.test(text.slice(0, 300)) ? "append" : "event",
+          sniffed: kind === "append" ? "append" : "event",
         });
         return;
       case "expired":

@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { frameEventId, frameKind, PEEK_WINDOW, peekFrame, topLevelType } from "../../src/server/frame-peek.ts";
+
+/** Frame peeking (issue 34, part 3): a frame's kind, size and event_id before it is decoded, by a bounded tokenizer. */
+describe("frame peek", () => {
+  it("reads the kind of each append, commit and resume alias and of any other event", () => {
+    expect(frameKind('{"type":"input_audio_buffer.append","audio":"AAAA"}')).toBe("append");
+    expect(frameKind('{"type":"input.audio.append"}')).toBe("append");
+    expect(frameKind('{"type":"push_chunk"}')).toBe("append");
+    expect(frameKind('{"type":"input_audio_buffer.commit"}')).toBe("commit");
+    expect(frameKind('{"type":"input.commit"}')).toBe("commit");
+    expect(frameKind('{"type":"session.resume","session_id":"s"}')).toBe("resume");
+    expect(frameKind('{"type":"session.update"}')).toBe("event");
+    expect(frameKind(null)).toBe("event");
+  });
+
+  it("finds the type after other members and across whitespace", () => {
+    expect(frameKind('{"event_id":"e1", "audio":"AAAA" ,\n\t "type" \r\n:  "input_audio_buffer.append"}')).toBe(
+      "append",
+    );
+    expect(frameKind(' { "type" : "session.resume" }')).toBe("resume");
+  });
+
+  it("takes no type from inside a string value, escaped quotes included", () => {
+    expect(frameKind('{"event_id":"\\"type\\":\\"session.resume\\"","type":"session.update"}')).toBe("event");
+    expect(frameKind('{"event_id":"a\\\\","type":"input.commit"}')).toBe("commit");
+    expect(frameKind('{"note":"\\"type\\":\\"push_chunk\\""}')).toBe("event");
+  });
+
+  it("takes no type from a nested object or an array", () => {
+    expect(frameKind('{"item":{"type":"session.resume"},"type":"conversation.item.create"}')).toBe("event");
+    expect(frameKind('[{"type":"input_audio_buffer.append"}]')).toBe("event");
+    expect(frameKind('{"a":[{"type":"input.commit"}],"type":"input.commit"}')).toBe("commit");
+  });
+
+  it("matches the value exactly: an escaped, prefixed or non-string type is an event", () => {
+    expect(frameKind('{"type":"session\\u002eresume"}')).toBe("event");
+    expect(frameKind('{"typ\\u0065":"session.resume"}')).toBe("event");
+    expect(frameKind('{"type":"session.resumed"}')).toBe("event");
+    expect(frameKind('{"type":1}')).toBe("event");
+    expect(topLevelType('{"type":"x\\"y"}')).toBe('x\\"y');
+  });
+
+  it("reads only the first PEEK_WINDOW characters, so a huge frame costs no more than a small one", () => {
+    const late = `{"pad":"${"x".repeat(PEEK_WINDOW)}","type":"input.commit"}`;
+    expect(frameKind(late)).toBe("event");
+    const huge = `{"type":"input_audio_buffer.append","audio":"${"A".repeat(20 * 1024 * 1024)}"}`;
+    expect(frameKind(huge)).toBe("append");
+    expect(frameKind(`{"type":"push_chunk"${" ".repeat(PEEK_WINDOW)}}`)).toBe("append");
+    expect(frameKind(`{"type":"input.com`)).toBe("event");
+  });
+
+  it("peeks a text frame's size in bytes, a binary frame's event_id, and a frame over the maximum by its head", () => {
+    const text = '{"event_id":"é1","type":"input.commit"}';
+    const peeked = peekFrame(Buffer.from(text), false);
+    expect(peeked).toEqual({ text, bytes: Buffer.byteLength(text), kind: "commit" });
+    expect(peekFrame([Buffer.from(text.slice(0, 10)), Buffer.from(text.slice(10))], true)).toEqual({
+      text: null,
+      bytes: Buffer.byteLength(text),
+      kind: "event",
+    });
+    expect(frameEventId(Buffer.from(text))).toBe("é1");
+    const over = Buffer.from(`{"event_id":"big","type":"push_chunk","audio":"${"A".repeat(16 * 1024 * 1024)}"}`);
+    const big = peekFrame(over, false);
+    expect(big.bytes).toBe(over.byteLength);
+    expect(big.text?.length).toBe(2048);
+    expect(big.kind).toBe("append");
+  });
+});
