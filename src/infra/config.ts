@@ -4,7 +4,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import { parseDurationMs } from "../engine/duration.ts";
-import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/link.ts";
+import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/resume-policy.ts";
 
 /**
  * The deployment configuration (DESIGN.md, "Configuration"), read from `deploy/*.yaml` and validated at start.

@@ -1,7 +1,7 @@
 import { INCOMPLETE_REASONS, type IncompleteReason, type StageOutput } from "../../../domain/index.ts";
 import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../../audio/index.ts";
-import { type Json, obj, str } from "./link.ts";
 import type { PendingRespond, UpstreamTurns } from "./turns.ts";
+import { type Json, obj, str } from "./wire-json.ts";
 
 /** The rate the runner gives the engine (Hz). */
 export const OUTPUT_RATE = 24000;

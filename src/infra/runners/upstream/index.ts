@@ -2,11 +2,12 @@ import type { Capabilities, HistoryItem, SessionConfig, StageOutput } from "../.
 import type { ModelRunner, RunnerSession } from "../../../engine/ports/index.ts";
 import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../../audio/index.ts";
 import { createInbound, OUTPUT_RATE } from "./inbound.ts";
-import { createUpstreamLink, DEFAULT_RESUME_POLICY, type ResumePolicy } from "./link.ts";
+import { createUpstreamLink } from "./link.ts";
 import { appendEvent, INPUT_RATE, itemJson, respondEvent, seedEvents, sessionFields, textEvent } from "./outbound.ts";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "./resume-policy.ts";
 import { createTurns } from "./turns.ts";
 
-export { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS, type ResumePolicy } from "./link.ts";
+export { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS, type ResumePolicy } from "./resume-policy.ts";
 
 /**
  * Options of the `upstream` runner. `url` is the upstream's realtime endpoint (`ws:` or `wss:`); `apiKey` is sent
