@@ -25,7 +25,9 @@ import { type ModelServerStub, startModelServerStub } from "../support/model-ser
  *   then `end_of_turn`, and nothing of that response after its `end_of_turn`;
  * - a unit of an epoch older than the session's (after `abort(n)` or a unit of epoch n) is answered by nothing;
  * - `abort(n)` or a unit of a newer epoch ends the older epochs' work: nothing of an older epoch comes after the
- *   first output of the new one, and the new epoch is answered in it;
+ *   first output of the new one, and the new epoch is answered in it; a runner in this process stops at once (nothing
+ *   of the older epoch after `abort` returns), the upstream runner asks its model server to cancel (the late events
+ *   keep their old epoch, and the decider drops them: src/domain/stage.ts);
  * - `configure` answers nothing by itself, and a session configured again keeps answering;
  * - sessions are apart: a session's outputs go to its own `emit`;
  * - after a session's `close` (or the runner's) resolves, nothing more is emitted, and units submitted then are
@@ -58,6 +60,13 @@ interface RunnerUnderTest {
   readonly name: string;
   make(): Promise<ModelRunner>;
   teardown(): Promise<void>;
+  /**
+   * How the runner ends an aborted epoch: `at_once` (a runner in this process: nothing of the older epoch is emitted
+   * after `abort` returns), or `upstream` (its model server is asked to cancel, and the late events it sends before
+   * it stops keep their old epoch, for the decider to drop): then `cancelsSent` lists the ids of the responses the
+   * model server was asked to cancel (`response.cancel`).
+   */
+  readonly aborts: { readonly kind: "at_once" } | { readonly kind: "upstream"; cancelsSent(): string[] };
 }
 
 /** What one session emitted, in order, and a wait for an output to come. */
@@ -193,6 +202,36 @@ const describeModelRunnerContract = (subject: RunnerUnderTest): void => {
       );
     });
 
+    if (subject.aborts.kind === "at_once") {
+      it("stops the older epoch at once on abort: nothing of epoch 0 after abort returns", async () => {
+        const { session, out } = open();
+        session.submit(respond(0));
+        await out.until((o) => o.kind === "audio" && o.epoch === 0);
+        session.abort(1);
+        const mark = out.outputs.length;
+        await quiet();
+        expect(out.outputs.slice(mark).filter((o) => o.epoch === 0)).toEqual([]);
+        // The response was cut before its end.
+        expect(shape(out.outputs)).not.toContain("end_of_turn@0");
+      });
+    }
+
+    const aborts = subject.aborts;
+    if (aborts.kind === "upstream") {
+      it("asks its model server to cancel a response of an aborted epoch", async () => {
+        const { session, out } = open();
+        session.submit(respond(0));
+        session.abort(1);
+        // The model server creates the response asked in epoch 0; the runner cancels it there as it hears of it.
+        await out.until((o) => o.epoch === 0 && (o.kind === "end_of_turn" || o.kind === "cancelled"));
+        // The cancel is on its way to the model server: waited for a while, not forever.
+        for (let i = 0; i < 20 && aborts.cancelsSent().length === 0; i++) await quiet();
+        expect(aborts.cancelsSent()).toEqual(["resp_stub_1"]);
+        // Whatever of it came keeps epoch 0; nothing was stamped with the new epoch.
+        expect(shape(out.outputs).filter((s) => s.endsWith("@1"))).toEqual([]);
+      });
+    }
+
     it("takes a unit of a newer epoch as an abort of the older one, and answers it in the newer epoch", async () => {
       const { session, out } = open();
       session.submit(respond(0, 1));
@@ -270,6 +309,7 @@ describeModelRunnerContract({
   // Several chunks a response, each a macrotask after the one before (abort lands mid-response).
   make: async () => createEchoRunner({ chunkPeriodMs: 100, speedFactor: Number.POSITIVE_INFINITY }),
   teardown: async () => {},
+  aborts: { kind: "at_once" },
 });
 
 describeModelRunnerContract({
@@ -277,6 +317,7 @@ describeModelRunnerContract({
   make: async () =>
     createScriptedRunner(parseScript(SCRIPT, "contract.yaml"), { speedFactor: Number.POSITIVE_INFINITY }),
   teardown: async () => {},
+  aborts: { kind: "at_once" },
 });
 
 let stub: ModelServerStub | null = null;
@@ -289,5 +330,12 @@ describeModelRunnerContract({
   teardown: async () => {
     await stub?.close();
     stub = null;
+  },
+  aborts: {
+    kind: "upstream",
+    cancelsSent: () =>
+      (stub?.sessions ?? []).flatMap((s) =>
+        s.frames.flatMap((f) => (f.type === "response.cancel" ? [String(f.response_id)] : [])),
+      ),
   },
 });
