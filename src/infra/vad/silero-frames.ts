@@ -24,6 +24,7 @@ export type RunBatch = (
   state: Float32Array,
 ) => Promise<{ output: unknown; stateN: unknown }>;
 
+/** One `process` call: its PCM16 samples at 16 kHz, how far they are cut into frames, and its probabilities so far. */
 export interface Call {
   readonly samples: Int16Array;
   /** Samples of `samples` already copied into frames. */
@@ -33,6 +34,7 @@ export interface Call {
   readonly reject: (error: Error) => void;
 }
 
+/** One stream: its recurrent state, its 64-sample context, its unfinished frame (`filled` samples) and its calls. */
 export interface Stream {
   state: Float32Array;
   context: Float32Array;
