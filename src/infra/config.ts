@@ -4,7 +4,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import { parseDurationMs } from "../engine/duration.ts";
-import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/link.ts";
+import { type ProfileConfig, runnerSchema } from "./config-runner.ts";
 
 /**
  * The deployment configuration (DESIGN.md, "Configuration"), read from `deploy/*.yaml` and validated at start.
@@ -12,32 +12,6 @@ import { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS } from "./runners/upstream/l
  * 127.0.0.1:8099 with the sqlite store under ./data and the echo runner.
  */
 const durationS = z.number().positive();
-
-/**
- * A model profile (src/domain/profiles.ts) written out in full, as deploy/minicpmo_4_5.yaml and its siblings carry
- * the reference's capability table; or just the name of a built-in one (`profile: personaplex`).
- */
-const profileSchema = z.union([
-  z.enum(["minicpmo_4_5", "personaplex", "nemotron_voicechat"]),
-  z
-    .object({
-      name: z.string().regex(/^[A-Za-z0-9_.-]+$/, "expected letters, digits, '_', '.' or '-'"),
-      model: z.string().min(1),
-      implementation_level: z.literal("model_native_duplex"),
-      native_duplex: z.enum(["always", "opt_in"]),
-      chunk_period_ms: z.number().int().positive(),
-      supports_session_resume: z.boolean(),
-      supports_barge_in: z.boolean(),
-      supports_audio_truncate: z.boolean(),
-      supports_video_input: z.boolean(),
-      supports_tool_calls: z.boolean(),
-      supports_speed: z.boolean().optional(),
-      ref_audio: z.enum(["required", "optional"]),
-    })
-    .strict(),
-]);
-
-export type ProfileConfig = z.infer<typeof profileSchema>;
 
 const PROXY_LIST =
   "expected the proxies' addresses or subnets (127.0.0.1, 10.0.0.0/8, 10.0.0.0/255.0.0.0, ::1, or loopback, linklocal, uniquelocal), not true or a hop count: with those any client could name the address the lockout counts";
@@ -60,6 +34,8 @@ const isProxyList = (value: string | readonly string[]): boolean =>
     if (family === 4 && isIP(bits) === 4) return true;
     return /^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128);
   });
+
+export type { ProfileConfig };
 
 export const configSchema = z
   .object({
@@ -148,64 +124,7 @@ export const configSchema = z
           .strict(),
       ])
       .default({ kind: "sqlite", path: "./data/duplex.sqlite" }),
-    runner: z
-      .discriminatedUnion("kind", [
-        z
-          .object({
-            kind: z.literal("echo"),
-            /** Length of a spoken unit, ms; default: the profile's chunk period, else 200. */
-            chunk_period_ms: z.number().int().positive().optional(),
-            speed_factor: z.number().positive().default(4),
-            profile: profileSchema.optional(),
-          })
-          .strict(),
-        z
-          .object({
-            kind: z.literal("upstream"),
-            /** The upstream's realtime endpoint, `ws://` or `wss://` (a duplex server: `.../v1/realtime?duplex=1`). */
-            url: z.string().regex(/^wss?:\/\//, "expected a ws:// or wss:// URL"),
-            dialect: z.enum(["duplex", "openai"]).default("duplex"),
-            /** openai dialect: `ours` (our server VAD and commits end turns) or `upstream` (its server VAD does). */
-            vad: z.enum(["ours", "upstream"]).default("ours"),
-            model: z.string().min(1).optional(),
-            /** The environment variable holding the upstream's API key (the key itself is never in a file). */
-            api_key_env: z.string().min(1).optional(),
-            headers: z.record(z.string(), z.string()).default({}),
-            connect_timeout_ms: z.number().int().positive().default(5000),
-            /** How often a duplex upstream session is sent a heartbeat, so its idle TTL does not run out (ms). */
-            heartbeat_ms: z.number().int().positive().default(10_000),
-            /** A PEM file of certificates to trust for a `wss://` upstream (a self-signed or private CA). */
-            ca_file: z.string().min(1).optional(),
-            /**
-             * How a dropped duplex upstream session is resumed (ms): tries from `initial_delay_ms`, each delay doubled
-             * up to `max_delay_ms` and drawn between half of it and all of it, none after `grace_ms` since the drop
-             * (keep it within the upstream's own disconnect grace, 30 s by default).
-             */
-            resume: z
-              .object({
-                grace_ms: z.number().int().positive().max(MAX_RESUME_GRACE_MS).default(DEFAULT_RESUME_POLICY.graceMs),
-                initial_delay_ms: z.number().int().positive().default(DEFAULT_RESUME_POLICY.initialDelayMs),
-                max_delay_ms: z.number().int().positive().default(DEFAULT_RESUME_POLICY.maxDelayMs),
-              })
-              .strict()
-              .default({
-                grace_ms: DEFAULT_RESUME_POLICY.graceMs,
-                initial_delay_ms: DEFAULT_RESUME_POLICY.initialDelayMs,
-                max_delay_ms: DEFAULT_RESUME_POLICY.maxDelayMs,
-              }),
-            profile: profileSchema.optional(),
-          })
-          .strict(),
-        z
-          .object({
-            kind: z.literal("scripted"),
-            /** A script file (YAML), e.g. deploy/scripts/greeting.yaml. */
-            script: z.string().min(1),
-            profile: profileSchema.optional(),
-          })
-          .strict(),
-      ])
-      .default({ kind: "echo", speed_factor: 4 }),
+    runner: runnerSchema,
     /**
      * API keys (none: no authentication), compared in constant time; and the lockout of an address after repeated
      * failed checks: `max_failed_attempts` failures within `failed_attempts_window_s` of the first one refuse that

@@ -14,16 +14,17 @@
  * what the reference `OnnxWrapper` of snakers4/silero-vad prepends.
  */
 
-/** Samples per frame (32 ms at 16 kHz). */
-export const FRAME_SAMPLES = 512;
-/** Samples of the previous frame given with each frame. */
-export const CONTEXT_SAMPLES = 64;
-/** Floats per row of `input`. */
-export const INPUT_SIZE = CONTEXT_SAMPLES + FRAME_SAMPLES;
-/** Units of each of the two state planes. */
-export const STATE_UNITS = 128;
-/** Floats of one stream's state ([2, 1, 128]). */
-export const STATE_SIZE = 2 * STATE_UNITS;
+import { fillFrame, freshStream, type RunBatch, runBatch, type Stream } from "./silero-frames.ts";
+
+export {
+  CONTEXT_SAMPLES,
+  FRAME_SAMPLES,
+  INPUT_SIZE,
+  type RunBatch,
+  STATE_SIZE,
+  STATE_UNITS,
+} from "./silero-frames.ts";
+
 /** Frames run together at most (more wait for the next batch). */
 const MAX_BATCH = 256;
 /** A batch of this many frames runs at once; a smaller one waits for company (see {@link GATHER_MS}). */
@@ -34,16 +35,6 @@ const FULL_BATCH = 32;
  * and run in consecutive batches, so a 100 ms call waits up to about 3 times this.
  */
 const GATHER_MS = 6;
-
-/**
- * Runs one batch of `rows` frames: `input` [rows, 576], `state` [2, rows, 128] -> `output` [rows], `stateN`
- * [2, rows, 128]. May take ownership of (transfer) `input` and `state`.
- */
-export type RunBatch = (
-  rows: number,
-  input: Float32Array,
-  state: Float32Array,
-) => Promise<{ output: unknown; stateN: unknown }>;
 
 /** Streams by number, as the caller names them. */
 export interface SileroStreams {
@@ -63,28 +54,6 @@ export interface SileroStreams {
   shutdown(): Promise<void>;
 }
 
-interface Call {
-  readonly samples: Int16Array;
-  /** Samples of `samples` already copied into frames. */
-  used: number;
-  readonly probabilities: number[];
-  readonly resolve: (probabilities: number[]) => void;
-  readonly reject: (error: Error) => void;
-}
-
-interface Stream {
-  state: Float32Array;
-  context: Float32Array;
-  frame: Float32Array;
-  filled: number;
-  /** Calls in order; the first is the one being cut into frames. */
-  readonly calls: Call[];
-  /** Bumped by reset: a batch that started before it leaves the stream alone. */
-  generation: number;
-  /** When its full frame started waiting (`performance.now()`, ms); null while it has none. */
-  readySince: number | null;
-}
-
 /** Creates the streams of one model; `run` runs its batches (see {@link RunBatch}). */
 export function createSileroStreams(run: RunBatch): SileroStreams {
   const streams = new Map<number, Stream>();
@@ -92,86 +61,6 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
   let scheduled = false;
   let gathering: NodeJS.Timeout | null = null;
   let closed = false;
-
-  const fresh = (): Omit<Stream, "calls" | "generation"> => ({
-    state: new Float32Array(STATE_SIZE),
-    context: new Float32Array(CONTEXT_SAMPLES),
-    frame: new Float32Array(FRAME_SAMPLES),
-    filled: 0,
-    readySince: null,
-  });
-
-  /**
-   * Fills the stream's frame from its calls. A call whose samples are all used without finishing a frame is done
-   * (its earlier frames have run). Returns whether a full frame waits to run.
-   */
-  const fill = (stream: Stream): boolean => {
-    while (stream.filled < FRAME_SAMPLES) {
-      const call = stream.calls[0];
-      if (call === undefined) return false;
-      const take = Math.min(FRAME_SAMPLES - stream.filled, call.samples.length - call.used);
-      const { frame, filled } = stream;
-      const { samples, used } = call;
-      for (let i = 0; i < take; i++) frame[filled + i] = (samples[used + i] as number) / 32768;
-      stream.filled += take;
-      call.used += take;
-      if (call.used === call.samples.length && stream.filled < FRAME_SAMPLES) {
-        stream.calls.shift();
-        call.resolve(call.probabilities);
-      }
-    }
-    return true;
-  };
-
-  const runBatch = async (batch: readonly Stream[]): Promise<void> => {
-    const rows = batch.length;
-    const input = new Float32Array(rows * INPUT_SIZE);
-    // [2, B, 128]: the two halves of each row's [2, 1, 128] state go to planes 0 and 1.
-    const state = new Float32Array(2 * rows * STATE_UNITS);
-    const generations = batch.map((stream) => stream.generation);
-    for (const [b, stream] of batch.entries()) {
-      input.set(stream.context, b * INPUT_SIZE);
-      input.set(stream.frame, b * INPUT_SIZE + CONTEXT_SAMPLES);
-      state.set(stream.state.subarray(0, STATE_UNITS), b * STATE_UNITS);
-      state.set(stream.state.subarray(STATE_UNITS), (rows + b) * STATE_UNITS);
-    }
-    const contexts = batch.map((stream) => stream.frame.slice(FRAME_SAMPLES - CONTEXT_SAMPLES));
-    let outputs: { output: unknown; stateN: unknown };
-    try {
-      outputs = await run(rows, input, state);
-    } catch (error) {
-      throw new Error("Silero VAD: onnxruntime failed to run a frame", { cause: error });
-    }
-    const probabilities = outputs.output;
-    const nextState = outputs.stateN;
-    if (
-      !(probabilities instanceof Float32Array) ||
-      probabilities.length !== rows ||
-      !(nextState instanceof Float32Array) ||
-      nextState.length !== rows * STATE_SIZE
-    ) {
-      throw new Error(
-        `Silero VAD: expected a float32 "output" of ${rows} and a float32 "stateN" of ${rows * STATE_SIZE} values, found ${lengthOf(probabilities)} and ${lengthOf(nextState)}`,
-      );
-    }
-    for (const [b, stream] of batch.entries()) {
-      if (stream.generation !== generations[b]) continue;
-      const next = new Float32Array(STATE_SIZE);
-      next.set(nextState.subarray(b * STATE_UNITS, (b + 1) * STATE_UNITS), 0);
-      next.set(nextState.subarray((rows + b) * STATE_UNITS, (rows + b + 1) * STATE_UNITS), STATE_UNITS);
-      stream.state = next;
-      stream.context = contexts[b] as Float32Array;
-      stream.filled = 0;
-      stream.readySince = null;
-      // The call that gave the frame's last sample owns its probability.
-      const call = stream.calls[0] as Call;
-      call.probabilities.push(probabilities[b] as number);
-      if (call.used === call.samples.length) {
-        stream.calls.shift();
-        call.resolve(call.probabilities);
-      }
-    }
-  };
 
   /**
    * Runs a batch when one is full, or when a frame has waited {@link GATHER_MS}; then again while frames wait, and
@@ -188,7 +77,7 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
     const batch: Stream[] = [];
     let oldest = now;
     for (const stream of streams.values()) {
-      if (!fill(stream)) continue;
+      if (!fillFrame(stream)) continue;
       stream.readySince ??= now;
       oldest = Math.min(oldest, stream.readySince);
       batch.push(stream);
@@ -200,7 +89,7 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
       gathering = setTimeout(pump, GATHER_MS - waited);
       return;
     }
-    running = runBatch(batch)
+    running = runBatch(run, batch)
       .catch((error: Error) => {
         // The frames of this batch are lost: their streams' calls fail, and the streams start afresh.
         for (const stream of batch) drop(stream, error);
@@ -213,7 +102,7 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
 
   const drop = (stream: Stream, error: Error | null): void => {
     const calls = stream.calls.splice(0);
-    Object.assign(stream, fresh());
+    Object.assign(stream, freshStream());
     stream.generation += 1;
     for (const call of calls) {
       if (error === null) call.resolve(call.probabilities);
@@ -225,7 +114,7 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
     open(id) {
       const known = streams.get(id);
       if (known !== undefined) drop(known, null);
-      else streams.set(id, { ...fresh(), calls: [], generation: 0 });
+      else streams.set(id, { ...freshStream(), calls: [], generation: 0 });
     },
     process(id, samples) {
       if (closed) return Promise.reject(new Error("Silero VAD: the model is closed"));
@@ -260,6 +149,3 @@ export function createSileroStreams(run: RunBatch): SileroStreams {
     },
   };
 }
-
-const lengthOf = (value: unknown): string =>
-  value instanceof Float32Array ? String(value.length) : value === undefined ? "none" : typeof value;

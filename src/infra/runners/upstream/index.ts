@@ -1,12 +1,13 @@
 import type { Capabilities, HistoryItem, SessionConfig, StageOutput } from "../../../domain/index.ts";
 import type { ModelRunner, RunnerSession } from "../../../engine/ports/index.ts";
-import { createResampler, pcm16FromBytes, pcm16ToBytes, type StreamResampler } from "../../audio/index.ts";
 import { createInbound, OUTPUT_RATE } from "./inbound.ts";
-import { createUpstreamLink, DEFAULT_RESUME_POLICY, type ResumePolicy } from "./link.ts";
-import { appendEvent, INPUT_RATE, itemJson, respondEvent, seedEvents, sessionFields, textEvent } from "./outbound.ts";
+import { createUpstreamLink } from "./link.ts";
+import { INPUT_RATE, seedEvents, sessionFields } from "./outbound.ts";
+import { DEFAULT_RESUME_POLICY, type ResumePolicy } from "./resume-policy.ts";
 import { createTurns } from "./turns.ts";
+import { createUnitSender } from "./unit-sender.ts";
 
-export { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS, type ResumePolicy } from "./link.ts";
+export { DEFAULT_RESUME_POLICY, MAX_RESUME_GRACE_MS, type ResumePolicy } from "./resume-policy.ts";
 
 /**
  * Options of the `upstream` runner. `url` is the upstream's realtime endpoint (`ws:` or `wss:`); `apiKey` is sent
@@ -71,9 +72,6 @@ export const upstreamCapabilities = (
   outputSampleRateHz: OUTPUT_RATE,
 });
 
-/** What an OpenAI Realtime server takes as `pcm16` (Hz). */
-const OPENAI_RATE = 24000;
-
 /**
  * The `upstream` runner (DESIGN.md, "Ports": ModelRunner): drives a realtime model server over WebSocket, one
  * upstream session per session, so the engine (log, replay, resume, conformance) sits in front of a model served
@@ -101,149 +99,109 @@ export const createUpstreamRunner = (options: UpstreamRunnerOptions, capabilitie
   if (options.apiKey !== undefined) headers.Authorization = `Bearer ${options.apiKey}`;
   if (options.dialect === "openai") headers["OpenAI-Beta"] = headers["OpenAI-Beta"] ?? "realtime=v1";
 
-  const openSession = (
-    session: { readonly sessionId: string; readonly config: SessionConfig; readonly history?: readonly HistoryItem[] },
-    emit: (output: StageOutput) => void,
-  ): RunnerSession => {
-    let closed = false;
-    let lost = false;
-    let configured = false;
-    let sentRefAudio: string | null = null;
-    const turns = createTurns();
-    const toOpenAi: StreamResampler | null =
-      options.dialect === "openai" ? createResampler(INPUT_RATE, OPENAI_RATE) : null;
-    const seed = seedEvents(session.history ?? []);
-
-    const link = createUpstreamLink(
-      {
-        url,
-        headers,
-        ...(options.ca === undefined ? {} : { ca: options.ca }),
-        connectTimeoutMs: options.connectTimeoutMs ?? 5000,
-        dialect: options.dialect,
-        heartbeatMs: options.heartbeatMs ?? 10_000,
-        resume: options.resume ?? DEFAULT_RESUME_POLICY,
-      },
-      {
-        event: (event) => inbound.onEvent(event),
-        ready(how, upstream) {
-          // The upstream session as the log keeps it: its id and the SHA-256 of its resume token.
-          emit({
-            kind: "upstream_session",
-            epoch: turns.epoch(),
-            sessionId: upstream.id,
-            resumeTokenSha256: upstream.tokenSha256,
-          });
-          if (how === "created" && seed.itemIds.length > 0) {
-            emit({ kind: "history_seeded", epoch: turns.epoch(), itemIds: seed.itemIds });
-          }
-        },
-        lost(code, message) {
-          if (lost || closed) return;
-          lost = true;
-          emit({ kind: "stage_lost", epoch: turns.epoch(), code, message });
-        },
-        ...(options.onRetry === undefined
-          ? {}
-          : {
-              retrying: (attempt, delayMs, why) =>
-                options.onRetry?.({ sessionId: session.sessionId, attempt, delayMs, why }),
-            }),
-      },
-    );
-    const inbound = createInbound(turns, emit, (event) => link.send(event));
-
-    const runnerSession: RunnerSession = {
-      submit(unit) {
-        if (closed || lost || unit.epoch < turns.epoch()) return;
-        if (unit.epoch > turns.epoch()) runnerSession.abort(unit.epoch);
-        switch (unit.kind) {
-          case "append": {
-            const audio = toOpenAi === null ? unit.audio : pcm16ToBytes(toOpenAi.push(pcm16FromBytes(unit.audio)));
-            link.send(appendEvent(options.dialect, audio, unit.videoFrames));
-            return;
-          }
-          case "commit":
-            link.send({ type: "input_audio_buffer.commit", event_id: turns.commitSent(unit.itemId) });
-            return;
-          case "respond":
-            link.send(turns.asked(unit.responseId, unit.epoch, (eventId) => respondEvent(unit, eventId)));
-            return;
-          case "playback": {
-            // Forwarded so the upstream's history holds what was heard (reference, "Playback").
-            const target = turns.playbackTarget(unit.responseId);
-            if (target === undefined) return;
-            if (options.dialect === "duplex") {
-              link.send({
-                type: "playback.ack",
-                response_id: target.id,
-                played_ms: Math.floor(unit.playedMs),
-                committed_ms: Math.floor(unit.committedMs),
-                truncate: unit.truncate,
-              });
-            } else if (unit.truncate && target.itemId !== null) {
-              link.send({
-                type: "conversation.item.truncate",
-                item_id: target.itemId,
-                content_index: 0,
-                audio_end_ms: Math.floor(unit.committedMs),
-              });
-            }
-            return;
-          }
-          case "text":
-            link.send(textEvent(options.dialect, unit.text));
-            return;
-          case "clear":
-            link.send({ type: "input_audio_buffer.clear" });
-            return;
-          case "item": {
-            // An assistant message the client placed (as a seed's items are given): the model's earlier words.
-            const item = itemJson(unit.item);
-            if (item !== null) link.send({ type: "conversation.item.create", item });
-            return;
-          }
-          case "function_call_output":
-            link.send({
-              type: "conversation.item.create",
-              item: { type: "function_call_output", call_id: unit.callId, output: unit.output },
-            });
-            return;
-          default: {
-            const unhandled: never = unit;
-            throw new Error(`upstream runner: unhandled unit ${JSON.stringify(unhandled)}`);
-          }
-        }
-      },
-      abort(newEpoch) {
-        const cancel = turns.advance(newEpoch);
-        inbound.abort();
-        if (cancel !== null) link.send({ type: "response.cancel", response_id: cancel });
-      },
-      configure(config, refAudio) {
-        link.send({ type: "session.update", session: sessionFields(options, config, refAudio, sentRefAudio) });
-        if (options.dialect === "duplex" && refAudio !== null) sentRefAudio = refAudio.sha256;
-        // The conversation so far goes to a new upstream session after its instructions and tools, before any unit.
-        if (!configured) for (const event of seed.events) link.send(event);
-        configured = true;
-      },
-      async close() {
-        if (closed) return;
-        closed = true;
-        open.delete(runnerSession);
-        link.close();
-      },
-    };
-    open.add(runnerSession);
-    return runnerSession;
-  };
-
+  const target = { url, headers };
   return {
     name: options.model ?? `upstream:${url.host}`,
     capabilities: caps,
-    open: openSession,
+    open(session, emit) {
+      const opened = openUpstreamSession(options, target, session, emit, () => open.delete(opened));
+      open.add(opened);
+      return opened;
+    },
     async close() {
       await Promise.all([...open].map((s) => s.close()));
     },
   };
+};
+
+/** The session being opened, as the port gives it. */
+type OpenedSession = {
+  readonly sessionId: string;
+  readonly config: SessionConfig;
+  readonly history?: readonly HistoryItem[];
+};
+
+/**
+ * One upstream session: its link (link.ts), the turns that tie it to ours (turns.ts), its inbound translation
+ * (inbound.ts) and unit sender (unit-sender.ts), and the conversation it is seeded with. `closed` is told once it
+ * is closed.
+ */
+const openUpstreamSession = (
+  options: UpstreamRunnerOptions,
+  target: { readonly url: URL; readonly headers: Readonly<Record<string, string>> },
+  session: OpenedSession,
+  emit: (output: StageOutput) => void,
+  closed: () => void,
+): RunnerSession => {
+  let isClosed = false;
+  let lost = false;
+  let configured = false;
+  let sentRefAudio: string | null = null;
+  const turns = createTurns();
+  const seed = seedEvents(session.history ?? []);
+  const link = createUpstreamLink(
+    {
+      ...target,
+      ...(options.ca === undefined ? {} : { ca: options.ca }),
+      connectTimeoutMs: options.connectTimeoutMs ?? 5000,
+      dialect: options.dialect,
+      heartbeatMs: options.heartbeatMs ?? 10_000,
+      resume: options.resume ?? DEFAULT_RESUME_POLICY,
+    },
+    {
+      event: (event) => inbound.onEvent(event),
+      ready(how, upstream) {
+        // The upstream session as the log keeps it: its id and the SHA-256 of its resume token.
+        emit({
+          kind: "upstream_session",
+          epoch: turns.epoch(),
+          sessionId: upstream.id,
+          resumeTokenSha256: upstream.tokenSha256,
+        });
+        if (how === "created" && seed.itemIds.length > 0) {
+          emit({ kind: "history_seeded", epoch: turns.epoch(), itemIds: seed.itemIds });
+        }
+      },
+      lost(code, message) {
+        if (lost || isClosed) return;
+        lost = true;
+        emit({ kind: "stage_lost", epoch: turns.epoch(), code, message });
+      },
+      ...(options.onRetry === undefined
+        ? {}
+        : {
+            retrying: (attempt, delayMs, why) =>
+              options.onRetry?.({ sessionId: session.sessionId, attempt, delayMs, why }),
+          }),
+    },
+  );
+  const inbound = createInbound(turns, emit, (event) => link.send(event));
+  const sendUnit = createUnitSender(options.dialect, turns, (event) => link.send(event));
+
+  const runnerSession: RunnerSession = {
+    submit(unit) {
+      if (isClosed || lost || unit.epoch < turns.epoch()) return;
+      if (unit.epoch > turns.epoch()) runnerSession.abort(unit.epoch);
+      sendUnit(unit);
+    },
+    abort(newEpoch) {
+      const cancel = turns.advance(newEpoch);
+      inbound.abort();
+      if (cancel !== null) link.send({ type: "response.cancel", response_id: cancel });
+    },
+    configure(config, refAudio) {
+      link.send({ type: "session.update", session: sessionFields(options, config, refAudio, sentRefAudio) });
+      if (options.dialect === "duplex" && refAudio !== null) sentRefAudio = refAudio.sha256;
+      // The conversation so far goes to a new upstream session after its instructions and tools, before any unit.
+      if (!configured) for (const event of seed.events) link.send(event);
+      configured = true;
+    },
+    async close() {
+      if (isClosed) return;
+      isClosed = true;
+      closed();
+      link.close();
+    },
+  };
+  return runnerSession;
 };

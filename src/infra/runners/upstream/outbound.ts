@@ -5,7 +5,7 @@ import {
   type RunnerUnit,
   type SessionConfig,
 } from "../../../domain/index.ts";
-import type { Json } from "./link.ts";
+import type { Json } from "./wire-json.ts";
 
 /** The rate the engine gives the runner (Hz): what Silero VAD runs at. */
 export const INPUT_RATE = 16000;

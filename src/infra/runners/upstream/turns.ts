@@ -1,5 +1,5 @@
 import type { ResponseId } from "../../../domain/index.ts";
-import type { Json } from "./link.ts";
+import type { Json } from "./wire-json.ts";
 
 /** An upstream response as the runner knows it: its id, and its message item's once announced. */
 export interface UpstreamResponse {
