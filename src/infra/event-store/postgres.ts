@@ -14,6 +14,7 @@ import {
 } from "../../engine/ports/event-store.ts";
 import { NodeIdInUseError, type NodeLeases } from "../../engine/ports/node-leases.ts";
 import { foldSessionSummary, type SessionSummaryState } from "../../projections/session-summary.ts";
+import { createCatchUpThenLive } from "./catch-up-then-live.ts";
 import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
 import { redactUrl } from "./open.ts";
 import {
@@ -580,56 +581,21 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
             : `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT ${CATCH_UP_PAGE}`,
           all ? [from] : [stream, from],
         );
-      let next = from ?? (all ? 1 : 0);
-      const pending: EntryRow[] = [];
-      let catchingUp = true;
-      let draining = false;
       const types = wanted.types === undefined ? null : new Set(wanted.types);
-      const deliver = (row: EntryRow): void => {
-        if (keyOf(row) < next) return;
-        next = keyOf(row) + 1;
+      // The poller and this instance's appends may both bring a row; the seam keeps it once, and a row past a gap
+      // waits (`$all` by position; a stream by revision) until a catch-up read fills it.
+      const seam = createCatchUpThenLive<EntryRow>({
+        from: from ?? (all ? 1 : 0),
+        keyOf,
         // An entry of a type the subscriber does not read is passed over undecoded.
-        if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
-      };
-      const drain = (): void => {
-        if (draining || catchingUp) return;
-        draining = true;
-        try {
-          for (let row = pending.shift(); row !== undefined; row = pending.shift()) {
-            if (subscriber.closed) break;
-            // The poller and this instance's appends may both bring a row; `next` keeps it once, and a row past a
-            // gap waits (`$all` by position; a stream by revision) until the catch-up read below fills it.
-            if (keyOf(row) > next) {
-              pending.unshift(row);
-              void fill();
-              break;
-            }
-            deliver(row);
-          }
-        } finally {
-          draining = false;
-        }
-      };
-      /** Reads what lies between `next` and a row that arrived ahead of it. */
-      let filling = false;
-      const fill = async (): Promise<void> => {
-        if (filling) return;
-        filling = true;
-        try {
-          const rows = await catchUp(next);
-          for (const row of rows) if (!subscriber.closed) deliver(row);
-        } catch (error) {
-          subscriber.error(error);
-        } finally {
-          filling = false;
-        }
-        drain();
-      };
-      const take = (rows: readonly EntryRow[]): void => {
-        for (const row of rows) if (all || row.stream === stream) pending.push(row);
-        pending.sort((a, b) => keyOf(a) - keyOf(b));
-        drain();
-      };
+        emit: (row) => {
+          if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
+        },
+        isClosed: () => subscriber.closed,
+        gapFill: { read: catchUp, fail: (error) => subscriber.error(error) },
+      });
+      const take = (rows: readonly EntryRow[]): void =>
+        seam.live(all ? rows : rows.filter((row) => row.stream === stream));
       const self = { stream, types: wanted.types === undefined ? null : [...wanted.types], take };
       const complete = (): void => subscriber.complete();
       completers.add(complete);
@@ -641,16 +607,11 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
           listeners.add(self);
           startPolling();
-          while (!subscriber.closed) {
-            const rows = await catchUp(next);
-            if (rows.length === 0) break;
-            for (const row of rows) {
-              if (subscriber.closed) break;
-              deliver(row);
-            }
-          }
-          catchingUp = false;
-          drain();
+          await seam.catchUp(
+            catchUp,
+            (row) => row,
+            () => subscriber.closed,
+          );
         } catch (error) {
           if (!closed) subscriber.error(error);
         }

@@ -17,6 +17,7 @@ import {
 import { createFlushTimer } from "../flush-timer.ts";
 import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { unpackBlob } from "./blob-packing.ts";
+import { createCatchUpThenLive } from "./catch-up-then-live.ts";
 import { decodeData, encodeEntries } from "./codec.ts";
 import { createSummaryReader } from "./sqlite-summaries.ts";
 import {
@@ -356,52 +357,25 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
         return;
       }
       const all = stream === ALL;
-      const keyOf = (entry: RecordedEntry): number => (all ? entry.position : entry.revision);
-      /** The revision (or position for `$all`) of the next entry to deliver; anything below is a duplicate. */
-      let next = from ?? (all ? 1 : 0);
-      /** Live entries not delivered yet: appends made while catching up, or by a subscriber's own `next`. */
-      const pending: RecordedEntry[] = [];
-      let catchingUp = true;
-      let draining = false;
-
-      const deliver = (entry: RecordedEntry): void => {
-        if (keyOf(entry) < next) return;
-        next = keyOf(entry) + 1;
-        subscriber.next(entry);
-      };
-      // A queue drained by one loop keeps the order when a subscriber appends from inside `next`.
-      const drain = (): void => {
-        if (draining || catchingUp) return;
-        draining = true;
-        try {
-          for (let entry = pending.shift(); entry !== undefined; entry = pending.shift()) {
-            if (subscriber.closed) break;
-            deliver(entry);
-          }
-        } finally {
-          draining = false;
-        }
-      };
-      const listener = (entries: readonly RecordedEntry[]): void => {
-        for (const entry of entries) if (all || entry.stream === stream) pending.push(entry);
-        drain();
-      };
+      const seam = createCatchUpThenLive<RecordedEntry>({
+        from: from ?? (all ? 1 : 0),
+        keyOf: (entry) => (all ? entry.position : entry.revision),
+        emit: (entry) => subscriber.next(entry),
+        isClosed: () => subscriber.closed,
+      });
+      const listener = (entries: readonly RecordedEntry[]): void =>
+        seam.live(all ? entries : entries.filter((entry) => entry.stream === stream));
       const complete = (): void => subscriber.complete();
       // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
       listeners.add(listener);
       completers.add(complete);
 
       try {
-        while (!subscriber.closed && !closed) {
-          const rows = all ? selectFromAll.all(next, CATCH_UP_PAGE) : selectFromStream.all(stream, next, CATCH_UP_PAGE);
-          if (rows.length === 0) break;
-          for (const row of rows) {
-            if (subscriber.closed) break;
-            deliver(toRecorded(row));
-          }
-        }
-        catchingUp = false;
-        drain();
+        seam.catchUpSync(
+          (next) => (all ? selectFromAll.all(next, CATCH_UP_PAGE) : selectFromStream.all(stream, next, CATCH_UP_PAGE)),
+          toRecorded,
+          () => subscriber.closed || closed,
+        );
       } catch (error) {
         subscriber.error(error);
       }
