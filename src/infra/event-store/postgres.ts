@@ -12,22 +12,17 @@ import {
   type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
-import { NodeIdInUseError, type NodeLeases } from "../../engine/ports/node-leases.ts";
-import { foldSessionSummary, type SessionSummaryState } from "../../projections/session-summary.ts";
-import { decodeData, type EncodedEntry, encodeEntries } from "./codec.ts";
+import { createCatchUpThenLive } from "./catch-up-then-live.ts";
+import { encodeEntries } from "./codec.ts";
 import { redactUrl } from "./open.ts";
-import {
-  foldStored,
-  parseFold,
-  refreshSummaries,
-  SUMMARY_SCHEMA,
-  summaryColumns,
-  summaryEntryOf,
-  summaryPageOf,
-  summaryQuerySql,
-  upsertSummaries,
-} from "./postgres-summaries.ts";
+import { commitGroupOn, type Outcome, type Pending } from "./postgres-appends.ts";
+import { deleteStreamRows, takeFence } from "./postgres-fences.ts";
+import { ALL, CATCH_UP_PAGE, catchUpQuery, pollQuery, streamQuery } from "./postgres-reads.ts";
+import { APPEND_LOCK, CHANNEL, checkReadable, type EntryRow, SCHEMA, toRecorded } from "./postgres-schema.ts";
+import { refreshSummaries, summaryPageOf, summaryQuerySql } from "./postgres-summaries.ts";
 import { EventStoreClosedError, ReadOnlyStoreError } from "./sqlite.ts";
+
+export { createPostgresNodeLeases, type PostgresNodeLeasesOptions } from "./postgres-leases.ts";
 
 /** Options of `createPostgresEventStore`. */
 export interface PostgresEventStoreOptions {
@@ -57,114 +52,6 @@ export interface PostgresEventStoreOptions {
    */
   readonly readOnly?: boolean;
 }
-
-/** The name `subscribe` takes for every stream; no entry can be appended to it. */
-const ALL = "$all";
-/** Rows read per query while a subscription catches up. */
-const CATCH_UP_PAGE = 256;
-/** The advisory lock every append transaction takes (any 64-bit key no other code uses): one writer at a time. */
-const APPEND_LOCK = 0x6475706c6578n; // "duplex"
-/** The NOTIFY channel of committed appends (a wake-up hint for other nodes' live subscriptions). */
-const CHANNEL = "duplex_entries";
-/**
- * Rows per INSERT statement: 7 parameters each, under PostgreSQL's 65 535 parameters with the streams' five arrays
- * and the summaries' seven.
- */
-const ROWS_PER_INSERT = 4096;
-
-/** The tables a read-only store reads (`duplex_summaries` for `listSummaries` only: older stores lack it). */
-const READ_TABLES = ["duplex_entries", "duplex_streams", "duplex_summaries"] as const;
-
-/**
- * Checks that the database a read-only store opens holds the tables it reads, and that its role may read them.
- * Returns whether `duplex_summaries` is there. @throws Error saying that a database without `duplex_entries` or
- * `duplex_streams` holds no sessions, or which GRANT the role lacks; Error from `pg` when it cannot be reached.
- */
-const checkReadable = async (reads: pg.Pool, where: string): Promise<{ readonly summaries: boolean }> => {
-  const { rows } = await reads.query<{ name: string; found: boolean; readable: boolean | null; role: string }>(
-    `SELECT t.name, to_regclass(t.name) IS NOT NULL AS found,
-       CASE WHEN to_regclass(t.name) IS NOT NULL THEN has_table_privilege(to_regclass(t.name), 'SELECT') END AS readable,
-       current_user AS role
-     FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i) ORDER BY t.i`,
-    [[...READ_TABLES]],
-  );
-  const missing = rows.find((r) => !r.found && r.name !== "duplex_summaries");
-  if (missing !== undefined)
-    throw new Error(
-      `no event store in ${where}: the database has no table ${missing.name}, so it holds no sessions (a duplex server creates the tables when it first starts on a database: is this the one its config names?)`,
-    );
-  const unreadable = rows.filter((r) => r.found && r.readable !== true).map((r) => r.name);
-  if (unreadable.length > 0)
-    throw new Error(
-      `the role ${rows[0]?.role} may not read ${unreadable.join(", ")} in ${where}: GRANT SELECT ON ${unreadable.join(", ")} TO ${rows[0]?.role} (as their owner)`,
-    );
-  return { summaries: rows.some((r) => r.name === "duplex_summaries" && r.found) };
-};
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS duplex_entries (
-  position bigint PRIMARY KEY,
-  stream text NOT NULL,
-  revision integer NOT NULL,
-  type text NOT NULL,
-  data text NOT NULL,
-  bin bytea,
-  bin_codec text,
-  metadata text NOT NULL,
-  UNIQUE (stream, revision)
-);
-CREATE TABLE IF NOT EXISTS duplex_streams (
-  stream text PRIMARY KEY,
-  revision integer NOT NULL,
-  first_position bigint NOT NULL,
-  first_at double precision NOT NULL,
-  last_at double precision NOT NULL
-);
-CREATE INDEX IF NOT EXISTS duplex_streams_by_first_position ON duplex_streams (first_position);
-CREATE TABLE IF NOT EXISTS duplex_fences (
-  stream text PRIMARY KEY,
-  holder text NOT NULL,
-  expires_at timestamptz NOT NULL
-);
-${SUMMARY_SCHEMA}`;
-
-interface EntryRow {
-  readonly position: string;
-  readonly stream: string;
-  readonly revision: number;
-  readonly type: string;
-  readonly data: string;
-  readonly bin: Buffer | null;
-  readonly metadata: string;
-}
-
-/** One append waiting for the next group commit. */
-interface Pending {
-  readonly stream: string;
-  readonly expected: ExpectedRevision;
-  readonly entries: readonly EncodedEntry[];
-  readonly resolve: (outcome: Outcome) => void;
-  readonly reject: (error: Error) => void;
-}
-
-type Outcome =
-  | { readonly ok: true; readonly revision: number; readonly rows: readonly EntryRow[]; readonly retry: boolean }
-  | { readonly ok: false; readonly actual: number | "no_stream"; readonly fenced?: true };
-
-const toRecorded = (row: EntryRow): RecordedEntry => ({
-  stream: row.stream,
-  revision: row.revision,
-  position: Number(row.position),
-  type: row.type,
-  data: decodeData({ json: row.data, blob: row.bin === null ? null : new Uint8Array(row.bin) }),
-  metadata: JSON.parse(row.metadata),
-});
-
-const sameEntry = (row: EntryRow, entry: EncodedEntry): boolean =>
-  row.type === entry.type &&
-  row.data === entry.json &&
-  row.metadata === entry.metadata &&
-  (row.bin === null ? entry.blob === null : entry.blob !== null && row.bin.equals(entry.blob));
 
 /**
  * The PostgreSQL EventStore adapter (issue 22, part 2), through `pg` (node-postgres): it sends a `Buffer` parameter
@@ -255,160 +142,13 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   const commitGroup = async (group: readonly Pending[]): Promise<Outcome[]> => {
     const db = writer ?? (await connectWriter());
     try {
-      return await commitOn(db, group);
+      return await commitGroupOn(db, group, instance);
     } catch (error) {
       // The connection may be broken: the next group opens another.
       if (writer === db) writer = null;
       void db.end().catch(() => undefined);
       throw error;
     }
-  };
-
-  /**
-   * One group's transaction, in three round trips: BEGIN, the lock, the streams' heads and the last position; the
-   * entries and the streams' rows in one statement (per 4096 entries); NOTIFY and COMMIT.
-   */
-  const commitOn = async (writer: pg.Client, group: readonly Pending[]): Promise<Outcome[]> => {
-    // BEGIN, the lock, and the heads in one round trip: the simple query protocol takes several statements, with the
-    // stream names as escaped literals (it takes no parameters).
-    const streams = [...new Set(group.map((p) => p.stream))];
-    const names = streams.map((name) => writer.escapeLiteral(name)).join(", ");
-    const opened = (await writer.query(
-      `BEGIN; SELECT pg_advisory_xact_lock(${APPEND_LOCK.toString()});
-       SELECT s.stream, s.revision FROM duplex_streams s WHERE s.stream IN (${names});
-       SELECT coalesce(max(position), 0)::text AS top FROM duplex_entries;
-       SELECT m.stream, m.fold FROM duplex_summaries m WHERE m.stream IN (${names});
-       SELECT f.stream, f.holder = ${writer.escapeLiteral(instance)} AS mine FROM duplex_fences f
-         WHERE f.stream IN (${names}) AND f.expires_at > now()`,
-    )) as unknown as pg.QueryResult[];
-    try {
-      const heads = new Map<string, number>();
-      for (const r of opened[2]?.rows ?? []) heads.set(String(r.stream), Number(r.revision));
-      /** Streams fenced for a takeover: by this instance (true; its append lifts it) or by another (false). */
-      const fences = new Map<string, boolean>();
-      for (const r of opened[5]?.rows ?? []) fences.set(String(r.stream), r.mine === true);
-      const lifted = new Set<string>();
-      /** The summaries as they stand before each append of the group (null: none stored). */
-      const folds = new Map<string, SessionSummaryState | null>();
-      for (const r of opened[4]?.rows ?? []) folds.set(String(r.stream), parseFold(r.fold as string));
-      /** The summaries this group moved on, written with its entries. */
-      const moved = new Map<string, SessionSummaryState>();
-      let position = Number(opened[3]?.rows[0]?.top ?? 0);
-      const outcomes: Outcome[] = [];
-      const rows: EntryRow[] = [];
-      const firstAt = new Map<string, { position: number; at: number }>();
-      const lastAt = new Map<string, number>();
-      for (const p of group) {
-        const head = heads.get(p.stream);
-        const actual = head === undefined ? "no_stream" : head;
-        if (p.expected !== "any" && p.expected !== actual) {
-          outcomes.push(await retryOutcome(writer, p, actual));
-          continue;
-        }
-        // Another node fences the stream for its takeover: this node's session there is no longer its own.
-        const fence = fences.get(p.stream);
-        if (fence === false) {
-          outcomes.push({ ok: false, actual, fenced: true });
-          continue;
-        }
-        if (fence === true && p.entries.length > 0) lifted.add(p.stream);
-        let revision = head ?? -1;
-        const mine: EntryRow[] = [];
-        for (const entry of p.entries) {
-          revision += 1;
-          position += 1;
-          const row: EntryRow = {
-            position: String(position),
-            stream: p.stream,
-            revision,
-            type: entry.type,
-            data: entry.json,
-            bin:
-              entry.blob === null ? null : Buffer.from(entry.blob.buffer, entry.blob.byteOffset, entry.blob.byteLength),
-            metadata: entry.metadata,
-          };
-          mine.push(row);
-          if (revision === 0) firstAt.set(p.stream, { position, at: entry.at });
-          lastAt.set(p.stream, entry.at);
-        }
-        if (mine.length > 0) {
-          // A summary behind the stream (none yet, or a node of an earlier version appended) is folded on from the
-          // stored log first; then the new entries.
-          const head = heads.get(p.stream) ?? -1;
-          const known = folds.get(p.stream) ?? null;
-          const before = known?.revision === head ? known : await foldStored(writer, p.stream, known, head);
-          const after = foldSessionSummary(
-            p.entries.map((entry, i) => summaryEntryOf(entry, head + 1 + i)),
-            before,
-          );
-          folds.set(p.stream, after);
-          moved.set(p.stream, after);
-          heads.set(p.stream, revision);
-        }
-        rows.push(...mine);
-        outcomes.push({ ok: true, revision, rows: mine, retry: false });
-      }
-      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-        const chunk = rows.slice(i, i + ROWS_PER_INSERT);
-        const last = i + ROWS_PER_INSERT >= rows.length;
-        const values: unknown[] = [];
-        const tuples = chunk.map((r, k) => {
-          values.push(r.position, r.stream, r.revision, r.type, r.data, r.bin, r.metadata);
-          const b = k * 7;
-          return `($${b + 1}::bigint, $${b + 2}, $${b + 3}::integer, $${b + 4}, $${b + 5}, $${b + 6}::bytea, $${b + 7})`;
-        });
-        const insert = `INSERT INTO duplex_entries (position, stream, revision, type, data, bin, metadata) VALUES ${tuples.join(", ")}`;
-        if (!last) {
-          await writer.query(insert, values);
-          continue;
-        }
-        // With the last entries, the streams' rows and their summaries: one statement (a data-modifying WITH).
-        const touched = [...lastAt.keys()];
-        const n = values.length;
-        values.push(
-          touched,
-          touched.map((t) => heads.get(t)),
-          touched.map((t) => firstAt.get(t)?.position ?? 0),
-          touched.map((t) => firstAt.get(t)?.at ?? lastAt.get(t)),
-          touched.map((t) => lastAt.get(t)),
-          ...summaryColumns(moved),
-        );
-        await writer.query(
-          `WITH entries AS (${insert}),
-           heads AS (INSERT INTO duplex_streams (stream, revision, first_position, first_at, last_at)
-             SELECT * FROM unnest($${n + 1}::text[], $${n + 2}::integer[], $${n + 3}::bigint[], $${n + 4}::double precision[], $${n + 5}::double precision[])
-             ON CONFLICT (stream) DO UPDATE SET revision = EXCLUDED.revision, last_at = EXCLUDED.last_at)
-           ${upsertSummaries(n + 5)}`,
-          values,
-        );
-      }
-      if (lifted.size > 0)
-        await writer.query("DELETE FROM duplex_fences WHERE holder = $1 AND stream = ANY($2::text[])", [
-          instance,
-          [...lifted],
-        ]);
-      await writer.query(rows.length > 0 ? `NOTIFY ${CHANNEL}; COMMIT` : "COMMIT");
-      return outcomes;
-    } catch (error) {
-      await writer.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    }
-  };
-
-  /** A mismatched append: a retry of one already stored (the same entries right after `expected`), or a conflict. */
-  const retryOutcome = async (writer: pg.Client, p: Pending, actual: number | "no_stream"): Promise<Outcome> => {
-    if (p.expected === "any" || p.entries.length === 0 || actual === "no_stream") return { ok: false, actual };
-    const first = p.expected === "no_stream" ? 0 : p.expected + 1;
-    const last = first + p.entries.length - 1;
-    if (actual < last) return { ok: false, actual };
-    const stored = await writer.query<EntryRow>(
-      "SELECT position::text AS position, stream, revision, type, data, bin, metadata FROM duplex_entries WHERE stream = $1 AND revision BETWEEN $2 AND $3 ORDER BY revision",
-      [p.stream, first, last],
-    );
-    const same =
-      stored.rows.length === p.entries.length &&
-      stored.rows.every((row, i) => sameEntry(row, p.entries[i] as EncodedEntry));
-    return same ? { ok: true, revision: last, rows: [], retry: true } : { ok: false, actual };
   };
 
   const flush = async (): Promise<void> => {
@@ -465,21 +205,10 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
 
   const selectRows = async (text: string, values: readonly unknown[]): Promise<EntryRow[]> =>
     (await reads.query<EntryRow>(text, [...values])).rows;
-  const COLUMNS = "position::text AS position, stream, revision, type, data, bin, metadata";
-  /** COLUMNS with the body (data, bin, metadata) only of rows of a stream in $3 or of a type in $4; null elsewhere. */
-  const BODIES_WHERE_READ = [
-    "position::text AS position, stream, revision, type",
-    ...["data", "bin", "metadata"].map(
-      (c) => `CASE WHEN stream = ANY($3::text[]) OR type = ANY($4::text[]) THEN ${c} END AS ${c}`,
-    ),
-  ].join(", ");
-
   const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
     if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
-    const rows = await selectRows(
-      `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision${limit === undefined ? "" : " LIMIT $3"}`,
-      limit === undefined ? [stream, from] : [stream, from, limit],
-    );
+    const query = streamQuery(stream, from, limit);
+    const rows = await selectRows(query.text, query.values);
     return rows.map(toRecorded);
   };
 
@@ -517,25 +246,10 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
     if (polling || closed || listeners.size === 0 || !seenKnown) return;
     polling = true;
     try {
-      const everything = [...listeners].some((l) => l.stream === ALL);
-      const streams = [...new Set([...listeners].map((l) => l.stream))];
-      // A stream followed only by readers of a few types (every session's takeover watch on a node of a cluster,
-      // src/engine/takeover-watch.ts) has its other rows' bodies left in the database: their revisions still come,
-      // so each reader sees its stream whole, and passes them over undecoded.
-      const fullStreams = [...new Set([...listeners].filter((l) => l.types === null).map((l) => l.stream))];
-      const readTypes = [...new Set([...listeners].flatMap((l) => l.types ?? []))];
-      const columns = fullStreams.length === streams.length ? COLUMNS : BODIES_WHERE_READ;
+      const page = pollQuery([...listeners]);
       for (;;) {
-        const rows = await selectRows(
-          everything
-            ? `SELECT ${COLUMNS} FROM duplex_entries WHERE position > $1 ORDER BY position LIMIT ${CATCH_UP_PAGE}`
-            : `SELECT ${columns} FROM duplex_entries WHERE position > $1 AND stream = ANY($2::text[]) ORDER BY position LIMIT ${CATCH_UP_PAGE}`,
-          everything || columns === COLUMNS
-            ? everything
-              ? [seen]
-              : [seen, streams]
-            : [seen, streams, fullStreams, readTypes],
-        );
+        const query = page(seen);
+        const rows = await selectRows(query.text, query.values);
         if (rows.length === 0) break;
         seen = Number(rows.at(-1)?.position ?? seen);
         dispatch(rows);
@@ -573,63 +287,25 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       const all = stream === ALL;
       const keyOf = (row: { position: string; revision: number }): number =>
         all ? Number(row.position) : row.revision;
-      const catchUp = (from: number): Promise<EntryRow[]> =>
-        selectRows(
-          all
-            ? `SELECT ${COLUMNS} FROM duplex_entries WHERE position >= $1 ORDER BY position LIMIT ${CATCH_UP_PAGE}`
-            : `SELECT ${COLUMNS} FROM duplex_entries WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT ${CATCH_UP_PAGE}`,
-          all ? [from] : [stream, from],
-        );
-      let next = from ?? (all ? 1 : 0);
-      const pending: EntryRow[] = [];
-      let catchingUp = true;
-      let draining = false;
+      const catchUp = (from: number): Promise<EntryRow[]> => {
+        const query = catchUpQuery(stream, from);
+        return selectRows(query.text, query.values);
+      };
       const types = wanted.types === undefined ? null : new Set(wanted.types);
-      const deliver = (row: EntryRow): void => {
-        if (keyOf(row) < next) return;
-        next = keyOf(row) + 1;
+      // The poller and this instance's appends may both bring a row; the seam keeps it once, and a row past a gap
+      // waits (`$all` by position; a stream by revision) until a catch-up read fills it.
+      const seam = createCatchUpThenLive<EntryRow>({
+        from: from ?? (all ? 1 : 0),
+        keyOf,
         // An entry of a type the subscriber does not read is passed over undecoded.
-        if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
-      };
-      const drain = (): void => {
-        if (draining || catchingUp) return;
-        draining = true;
-        try {
-          for (let row = pending.shift(); row !== undefined; row = pending.shift()) {
-            if (subscriber.closed) break;
-            // The poller and this instance's appends may both bring a row; `next` keeps it once, and a row past a
-            // gap waits (`$all` by position; a stream by revision) until the catch-up read below fills it.
-            if (keyOf(row) > next) {
-              pending.unshift(row);
-              void fill();
-              break;
-            }
-            deliver(row);
-          }
-        } finally {
-          draining = false;
-        }
-      };
-      /** Reads what lies between `next` and a row that arrived ahead of it. */
-      let filling = false;
-      const fill = async (): Promise<void> => {
-        if (filling) return;
-        filling = true;
-        try {
-          const rows = await catchUp(next);
-          for (const row of rows) if (!subscriber.closed) deliver(row);
-        } catch (error) {
-          subscriber.error(error);
-        } finally {
-          filling = false;
-        }
-        drain();
-      };
-      const take = (rows: readonly EntryRow[]): void => {
-        for (const row of rows) if (all || row.stream === stream) pending.push(row);
-        pending.sort((a, b) => keyOf(a) - keyOf(b));
-        drain();
-      };
+        emit: (row) => {
+          if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
+        },
+        isClosed: () => subscriber.closed,
+        gapFill: { read: catchUp, fail: (error) => subscriber.error(error) },
+      });
+      const take = (rows: readonly EntryRow[]): void =>
+        seam.live(all ? rows : rows.filter((row) => row.stream === stream));
       const self = { stream, types: wanted.types === undefined ? null : [...wanted.types], take };
       const complete = (): void => subscriber.complete();
       completers.add(complete);
@@ -641,16 +317,11 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
           // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
           listeners.add(self);
           startPolling();
-          while (!subscriber.closed) {
-            const rows = await catchUp(next);
-            if (rows.length === 0) break;
-            for (const row of rows) {
-              if (subscriber.closed) break;
-              deliver(row);
-            }
-          }
-          catchingUp = false;
-          drain();
+          await seam.catchUp(
+            catchUp,
+            (row) => row,
+            () => subscriber.closed,
+          );
         } catch (error) {
           if (!closed) subscriber.error(error);
         }
@@ -702,53 +373,14 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   const fence = async (stream: string, ms: number): Promise<number | "no_stream" | null> => {
     if (closed) throw new EventStoreClosedError(`fence stream ${stream}`);
     if (readOnly) throw new ReadOnlyStoreError(where, `fence stream ${stream}`);
-    const client = await reads.connect();
-    try {
-      // Under the append lock: every append in flight commits (or is refused) before, none after goes through.
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-      const taken = await client.query(
-        `INSERT INTO duplex_fences (stream, holder, expires_at) VALUES ($1, $2, now() + $3::interval)
-         ON CONFLICT (stream) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-           WHERE duplex_fences.expires_at <= now() OR duplex_fences.holder = EXCLUDED.holder
-         RETURNING holder`,
-        [stream, instance, `${Math.max(1, Math.round(ms))} milliseconds`],
-      );
-      const head = await client.query<{ revision: number }>("SELECT revision FROM duplex_streams WHERE stream = $1", [
-        stream,
-      ]);
-      await client.query("COMMIT");
-      if ((taken.rowCount ?? 0) === 0) return null;
-      const revision = head.rows[0]?.revision;
-      return revision === undefined ? "no_stream" : revision;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    return takeFence(reads, stream, instance, ms);
   };
 
   const deleteStream = async (stream: string): Promise<boolean> => {
     if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
     if (readOnly) throw new ReadOnlyStoreError(where, `delete stream ${stream}`);
     await flushing;
-    const client = await reads.connect();
-    try {
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-      await client.query("DELETE FROM duplex_entries WHERE stream = $1", [stream]);
-      await client.query("DELETE FROM duplex_summaries WHERE stream = $1", [stream]);
-      await client.query("DELETE FROM duplex_fences WHERE stream = $1", [stream]);
-      const deleted = await client.query("DELETE FROM duplex_streams WHERE stream = $1", [stream]);
-      await client.query("COMMIT");
-      return (deleted.rowCount ?? 0) > 0;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    return deleteStreamRows(reads, stream);
   };
 
   const close = async (): Promise<void> => {
@@ -765,84 +397,4 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
   };
 
   return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, fence, close };
-}
-
-/** Options of `createPostgresNodeLeases`. */
-export interface PostgresNodeLeasesOptions {
-  readonly url: string;
-  readonly nodeId: string;
-  /** How long a lease lasts once renewed, ms. */
-  readonly leaseMs: number;
-}
-
-/**
- * Node leases in PostgreSQL (issue 22, part 4): table `duplex_nodes` (node, expires_at, instance), every time
- * PostgreSQL's `now()`, so a lease expires by the database's clock, never a node's. `instance` is this process's
- * (a random UUID): a lease is renewed only by the process that holds it, or taken once it expired, so two processes
- * started with one node id cannot both hold it (issue 33's attack: the second one recovered the first one's live
- * sessions and a client's socket on the first hung).
- * @throws Error from `pg` when the server cannot be reached or the table cannot be created (from the factory).
- */
-export async function createPostgresNodeLeases(options: PostgresNodeLeasesOptions): Promise<NodeLeases> {
-  const pool = new pg.Pool({ connectionString: options.url, max: 1 });
-  pool.on("error", () => undefined);
-  await pool.query("CREATE TABLE IF NOT EXISTS duplex_nodes (node text PRIMARY KEY, expires_at timestamptz NOT NULL)");
-  await pool.query("ALTER TABLE duplex_nodes ADD COLUMN IF NOT EXISTS instance text");
-  const interval = `${Math.max(1, Math.round(options.leaseMs))} milliseconds`;
-  const instance = randomUUID();
-  /**
-   * Renews or takes the lease: whether it was held by this process before (a node never seen: it was not), or
-   * null when another process holds it unexpired (the row is left as it is).
-   */
-  const take = async (): Promise<boolean | null> => {
-    const { rows } = await pool.query<{ held: boolean }>(
-      `WITH before AS (SELECT expires_at, instance FROM duplex_nodes WHERE node = $1)
-       INSERT INTO duplex_nodes (node, expires_at, instance) VALUES ($1, now() + $2::interval, $3)
-       ON CONFLICT (node) DO UPDATE SET expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance
-         WHERE duplex_nodes.instance IS NOT DISTINCT FROM EXCLUDED.instance OR duplex_nodes.expires_at <= now()
-       RETURNING coalesce((SELECT expires_at > now() AND instance IS NOT DISTINCT FROM $3 FROM before), false) AS held`,
-      [options.nodeId, interval, instance],
-    );
-    return rows.length === 0 ? null : rows[0]?.held === true;
-  };
-  return {
-    nodeId: options.nodeId,
-    leaseMs: options.leaseMs,
-    // Another process holding it now means this one lost its node id for good (its lease ran out, say while it was
-    // paused, and a process started with the same id took it).
-    async renew() {
-      const held = await take();
-      if (held === null) throw new NodeIdInUseError(options.nodeId);
-      return held;
-    },
-    async claim() {
-      let seen: number | null = null;
-      for (;;) {
-        if ((await take()) !== null) return;
-        const { rows } = await pool.query<{ expires: string; left_ms: number }>(
-          "SELECT (extract(epoch FROM expires_at) * 1000)::text AS expires, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS left_ms FROM duplex_nodes WHERE node = $1",
-          [options.nodeId],
-        );
-        const row = rows[0];
-        if (row === undefined) continue;
-        // Renewed since it was first seen: its process is alive.
-        if (seen !== null && Number(row.expires) > seen) throw new NodeIdInUseError(options.nodeId);
-        seen = Number(row.expires);
-        await new Promise((resolve) => setTimeout(resolve, Math.min(options.leaseMs, row.left_ms) + 50));
-      }
-    },
-    async holds(node) {
-      const { rows } = await pool.query<{ held: boolean }>(
-        "SELECT expires_at > now() AS held FROM duplex_nodes WHERE node = $1",
-        [node],
-      );
-      return rows[0]?.held === true;
-    },
-    async release() {
-      await pool
-        .query("UPDATE duplex_nodes SET expires_at = now() WHERE node = $1", [options.nodeId])
-        .catch(() => undefined);
-      await pool.end().catch(() => undefined);
-    },
-  };
 }

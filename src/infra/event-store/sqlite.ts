@@ -1,8 +1,3 @@
-import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { Worker } from "node:worker_threads";
-import Database from "better-sqlite3";
 import { Observable } from "rxjs";
 import {
   type EventStore,
@@ -14,22 +9,18 @@ import {
   type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
-import { createFlushTimer } from "../flush-timer.ts";
-import { closeWorker, createPendingCalls } from "../worker-calls.ts";
 import { unpackBlob } from "./blob-packing.ts";
+import { createCatchUpThenLive } from "./catch-up-then-live.ts";
 import { decodeData, encodeEntries } from "./codec.ts";
+import { errorOf, type GroupWriter, mainThreadWriter, readOnlyWriter, workerWriter } from "./sqlite-group-writers.ts";
+import { openReadOnlyStoreFile } from "./sqlite-read-only.ts";
 import { createSummaryReader } from "./sqlite-summaries.ts";
-import {
-  type AppendOutcome,
-  type AppendRequest,
-  binCodecs,
-  createStoreWriter,
-  LAYOUT,
-  openStoreFile,
-  type StoreWriter,
-  textCodecs,
-} from "./sqlite-writer.ts";
+import { binCodecs, createStoreWriter, openStoreFile, textCodecs } from "./sqlite-writer.ts";
+import { EventStoreClosedError } from "./store-errors.ts";
 import { unpackText } from "./text-packing.ts";
+
+export { openReadOnlyStoreFile, type ReadOnlyOpening } from "./sqlite-read-only.ts";
+export { EventStoreClosedError, ReadOnlyStoreError } from "./store-errors.ts";
 
 /** Options of `createSqliteEventStore`. */
 export interface SqliteEventStoreOptions {
@@ -58,135 +49,6 @@ export interface SqliteEventStoreOptions {
    * `migrate: false`.
    */
   readonly readOnly?: boolean;
-}
-
-/** Thrown (as a rejection) by a write to a store opened with `readOnly`. `code` is `"event_store_read_only"`. */
-export class ReadOnlyStoreError extends Error {
-  readonly code = "event_store_read_only";
-  constructor(
-    readonly path: string,
-    operation: string,
-  ) {
-    super(`event store ${path} was opened read-only: cannot ${operation}`);
-    this.name = "ReadOnlyStoreError";
-  }
-}
-
-/** The largest file an image in memory can hold: Node's readFile limit (2 GiB - 1). */
-const IMAGE_MAX_BYTES = 2 ** 31 - 1;
-
-/**
- * How {@link openReadOnlyStoreFile} opened a file: `in-place`, a read-only connection to the file (beside its `-wal`
- * and `-shm`); `image`, a copy in memory of the file, with the commits of its `-wal` when it had one (`withWal`).
- */
-export type ReadOnlyOpening = { readonly how: "in-place" } | { readonly how: "image"; readonly withWal: boolean };
-
-/**
- * Opens the store file at `path` read-only and writes nothing: no `-wal`, `-shm` or lock file is created beside it
- * and none is removed, so that it opens on read-only media. better-sqlite3 12 is built without URI filenames
- * (`SQLITE_USE_URI=0`), so SQLite's `immutable=1` is out of reach, and a `readonly` connection to a file in WAL mode
- * creates the `-wal` and `-shm` when they are missing (and leaves them). Hence:
- * - `-wal` and `-shm` both there (a server has the file open, or a copy taken while one had): a `readonly`
- *   connection to the file in place, which reads the WAL's commits (from a read-only `-shm` too: SQLite then reads
- *   the WAL itself) and sees what a server commits meanwhile.
- * - otherwise (the file of a stopped server, which removed both; a copy with its `-wal` and no `-shm`): an image of
- *   the file in memory, as many bytes as the file, with the commits of the `-wal` up to its last whole one applied
- *   by SQLite's own recovery on a private temporary copy; what is committed afterwards is not seen. A file over
- *   2 GiB is then opened in place when its folder is writable (SQLite leaves a `-wal` and a `-shm` there).
- * @throws Error naming the file when it is missing, when it is over 2 GiB on read-only media without its `-shm`,
- *   when it holds no store, when its layout is newer than this code's or earlier (the server migrates it when it
- *   next starts on it); SqliteError (better-sqlite3) when it is not a database. The database is closed first.
- */
-export function openReadOnlyStoreFile(path: string): {
-  readonly db: Database.Database;
-  readonly opening: ReadOnlyOpening;
-} {
-  if (!existsSync(path)) throw new Error(`no event store file ${path}`);
-  const wal = `${path}-wal`;
-  const inPlace = (): Database.Database => new Database(path, { readonly: true, fileMustExist: true });
-  let db: Database.Database;
-  let opening: ReadOnlyOpening;
-  if (existsSync(wal) && existsSync(`${path}-shm`)) {
-    db = inPlace();
-    opening = { how: "in-place" };
-  } else if (statSync(path).size > IMAGE_MAX_BYTES) {
-    if (!writable(dirname(path)))
-      throw new Error(
-        `store file ${path} is ${(statSync(path).size / 2 ** 30).toFixed(1)} GiB on read-only media without its -shm file: it can be read only as an image in memory, of at most 2 GiB; copy the store to writable media (the -wal with it, if there is one)`,
-      );
-    db = inPlace();
-    opening = { how: "in-place" };
-  } else {
-    const withWal = existsSync(wal) && statSync(wal).size > 0;
-    const image = withWal ? imageWithWal(path, wal) : readFileSync(path);
-    // Bytes 18 and 19 (the write and read versions) say WAL mode (2), which an image in memory cannot have.
-    if (image.length >= 100) image.fill(1, 18, 20);
-    db = new Database(image, { readonly: true });
-    opening = { how: "image", withWal };
-  }
-  try {
-    checkReadableLayout(db, path);
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return { db, opening };
-}
-
-const writable = (dir: string): boolean => {
-  try {
-    accessSync(dir, constants.W_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** @throws Error when `db` (the file at `path`) holds no store, or one of another layout than {@link LAYOUT}. */
-const checkReadableLayout = (db: Database.Database, path: string): void => {
-  const layout = db.pragma("user_version", { simple: true }) as number;
-  const columns = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('entries')").all();
-  if (layout > LAYOUT) throw new Error(`store file ${path} has layout ${layout}, newer than this server's (${LAYOUT})`);
-  if (columns.length === 0) throw new Error(`${path} holds no event store (no table entries)`);
-  if (layout < LAYOUT)
-    throw new Error(
-      `store file ${path} has layout ${Math.max(1, layout)} (user_version ${layout}): the server migrates it to layout ${LAYOUT} when it next starts on it (duplex serve --data ...)`,
-    );
-};
-
-/**
- * The database at `path` as one image in memory, its `-wal`'s commits included: the file and its `-wal` are copied
- * into a private temporary folder, where SQLite's own recovery reads the WAL (up to its last whole commit; a
- * transaction under way or a torn frame is left out), and the connection's content is serialised; the folder is
- * removed before returning. Costs the file's size in memory and, for a moment, on the temporary disk.
- */
-const imageWithWal = (path: string, wal: string): Buffer => {
-  const dir = mkdtempSync(join(tmpdir(), "duplex-read-"));
-  try {
-    const copy = join(dir, "store.sqlite");
-    copyFileSync(path, copy);
-    copyFileSync(wal, `${copy}-wal`);
-    const db = new Database(copy, { fileMustExist: true });
-    try {
-      return db.serialize();
-    } finally {
-      db.close();
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
-
-/**
- * Thrown (as a rejection, or as the error of a subscription) when a closed store is used.
- * `code` is `"event_store_closed"`.
- */
-export class EventStoreClosedError extends Error {
-  readonly code = "event_store_closed";
-  constructor(operation: string) {
-    super(`event store is closed: cannot ${operation}`);
-    this.name = "EventStoreClosedError";
-  }
 }
 
 /** The name `subscribe` takes for every stream; no entry can be appended to it. */
@@ -356,52 +218,25 @@ export function createSqliteEventStore(options: SqliteEventStoreOptions): EventS
         return;
       }
       const all = stream === ALL;
-      const keyOf = (entry: RecordedEntry): number => (all ? entry.position : entry.revision);
-      /** The revision (or position for `$all`) of the next entry to deliver; anything below is a duplicate. */
-      let next = from ?? (all ? 1 : 0);
-      /** Live entries not delivered yet: appends made while catching up, or by a subscriber's own `next`. */
-      const pending: RecordedEntry[] = [];
-      let catchingUp = true;
-      let draining = false;
-
-      const deliver = (entry: RecordedEntry): void => {
-        if (keyOf(entry) < next) return;
-        next = keyOf(entry) + 1;
-        subscriber.next(entry);
-      };
-      // A queue drained by one loop keeps the order when a subscriber appends from inside `next`.
-      const drain = (): void => {
-        if (draining || catchingUp) return;
-        draining = true;
-        try {
-          for (let entry = pending.shift(); entry !== undefined; entry = pending.shift()) {
-            if (subscriber.closed) break;
-            deliver(entry);
-          }
-        } finally {
-          draining = false;
-        }
-      };
-      const listener = (entries: readonly RecordedEntry[]): void => {
-        for (const entry of entries) if (all || entry.stream === stream) pending.push(entry);
-        drain();
-      };
+      const seam = createCatchUpThenLive<RecordedEntry>({
+        from: from ?? (all ? 1 : 0),
+        keyOf: (entry) => (all ? entry.position : entry.revision),
+        emit: (entry) => subscriber.next(entry),
+        isClosed: () => subscriber.closed,
+      });
+      const listener = (entries: readonly RecordedEntry[]): void =>
+        seam.live(all ? entries : entries.filter((entry) => entry.stream === stream));
       const complete = (): void => subscriber.complete();
       // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
       listeners.add(listener);
       completers.add(complete);
 
       try {
-        while (!subscriber.closed && !closed) {
-          const rows = all ? selectFromAll.all(next, CATCH_UP_PAGE) : selectFromStream.all(stream, next, CATCH_UP_PAGE);
-          if (rows.length === 0) break;
-          for (const row of rows) {
-            if (subscriber.closed) break;
-            deliver(toRecorded(row));
-          }
-        }
-        catchingUp = false;
-        drain();
+        seam.catchUpSync(
+          (next) => (all ? selectFromAll.all(next, CATCH_UP_PAGE) : selectFromStream.all(stream, next, CATCH_UP_PAGE)),
+          toRecorded,
+          () => subscriber.closed || closed,
+        );
       } catch (error) {
         subscriber.error(error);
       }
@@ -468,148 +303,3 @@ function toRecorded(row: EntryRow): RecordedEntry {
     metadata: JSON.parse(text.metadata),
   };
 }
-
-/** The least time between two groups sent to the writer thread under load, ms (flush-timer.ts). */
-const WRITER_FLUSH_MS = 2;
-
-/** Where appends go: a writer on this thread or on a worker, both committing groups. */
-interface GroupWriter {
-  append(request: AppendRequest): Promise<AppendOutcome>;
-  deleteStream(stream: string): Promise<boolean>;
-  /** Waits for the appends made so far, then folds every summary again (StoreWriter's `rebuildSummaries`). */
-  rebuildSummaries(): Promise<number>;
-  /** Waits for every append made so far, then releases the writer. */
-  close(): Promise<void>;
-}
-
-/** An error as the writer reports it, back to an `Error` with the same name, message and code. */
-type Failure = { readonly name: string; readonly message: string; readonly code?: string };
-const errorOf = (failure: Failure): Error => Object.assign(new Error(failure.message), failure);
-
-/** The writer of a store opened read-only: every write rejects with {@link ReadOnlyStoreError}. */
-function readOnlyWriter(path: string): GroupWriter {
-  return {
-    append: async (request) => {
-      throw new ReadOnlyStoreError(path, `append to stream ${request.stream}`);
-    },
-    deleteStream: async (stream) => {
-      throw new ReadOnlyStoreError(path, `delete stream ${stream}`);
-    },
-    rebuildSummaries: async () => {
-      throw new ReadOnlyStoreError(path, "rebuild the summaries");
-    },
-    close: async () => undefined,
-  };
-}
-
-/** Commits the appends of one event-loop turn together, on this thread (for `:memory:`, or by choice). */
-function mainThreadWriter(writer: StoreWriter): GroupWriter {
-  let group: { request: AppendRequest; resolve: (outcome: AppendOutcome) => void }[] = [];
-  let flushed = Promise.resolve();
-  const flush = (): void => {
-    const now = group;
-    group = [];
-    if (now.length === 0) return;
-    const outcomes = writer.writeGroup(now.map((one) => one.request));
-    for (const [i, one] of now.entries()) one.resolve(outcomes[i] as AppendOutcome);
-  };
-  return {
-    append: (request) =>
-      new Promise((resolve) => {
-        if (group.length === 0) flushed = new Promise((done) => setImmediate(() => done(flush())));
-        group.push({ request, resolve });
-      }),
-    deleteStream: async (stream) => {
-      if (group.length > 0) flush();
-      return writer.deleteStream(stream);
-    },
-    rebuildSummaries: async () => {
-      if (group.length > 0) flush();
-      return writer.rebuildSummaries();
-    },
-    close: () => flushed,
-  };
-}
-
-/**
- * Commits on a worker thread (sqlite-writer-worker.mjs): the appends waiting go over as one message, at most one per
- * {@link WRITER_FLUSH_MS} under load (flush-timer.ts).
- */
-function workerWriter(path: string): GroupWriter {
-  const worker = new Worker(new URL("./sqlite-writer-worker.mjs", import.meta.url), { workerData: { path } });
-  const pending = createPendingCalls<WorkerReply>(worker);
-  let failed: Error | null = null;
-  let group: { request: AppendRequest; resolve: (outcome: AppendOutcome) => void; reject: (e: Error) => void }[] = [];
-  const fail = (error: Error): void => {
-    failed ??= error;
-    pending.rejectAll(error);
-  };
-  worker.on("message", (message: WorkerReply | { ready: true } | { openError: string }) => {
-    if ("ready" in message) return;
-    if ("openError" in message) {
-      fail(new Error(`the store's writer thread could not open ${path}: ${message.openError}`));
-      return;
-    }
-    pending.resolve(message.id, message);
-  });
-  worker.on("error", (error) => fail(error));
-  worker.on("exit", (code) => fail(new Error(`the store's writer thread exited (code ${code})`)));
-
-  const call = (message: Record<string, unknown>): Promise<WorkerReply> => {
-    if (failed !== null) return Promise.reject(failed);
-    const { id, answer } = pending.add();
-    worker.postMessage({ id, ...message });
-    return answer;
-  };
-  const timer = createFlushTimer(() => {
-    const now = group;
-    group = [];
-    if (now.length === 0) return;
-    call({ append: now.map((one) => one.request) }).then(
-      (reply) => {
-        if ("outcomes" in reply) for (const [i, one] of now.entries()) one.resolve(reply.outcomes[i] as AppendOutcome);
-        else for (const one of now) one.reject(errorOf("failure" in reply ? reply.failure : unexpected(reply)));
-      },
-      (error: Error) => {
-        for (const one of now) one.reject(error);
-      },
-    );
-  }, WRITER_FLUSH_MS);
-  return {
-    append: (request) =>
-      new Promise((resolve, reject) => {
-        group.push({ request, resolve, reject });
-        timer.schedule();
-      }),
-    deleteStream: async (stream) => {
-      timer.now();
-      const reply = await call({ deleteStream: stream });
-      if ("deleted" in reply) return reply.deleted;
-      throw errorOf("failure" in reply ? reply.failure : unexpected(reply));
-    },
-    rebuildSummaries: async () => {
-      timer.now();
-      const reply = await call({ rebuildSummaries: true });
-      if ("rebuilt" in reply) return reply.rebuilt;
-      throw errorOf("failure" in reply ? reply.failure : unexpected(reply));
-    },
-    close: async () => {
-      timer.now();
-      // The worker answers in order, so once this round trip is answered, every append before it is.
-      if (failed === null) await call({ sync: true }).catch(() => undefined);
-      await closeWorker(worker);
-    },
-  };
-}
-
-type WorkerReply =
-  | { readonly id: number; readonly outcomes: readonly AppendOutcome[] }
-  | { readonly id: number; readonly deleted: boolean }
-  | { readonly id: number; readonly rebuilt: number }
-  | { readonly id: number; readonly synced: true }
-  | { readonly id: number; readonly failure: Failure };
-
-const unexpected = (reply: unknown): Failure => ({
-  name: "Error",
-  message: `unexpected reply from the store's writer thread: ${JSON.stringify(reply)}`,
-});
