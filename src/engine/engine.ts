@@ -17,6 +17,7 @@ import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFacto
 import { SessionHost, type SessionSink } from "./session-host.ts";
 import { foldLog, type RecoveredLog, withUnansweredAppends } from "./step.ts";
 import { type TakeoverWatch, watchTakeover } from "./takeover-watch.ts";
+import { MAX_TIMER_MS, realScheduler, type Scheduler, SessionTimers } from "./timers.ts";
 
 /** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
 export interface EngineLimits {
@@ -78,8 +79,10 @@ export interface EngineDeps {
   readonly model?: string;
   /** `session_mode` of the deployment: `turn` starts every session in the turn lane unless the client asks. */
   readonly sessionMode?: "duplex" | "turn";
-  /** Engine clock, ms since the Unix epoch; injectable for tests. */
+  /** Engine clock, ms since the Unix epoch; injectable for tests. Default: the scheduler's clock. */
   readonly now?: () => number;
+  /** What the session timers and the takeover's retry wait run on (src/engine/timers.ts); default: the real clock. */
+  readonly scheduler?: Scheduler;
   /**
    * The nodes that share the store (issue 22, part 4), with this node's id; absent or null: a store of one node,
    * which owns every session in it. With leases, a node rebuilds at start only the open sessions it owns or whose
@@ -135,8 +138,6 @@ export type ResumeRefusal = {
   readonly message: string;
 };
 
-/** The longest delay `setTimeout` honours, ms. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Reads of a session's log a takeover by resume makes before it gives up: each lost race costs one. With a store
  * that fences (PostgreSQL), the old owner's appends are refused once the stream is fenced, so only another node's
@@ -253,20 +254,18 @@ export interface Engine {
 
 export const createEngine = (deps: EngineDeps): Engine => {
   const limits: EngineLimits = { ...DEFAULT_LIMITS, ...deps.limits };
-  const now = deps.now ?? Date.now;
+  const scheduler = deps.scheduler ?? realScheduler;
+  const now = deps.now ?? (deps.scheduler === undefined ? Date.now : () => scheduler.now());
   const hosts = new Map<string, SessionHost>();
   /** Sessions whose socket ended them (closed with 1000, or opened and unused): no longer counted by admission. */
   const ending = new Set<string>();
-  const timers = new Map<string, { idle?: NodeJS.Timeout; grace?: NodeJS.Timeout }>();
+  const timers = new SessionTimers(scheduler);
   const model = deps.model ?? deps.runner.name;
   const leases = deps.leases ?? null;
   const nodeId = leases?.nodeId ?? null;
 
   const clearTimers = (id: string): void => {
-    const t = timers.get(id);
-    if (t?.idle) clearTimeout(t.idle);
-    if (t?.grace) clearTimeout(t.grace);
-    timers.delete(id);
+    timers.cancelAll(id, ["idle_ttl", "disconnect_grace"]);
   };
 
   /** Hosts rebuilt to take a session over whose claim (`SessionOwned`) is not appended yet. */
@@ -354,24 +353,19 @@ export const createEngine = (deps: EngineDeps): Engine => {
     );
     // The response timer: re-armed whenever the active response makes progress, cleared when none is active
     // (BEHAVIOUR.md, "Defaults and limits": response_timeout_ms). Its firing is an input, decided like any other.
-    let armed: { progress: string; timer: NodeJS.Timeout } | null = null;
+    let armed: string | null = null;
     host.events$.subscribe({
       next: () => {
         const progress = responseProgressOf(host.current);
-        if (progress === armed?.progress) return;
-        if (armed !== null) clearTimeout(armed.timer);
-        armed = null;
+        if (progress === armed) return;
+        timers.cancel(sessionId, "response_timeout");
+        armed = progress;
         if (progress === null) return;
-        const timer = setTimeout(
-          () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "response_timeout", progress } }),
-          host.current.config.responseTimeoutMs,
-        );
-        timer.unref();
-        armed = { progress, timer };
+        timers.arm(sessionId, "response_timeout", host.current.config.responseTimeoutMs, () => {
+          void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "response_timeout", progress } });
+        });
       },
-      complete: () => {
-        if (armed !== null) clearTimeout(armed.timer);
-      },
+      complete: () => timers.cancel(sessionId, "response_timeout"),
     });
     // A session.update may change idle_timeout_s: re-arm the idle timer with the new value once it is decided.
     host.events$.subscribe((envelope) => {
@@ -411,14 +405,9 @@ export const createEngine = (deps: EngineDeps): Engine => {
   };
 
   const armGrace = (host: SessionHost, ms: number): void => {
-    const t = timers.get(host.sessionId) ?? {};
-    if (t.grace) clearTimeout(t.grace);
-    t.grace = setTimeout(
-      () => void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "disconnect_grace" } }),
-      ms,
-    );
-    t.grace.unref();
-    timers.set(host.sessionId, t);
+    timers.arm(host.sessionId, "disconnect_grace", ms, () => {
+      void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "disconnect_grace" } });
+    });
   };
 
   /**
@@ -502,9 +491,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     if (generation === null) {
       return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
     }
-    const t = timers.get(host.sessionId);
-    if (t?.grace) clearTimeout(t.grace);
-    if (t) t.grace = undefined;
+    timers.cancel(host.sessionId, "disconnect_grace");
     void host.resume(generation, request.lastReceivedSeq, sink);
     engine.touch(host);
     return host;
@@ -515,8 +502,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     if (host.isClosed || !host.release(sink)) return;
     // Its slot is free at once: a client that closed may open its next session before the close is logged.
     ending.add(host.sessionId);
-    const t = timers.get(host.sessionId);
-    if (t?.idle) clearTimeout(t.idle);
+    timers.cancel(host.sessionId, "idle_ttl");
     void host.enqueue({
       type: "AttachmentChanged",
       at: now(),
@@ -563,20 +549,13 @@ export const createEngine = (deps: EngineDeps): Engine => {
     touch(host) {
       // Before SessionCreated is decided the config is the initial one: the deployment's TTL applies.
       const ttl = host.current.phase === "new" ? limits.idleTtlS : host.current.config.idleTimeoutS;
-      const t = timers.get(host.sessionId) ?? {};
-      if (t.idle) clearTimeout(t.idle);
-      if (ttl !== null) {
-        // setTimeout holds at most 2^31 - 1 ms (about 24.8 days); a longer TTL waits that long, then re-arms.
-        t.idle = setTimeout(
-          () => {
-            if (ttl * 1000 > MAX_TIMER_MS) engine.touch(host);
-            else void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "idle_ttl" } });
-          },
-          Math.min(ttl * 1000, MAX_TIMER_MS),
-        );
-        t.idle.unref();
-      }
-      timers.set(host.sessionId, t);
+      timers.cancel(host.sessionId, "idle_ttl");
+      if (ttl === null) return;
+      // A timer holds at most 2^31 - 1 ms (about 24.8 days); a longer TTL waits that long, then re-arms.
+      timers.arm(host.sessionId, "idle_ttl", ttl * 1000, () => {
+        if (ttl * 1000 > MAX_TIMER_MS) engine.touch(host);
+        else void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "idle_ttl" } });
+      });
     },
     resume(request, sink) {
       const outcome = resumeHere(request, sink);
@@ -650,7 +629,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         if (deps.store.fence !== undefined) {
           if ((await deps.store.fence(stream, FENCE_MS)) === null) {
             // Another node's takeover holds the session this moment: its outcome is read at the next attempt.
-            await new Promise((resolve) => setTimeout(resolve, FENCED_RETRY_MS));
+            await new Promise((resolve) => scheduler.setTimeout(() => resolve(undefined), FENCED_RETRY_MS));
             continue;
           }
           entries = await deps.store.read(stream);
@@ -708,7 +687,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     },
     nodeId,
     async close() {
-      for (const id of [...timers.keys()]) clearTimers(id);
+      for (const id of timers.sessionIds()) clearTimers(id);
       for (const watch of [...watches.values()]) watch.stop();
       await Promise.all([...hosts.values()].map((h) => h.stop()));
       hosts.clear();
