@@ -1,6 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { DomainEvent } from "../domain/index.ts";
-import type { Engine } from "../engine/index.ts";
+import type { Engine, SessionHost } from "../engine/index.ts";
 import type { TurnSpanName } from "../projections/index.ts";
 
 /**
@@ -28,15 +28,8 @@ export interface ServerMetrics {
   bind(engine: Engine): void;
 }
 
-/**
- * `node`: this node's id (issue 22, part 4), a label of every metric (`setDefaultLabels`), so that the figures of the
- * nodes sharing one store can be told apart; absent for a node of its own.
- */
-export const createMetrics = (node: string | null = null): ServerMetrics => {
-  const registry = new Registry();
-  if (node !== null) registry.setDefaultLabels({ node });
-  // prom-client's process and Node.js figures: resident memory, heap, event-loop lag, GC.
-  collectDefaultMetrics({ register: registry });
+/** The engine's figures: log appends, decisions, refusals, responses, engine-added latency, turn-ledger spans. */
+const engineFamilies = (registry: Registry) => {
   const appendSeconds = new Histogram({
     name: "duplex_log_append_seconds",
     help: "Time of one group commit of a session's mailbox drain to the event store.",
@@ -81,6 +74,11 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10],
     registers: [registry],
   });
+  return { appendSeconds, entries, decisions, rejections, responses, engineAdded, turnSpans };
+};
+
+/** The cluster's figures: takeovers, fence refusals, resumes, lease renewals, a shared store's group commits. */
+const clusterFamilies = (registry: Registry) => {
   const takeovers = new Counter({
     name: "duplex_takeovers_total",
     help: "Sessions this node took over from another node (issue 22): on a client's resume, or from a node whose lease expired.",
@@ -116,13 +114,20 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
-  let bound: Engine | null = null;
+  return { takeovers, fences, resumes, leases, groupSize, groupSeconds };
+};
+
+/**
+ * The session gauges, read at each scrape from the sessions `sessionsOf` gives (the engine's, once bound): how many
+ * are held, and by attachment and turn state after each one's last committed step.
+ */
+const sessionGauges = (registry: Registry, sessionsOf: () => readonly SessionHost[]): void => {
   new Gauge({
     name: "duplex_sessions_live",
     help: "Sessions held in memory (attached or detached).",
     registers: [registry],
     collect() {
-      this.set(bound?.sessions().length ?? 0);
+      this.set(sessionsOf().length);
     },
   });
   new Gauge({
@@ -132,13 +137,28 @@ export const createMetrics = (node: string | null = null): ServerMetrics => {
     registers: [registry],
     collect() {
       this.reset();
-      for (const host of bound?.sessions() ?? []) {
+      for (const host of sessionsOf()) {
         const state = host.current;
         if (state.phase === "closed") continue;
         this.inc({ attached: String(state.attached), turn_state: state.turnState });
       }
     },
   });
+};
+
+/**
+ * `node`: this node's id (issue 22, part 4), a label of every metric (`setDefaultLabels`), so that the figures of the
+ * nodes sharing one store can be told apart; absent for a node of its own.
+ */
+export const createMetrics = (node: string | null = null): ServerMetrics => {
+  const registry = new Registry();
+  if (node !== null) registry.setDefaultLabels({ node });
+  // prom-client's process and Node.js figures: resident memory, heap, event-loop lag, GC.
+  collectDefaultMetrics({ register: registry });
+  const { appendSeconds, entries, decisions, rejections, responses, engineAdded, turnSpans } = engineFamilies(registry);
+  const { takeovers, fences, resumes, leases, groupSize, groupSeconds } = clusterFamilies(registry);
+  let bound: Engine | null = null;
+  sessionGauges(registry, () => bound?.sessions() ?? []);
   return {
     registry,
     observe: {
