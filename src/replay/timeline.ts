@@ -1,7 +1,8 @@
-import { stepsOf } from "../engine/log.ts";
+import type { DomainEvent } from "../domain/index.ts";
 import type { RecordedEntry } from "../engine/ports/index.ts";
 import { type SpanSummary, summariseTurns, type Turn } from "../projections/index.ts";
 import { bidiClosed } from "./bidi-text.ts";
+import { inputClockOf } from "./input-clock.ts";
 import { audioOf, envelopesOf, reportOf, responseSamples } from "./inspect.ts";
 
 /**
@@ -111,52 +112,6 @@ export const peaksOf = (bytes: Uint8Array, rateHz: number): number[] => {
   return out;
 };
 
-/** Silero's frame, ms (512 samples at 16 kHz). */
-const VAD_FRAME_MS = 32;
-
-/**
- * The input clock on the session's (issue 21): each append's VAD frames on the input clock (ms of input), and the
- * anchors [ms of input, ms of the session] where each append's audio began (its duration before it was buffered,
- * never before the previous end) and ended (when it was buffered). `sessionMsOfInput` interpolates between them.
- */
-export const inputClockOf = (
-  entries: readonly RecordedEntry[],
-): { clock: [number, number][]; vad: [number, number][] } => {
-  const t0 = entries[0]?.metadata.at ?? 0;
-  const vad: [number, number][] = [];
-  const clock: [number, number][] = [];
-  for (const step of stepsOf(entries)) {
-    if (step.input.type !== "CommandReceived") continue;
-    const command = step.input.data.command;
-    if (command.type !== "input_audio_buffer.append") continue;
-    const buffered = step.decisions.find((d) => d.envelope.event.type === "AudioBuffered")?.envelope;
-    if (buffered?.event.type !== "AudioBuffered") continue;
-    const { clockMs, durationMs } = buffered.event.data;
-    const start = clockMs - durationMs;
-    for (const [i, p] of command.vad.entries()) vad.push([Math.round(start + i * VAD_FRAME_MS), p]);
-    const at = Math.round(buffered.metadata.at - t0);
-    const last = clock.at(-1);
-    clock.push([Math.round(start), Math.max(last?.[1] ?? 0, at - Math.round(durationMs))], [Math.round(clockMs), at]);
-  }
-  return { clock, vad };
-};
-
-/** ms of the session of `inputMs` on the input clock: linear between the anchors of `inputClockOf`. */
-export const sessionMsOfInput = (clock: readonly (readonly [number, number])[], inputMs: number): number => {
-  const first = clock[0];
-  if (first === undefined) return inputMs;
-  if (inputMs <= first[0]) return first[1] - (first[0] - inputMs);
-  for (let i = 1; i < clock.length; i += 1) {
-    const [x1, y1] = clock[i] as readonly [number, number];
-    if (inputMs <= x1) {
-      const [x0, y0] = clock[i - 1] as readonly [number, number];
-      return x1 === x0 ? y1 : y0 + ((inputMs - x0) * (y1 - y0)) / (x1 - x0);
-    }
-  }
-  const last = clock.at(-1) as readonly [number, number];
-  return last[1] + (inputMs - last[0]);
-};
-
 /** Where a turn's times are (engine clock, ms since the Unix epoch): made ms of the session. */
 const TURN_TIMES = [
   "speechStartedAt",
@@ -172,6 +127,147 @@ const TURN_TIMES = [
 type Mark = Timeline["marks"][number];
 type OpenResponse = { -readonly [K in keyof TimelineResponse]: TimelineResponse[K] } & {
   acks: [number, number][];
+};
+
+type MarkOf = (at_ms: number, kind: string, label: string, revision: number) => void;
+
+/**
+ * The marks of the timeline an event makes by itself (commits, transcripts, overlaps, listens, speaks, tool calls,
+ * truncations, errors, resumes, detaches); every other event makes none here (speech and responses are tracked by
+ * `trackEvent`).
+ */
+const readMarks = (event: DomainEvent, revision: number, at: number, mark: MarkOf): void => {
+  switch (event.type) {
+    case "InputCommitted":
+      mark(at, "commit", bidiClosed`commit ${event.data.itemId} (${Math.round(event.data.audioMs)} ms)`, revision);
+      break;
+    case "InputTranscribed":
+      mark(at, "transcript", bidiClosed`${event.data.itemId}: ${event.data.transcript}`, revision);
+      break;
+    case "OverlapDecided":
+      mark(
+        at,
+        event.data.action === "barge_in" ? "barge-in" : "overlap",
+        bidiClosed`${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
+        revision,
+      );
+      break;
+    case "ModelListened":
+      mark(at, "listen", bidiClosed`the model listens (${event.data.reason})`, revision);
+      break;
+    case "ResponseSpoke":
+      mark(at, "speak", bidiClosed`the model speaks (${event.data.responseId})`, revision);
+      break;
+    case "FunctionCallDelivered":
+      mark(at, "tool-call", bidiClosed`${event.data.call.name}(${event.data.call.arguments})`, revision);
+      break;
+    case "ItemTruncated":
+      mark(at, "truncate", bidiClosed`truncate ${event.data.itemId} at ${event.data.audioEndMs} ms`, revision);
+      break;
+    case "RequestRejected":
+    case "RunnerFailed":
+    case "InputTranscriptionFailed":
+    case "DeferredResponseRefused":
+      mark(at, "error", bidiClosed`${event.data.code}: ${event.data.message}`, revision);
+      break;
+    case "MalformedFunctionCall":
+      mark(
+        at,
+        "error",
+        bidiClosed`malformed_function_call: ${event.data.name ?? "?"}(${event.data.arguments})`,
+        revision,
+      );
+      break;
+    case "SessionResumed":
+      mark(at, "resume", `resumed (generation ${event.data.attachmentGeneration})`, revision);
+      break;
+    case "SessionDetached":
+      mark(at, "detach", `detached (generation ${event.data.attachmentGeneration})`, revision);
+      break;
+    default:
+  }
+};
+
+/**
+ * What the timeline tracks over several events: the VAD threshold in force (returned when an event sets it), each
+ * utterance's speech span, each response's lifecycle, audio and acks, and the marks their ends make.
+ */
+const trackEvent = (
+  event: DomainEvent,
+  revision: number,
+  at: number,
+  rel: (at: number) => number,
+  into: {
+    speech: Map<string, { item_id: string; start_ms: number; stop_ms: number | null }>;
+    responses: Map<string, OpenResponse>;
+    mark: MarkOf;
+  },
+): number | undefined => {
+  const { speech, responses, mark } = into;
+  switch (event.type) {
+    case "SessionCreated":
+    case "SessionConfigured": {
+      const detection = event.data.config.turnDetection as { threshold?: number } | null | undefined;
+      return typeof detection?.threshold === "number" ? detection.threshold : undefined;
+    }
+    case "SpeechStarted":
+      speech.set(event.data.itemId, { item_id: event.data.itemId, start_ms: at, stop_ms: null });
+      break;
+    case "SpeechStopped": {
+      const s = speech.get(event.data.itemId);
+      if (s !== undefined) s.stop_ms = at;
+      break;
+    }
+    case "ResponseStarted":
+      responses.set(event.data.responseId, {
+        id: event.data.responseId,
+        created_ms: at,
+        first_audio_ms: null,
+        ended_ms: null,
+        status: null,
+        reason: null,
+        audio_ms: 0,
+        played_ms: 0,
+        heard_ms: null,
+        acks: [],
+        transcript: "",
+        peaks: [],
+        started_revision: revision,
+        ended_revision: null,
+      });
+      break;
+    case "AudioDelivered": {
+      const r = responses.get(event.data.responseId);
+      if (r === undefined) break;
+      r.first_audio_ms ??= rel(event.data.firstDeltaAt);
+      r.audio_ms += event.data.durationMs;
+      break;
+    }
+    case "PlaybackAcknowledged": {
+      const r = responses.get(event.data.responseId);
+      if (r === undefined) break;
+      r.acks.push([at, event.data.playedMs]);
+      break;
+    }
+    case "ResponseEnded": {
+      const r = responses.get(event.data.responseId);
+      if (r === undefined) break;
+      Object.assign(r, {
+        ended_ms: at,
+        status: event.data.status,
+        reason: event.data.reason,
+        transcript: event.data.transcript,
+        ended_revision: revision,
+      });
+      if (event.data.status === "cancelled")
+        mark(at, "cancel", bidiClosed`${r.id} cancelled (${event.data.reason ?? "?"})`, revision);
+      if (event.data.error !== null)
+        mark(at, "error", bidiClosed`${event.data.error.code}: ${event.data.error.message}`, revision);
+      break;
+    }
+    default:
+  }
+  return undefined;
 };
 
 /**
@@ -196,116 +292,8 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached: boolean 
   for (const { revision, envelope } of envelopes) {
     const { event, metadata } = envelope;
     const at = rel(metadata.at);
-    switch (event.type) {
-      case "SessionCreated":
-      case "SessionConfigured": {
-        const detection = event.data.config.turnDetection as { threshold?: number } | null | undefined;
-        if (typeof detection?.threshold === "number") threshold = detection.threshold;
-        break;
-      }
-      case "SpeechStarted":
-        speech.set(event.data.itemId, { item_id: event.data.itemId, start_ms: at, stop_ms: null });
-        break;
-      case "SpeechStopped": {
-        const s = speech.get(event.data.itemId);
-        if (s !== undefined) s.stop_ms = at;
-        break;
-      }
-      case "InputCommitted":
-        mark(at, "commit", bidiClosed`commit ${event.data.itemId} (${Math.round(event.data.audioMs)} ms)`, revision);
-        break;
-      case "InputTranscribed":
-        mark(at, "transcript", bidiClosed`${event.data.itemId}: ${event.data.transcript}`, revision);
-        break;
-      case "OverlapDecided":
-        mark(
-          at,
-          event.data.action === "barge_in" ? "barge-in" : "overlap",
-          bidiClosed`${event.data.action} (${event.data.reason}, ${Math.round(event.data.overlapMs)} ms)`,
-          revision,
-        );
-        break;
-      case "ModelListened":
-        mark(at, "listen", bidiClosed`the model listens (${event.data.reason})`, revision);
-        break;
-      case "ResponseSpoke":
-        mark(at, "speak", bidiClosed`the model speaks (${event.data.responseId})`, revision);
-        break;
-      case "FunctionCallDelivered":
-        mark(at, "tool-call", bidiClosed`${event.data.call.name}(${event.data.call.arguments})`, revision);
-        break;
-      case "ItemTruncated":
-        mark(at, "truncate", bidiClosed`truncate ${event.data.itemId} at ${event.data.audioEndMs} ms`, revision);
-        break;
-      case "RequestRejected":
-      case "RunnerFailed":
-      case "InputTranscriptionFailed":
-      case "DeferredResponseRefused":
-        mark(at, "error", bidiClosed`${event.data.code}: ${event.data.message}`, revision);
-        break;
-      case "MalformedFunctionCall":
-        mark(
-          at,
-          "error",
-          bidiClosed`malformed_function_call: ${event.data.name ?? "?"}(${event.data.arguments})`,
-          revision,
-        );
-        break;
-      case "SessionResumed":
-        mark(at, "resume", `resumed (generation ${event.data.attachmentGeneration})`, revision);
-        break;
-      case "SessionDetached":
-        mark(at, "detach", `detached (generation ${event.data.attachmentGeneration})`, revision);
-        break;
-      case "ResponseStarted":
-        responses.set(event.data.responseId, {
-          id: event.data.responseId,
-          created_ms: at,
-          first_audio_ms: null,
-          ended_ms: null,
-          status: null,
-          reason: null,
-          audio_ms: 0,
-          played_ms: 0,
-          heard_ms: null,
-          acks: [],
-          transcript: "",
-          peaks: [],
-          started_revision: revision,
-          ended_revision: null,
-        });
-        break;
-      case "AudioDelivered": {
-        const r = responses.get(event.data.responseId);
-        if (r === undefined) break;
-        r.first_audio_ms ??= rel(event.data.firstDeltaAt);
-        r.audio_ms += event.data.durationMs;
-        break;
-      }
-      case "PlaybackAcknowledged": {
-        const r = responses.get(event.data.responseId);
-        if (r === undefined) break;
-        r.acks.push([at, event.data.playedMs]);
-        break;
-      }
-      case "ResponseEnded": {
-        const r = responses.get(event.data.responseId);
-        if (r === undefined) break;
-        Object.assign(r, {
-          ended_ms: at,
-          status: event.data.status,
-          reason: event.data.reason,
-          transcript: event.data.transcript,
-          ended_revision: revision,
-        });
-        if (event.data.status === "cancelled")
-          mark(at, "cancel", bidiClosed`${r.id} cancelled (${event.data.reason ?? "?"})`, revision);
-        if (event.data.error !== null)
-          mark(at, "error", bidiClosed`${event.data.error.code}: ${event.data.error.message}`, revision);
-        break;
-      }
-      default:
-    }
+    readMarks(event, revision, at, mark);
+    threshold = trackEvent(event, revision, at, rel, { speech, responses, mark }) ?? threshold;
   }
   // Recoveries are inputs, not decisions: marked from the entries.
   for (const entry of entries) {
@@ -365,3 +353,5 @@ export const timelineOf = (entries: readonly RecordedEntry[], attached: boolean 
     marks,
   };
 };
+
+export { inputClockOf, sessionMsOfInput } from "./input-clock.ts";

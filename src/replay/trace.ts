@@ -1,7 +1,8 @@
+import type { DomainEvent } from "../domain/index.ts";
 import type { RecordedEntry } from "../engine/ports/index.ts";
-import { spanOf, TURN_SPANS, type Turn, turnLedger } from "../projections/index.ts";
+import { type EventEnvelope, spanOf, TURN_SPANS, type Turn, turnLedger } from "../projections/index.ts";
+import { inputClockOf, sessionMsOfInput } from "./input-clock.ts";
 import { envelopesOf, lastOf } from "./inspect.ts";
-import { inputClockOf, sessionMsOfInput } from "./timeline.ts";
 
 /**
  * A session's log as a Chrome trace (issue 21, part 3): the Trace Event Format that Perfetto and chrome://tracing
@@ -45,17 +46,10 @@ const TRACKS: readonly string[] = [
 ];
 const tid = (track: string): number => TRACKS.indexOf(track) + 1;
 
-/** The Chrome trace of a session's log. @throws Error when the entries are not a session stream. */
-export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
-  const t0 = entries[0]?.metadata.at ?? 0;
-  const us = (at: number): number => Math.max(0, Math.round((at - t0) * 1000));
-  const events: TraceEvent[] = [];
-  const sessionId = (entries[0]?.data as { sessionId?: string } | undefined)?.sessionId ?? "session";
-  events.push({ name: "process_name", ph: "M", pid: PID, args: { name: `duplex ${sessionId}` } });
-  for (const track of TRACKS)
-    events.push({ name: "thread_name", ph: "M", pid: PID, tid: tid(track), args: { name: track } });
+type Instant = (name: string, at: number, revision: number, args?: Record<string, unknown>) => void;
 
-  // VAD: every frame where its audio was on the session's clock, as the timeline page draws it (inputClockOf).
+/** VAD: every frame where its audio was on the session's clock, as the timeline page draws it (inputClockOf). */
+const vadCounters = (entries: readonly RecordedEntry[], events: TraceEvent[]): void => {
   const { clock, vad } = inputClockOf(entries);
   for (const [inputMs, p] of vad)
     events.push({
@@ -65,10 +59,53 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
       ts: Math.max(0, Math.round(sessionMsOfInput(clock, inputMs) * 1000)),
       args: { probability: Math.round(p * 1e4) / 1e4 },
     });
+};
 
+/** A response's slice on the responses track, its audio on the assistant speech track, its cancel and error. */
+const responseEnded = (
+  event: Extract<DomainEvent, { type: "ResponseEnded" }>,
+  revision: number,
+  at: number,
+  r: { created: number; firstAudio: number | null; audioMs: number } | undefined,
+  us: (at: number) => number,
+  instant: Instant,
+  events: TraceEvent[],
+): void => {
+  if (r === undefined) return;
+  const status = event.data.status;
+  events.push({
+    name: `${event.data.responseId} ${status}${event.data.reason === null ? "" : ` (${event.data.reason})`}`,
+    ph: "X",
+    pid: PID,
+    tid: tid("responses"),
+    ts: us(r.created),
+    dur: us(at) - us(r.created),
+    args: { revision, status, reason: event.data.reason, transcript: event.data.transcript },
+  });
+  if (r.firstAudio !== null)
+    events.push({
+      name: event.data.responseId,
+      ph: "X",
+      pid: PID,
+      tid: tid("assistant speech"),
+      ts: us(r.firstAudio),
+      dur: us(at) - us(r.firstAudio),
+      args: { audio_ms: Math.round(r.audioMs), heard_ms: Math.round(event.data.playback.committedMs) },
+    });
+  if (status === "cancelled")
+    instant("cancel", at, revision, { response_id: event.data.responseId, reason: event.data.reason });
+  if (event.data.error !== null)
+    instant(`error ${event.data.error.code}`, at, revision, { message: event.data.error.message });
+};
+
+/** The slices and instants of the log's decisions: speech, commits, barge-ins, errors, responses. */
+const decisionEvents = (
+  envelopes: readonly { revision: number; envelope: EventEnvelope }[],
+  us: (at: number) => number,
+  events: TraceEvent[],
+): void => {
   const speech = new Map<string, number>();
   const responses = new Map<string, { created: number; firstAudio: number | null; audioMs: number }>();
-  const envelopes = envelopesOf(entries);
   const instant = (name: string, at: number, revision: number, args: Record<string, unknown> = {}) =>
     events.push({ name, ph: "i", s: "t", pid: PID, tid: tid("events"), ts: us(at), args: { revision, ...args } });
   for (const { revision, envelope } of envelopes) {
@@ -114,45 +151,16 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
         r.audioMs += event.data.durationMs;
         break;
       }
-      case "ResponseEnded": {
-        const r = responses.get(event.data.responseId);
-        if (r === undefined) break;
-        const status = event.data.status;
-        events.push({
-          name: `${event.data.responseId} ${status}${event.data.reason === null ? "" : ` (${event.data.reason})`}`,
-          ph: "X",
-          pid: PID,
-          tid: tid("responses"),
-          ts: us(r.created),
-          dur: us(at) - us(r.created),
-          args: { revision, status, reason: event.data.reason, transcript: event.data.transcript },
-        });
-        if (r.firstAudio !== null)
-          events.push({
-            name: event.data.responseId,
-            ph: "X",
-            pid: PID,
-            tid: tid("assistant speech"),
-            ts: us(r.firstAudio),
-            dur: us(at) - us(r.firstAudio),
-            args: { audio_ms: Math.round(r.audioMs), heard_ms: Math.round(event.data.playback.committedMs) },
-          });
-        if (status === "cancelled")
-          instant("cancel", at, revision, { response_id: event.data.responseId, reason: event.data.reason });
-        if (event.data.error !== null)
-          instant(`error ${event.data.error.code}`, at, revision, { message: event.data.error.message });
+      case "ResponseEnded":
+        responseEnded(event, revision, at, responses.get(event.data.responseId), us, instant, events);
         break;
-      }
       default:
     }
   }
+};
 
-  // The turn ledger's spans, a track per span.
-  const turns = lastOf<readonly Turn[]>(
-    envelopes.map((e) => e.envelope),
-    turnLedger(),
-    [],
-  );
+/** The turn ledger's spans, a track per span. */
+const turnSpanEvents = (turns: readonly Turn[], us: (at: number) => number, events: TraceEvent[]): void => {
   for (const turn of turns) {
     for (const [name, fromKey] of TURN_SPANS) {
       const ms = spanOf(turn, name);
@@ -169,6 +177,27 @@ export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
       });
     }
   }
+};
+
+/** The Chrome trace of a session's log. @throws Error when the entries are not a session stream. */
+export const traceOf = (entries: readonly RecordedEntry[]): ChromeTrace => {
+  const t0 = entries[0]?.metadata.at ?? 0;
+  const us = (at: number): number => Math.max(0, Math.round((at - t0) * 1000));
+  const events: TraceEvent[] = [];
+  const sessionId = (entries[0]?.data as { sessionId?: string } | undefined)?.sessionId ?? "session";
+  events.push({ name: "process_name", ph: "M", pid: PID, args: { name: `duplex ${sessionId}` } });
+  for (const track of TRACKS)
+    events.push({ name: "thread_name", ph: "M", pid: PID, tid: tid(track), args: { name: track } });
+
+  vadCounters(entries, events);
+  const envelopes = envelopesOf(entries);
+  decisionEvents(envelopes, us, events);
+  const turns = lastOf<readonly Turn[]>(
+    envelopes.map((e) => e.envelope),
+    turnLedger(),
+    [],
+  );
+  turnSpanEvents(turns, us, events);
   return {
     traceEvents: events,
     displayTimeUnit: "ms",
