@@ -1,5 +1,11 @@
-import type { AppendResult, DeleteResult, Position } from "@kurrent/kurrentdb-client";
-import type { StoredEvent } from "./kurrentdb-frames.ts";
+import {
+  type AppendResult,
+  binaryEvent,
+  type DeleteResult,
+  type Position,
+  WrongExpectedVersionError,
+} from "@kurrent/kurrentdb-client";
+import type { PlannedEvent, StoredEvent } from "./kurrentdb-frames.ts";
 
 /**
  * An event to append, as `binaryEvent` (data and metadata bytes) or `jsonEvent` (data a JSON value, metadata absent)
@@ -43,3 +49,14 @@ export interface KurrentClient {
   deleteStream(stream: string, options?: { expectedRevision?: "any" | "no_stream" | bigint }): Promise<DeleteResult>;
   dispose(): Promise<void>;
 }
+
+/** How many times the adapter writes again when the server refuses the revision it expected (appends, deletes). */
+export const APPEND_ATTEMPTS = 3;
+
+/** The server refused a write's expected revision (someone else wrote the stream meanwhile). */
+export const isWrongVersion = (error: unknown): error is WrongExpectedVersionError =>
+  error instanceof WrongExpectedVersionError;
+
+/** A planned event (kurrentdb-frames.ts) as the client appends it: a binary event, its id the plan's. */
+export const toEventData = (event: PlannedEvent): KurrentEventData =>
+  binaryEvent({ id: event.id, type: event.type, data: event.data, metadata: event.metadata }) as KurrentEventData;
