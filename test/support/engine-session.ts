@@ -1,11 +1,30 @@
 import type { SessionConfig } from "../../src/domain/index.ts";
-import type { NodeLeases, SessionSink } from "../../src/engine/index.ts";
-import { type DecodedFrame, decodeClientFrame } from "../../src/protocol/index.ts";
+import {
+  createEngine,
+  type Engine,
+  type EngineLimits,
+  type EventStore,
+  type ModelRunner,
+  type NodeLeases,
+  type RecordedEntry,
+  type SessionHost,
+  type SessionSink,
+  streamOf,
+} from "../../src/engine/index.ts";
+import type { VadModel } from "../../src/engine/ports/index.ts";
+import { createResampler, createSpeexStreamResampler } from "../../src/infra/audio/index.ts";
+import { type DeployConfig, parseConfig } from "../../src/infra/config.ts";
+import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
+import { resolveProfile, withModelProfile } from "../../src/infra/runners/profile.ts";
+import { createSileroVad } from "../../src/infra/vad/index.ts";
+import { type DecodedFrame, decodeClientFrame, MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
+import { createConfiguredRunner } from "../../src/server/start.ts";
 
 /**
  * Driving a session host in process, without a socket (the tests of moves, takeovers, restarts and the upstream
- * runner): client frames decoded as the socket decodes them, a sink that records what the client would be sent, and
- * a wait for a condition.
+ * runner, and the tests of decisions and ordering in test/engine): client frames decoded as the socket decodes them,
+ * a sink that records what the client would be sent, a wait for a condition, and `openEngineSession`, one session of
+ * an in-process engine over an in-memory store, driven as the realtime socket drives it.
  */
 
 /** A server event as the client would receive it (parsed JSON). */
@@ -54,3 +73,155 @@ export const leasesAlwaysHeld = (node: string): NodeLeases => ({
   holds: async () => true,
   release: async () => {},
 });
+
+/** What `openEngineSession` is built from; every part optional. */
+export interface EngineSessionOptions {
+  /** The runner; absent: the one `config.runner` configures, as `startServer` builds it (the echo by default). */
+  readonly runner?: ModelRunner;
+  /**
+   * A deployment configuration's overrides, as `startTestServer` takes them (the engine's limits, session mode and
+   * runner are read from it as `startServer` reads them); `event_store` and `listen` are ignored.
+   */
+  readonly config?: Record<string, unknown>;
+  /** The store; absent: a fresh in-memory SQLite store, closed by `close()`. */
+  readonly store?: EventStore;
+  /** Real Silero VAD (as the server loads it), optionally wrapped (a gate); absent: no VAD (null). */
+  readonly vad?: "silero" | ((silero: VadModel) => VadModel);
+}
+
+/** One session of an in-process engine, driven as the realtime socket drives it, with no socket. */
+export interface EngineSession {
+  readonly engine: Engine;
+  readonly host: SessionHost;
+  readonly store: EventStore;
+  /** Every server event the client would have received, parsed, in order. */
+  readonly sent: Sent[];
+  /** The types of `sent`, in order. */
+  types(): string[];
+  /**
+   * Submits a client event as the socket submits a text frame (sniffed, costed and decoded the same way), with an
+   * `event_id` added when it has none, as the stock client adds one (`evt_client_<n>`). Resolves when it is decided.
+   */
+  send(event: Record<string, unknown>): Promise<void>;
+  /** Sends `input_audio_buffer.append` of PCM16 little-endian bytes, not waiting for it to be decided. */
+  appendAudio(pcm16: Uint8Array, extra?: Record<string, unknown>): void;
+  /**
+   * Sends PCM16 mono `samples` at `sampleRateHz` as `chunkMs` appends (default 100 ms), then `tailMs` of silence, as
+   * `RealtimeClient.appendSamples` does, none waited for. Returns the number of appends sent.
+   */
+  appendSamples(samples: Int16Array, options: { sampleRateHz: number; chunkMs?: number; tailMs?: number }): number;
+  /** The first event of `type` sent at index `since` or after; waits for it (rejects after `ms`: a hang). */
+  waitFor(type: string, options?: { since?: number; ms?: number }): Promise<Sent>;
+  /** The session's log as stored. */
+  log(): Promise<RecordedEntry[]>;
+  /** Closes the session as a socket closed with 1000 does, then the engine, the store (if its own) and the VAD. */
+  close(): Promise<void>;
+}
+
+/** As src/server/realtime-socket.ts sniffs an audio append's `type` near a frame's start. */
+const APPEND_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.append|input\.audio\.append|push_chunk)"/;
+/** As src/server/realtime-socket.ts sniffs a commit (a turn, against the pending-commits limit). */
+const COMMIT_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/;
+
+/** The engine's limits from a parsed configuration, as src/server/start.ts maps them. */
+const limitsOf = (config: DeployConfig): Partial<EngineLimits> => ({
+  maxSessions: config.duplex_session.max_sessions,
+  idleTtlS: config.duplex_session.idle_ttl_s,
+  disconnectGraceS: config.duplex_session.disconnect_grace_s,
+  maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
+  maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
+  responseTimeoutMs: config.duplex_session.response_timeout_ms,
+  resumeReplayTtlS: config.duplex_session.resume_replay_ttl_s,
+  resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
+  eventsPerS: config.limits.events_per_s,
+  eventBurst: config.limits.event_burst,
+  appendsPerS: config.limits.appends_per_s,
+  appendBurst: config.limits.append_burst,
+});
+
+/** The runner `config.runner` configures, behind its model profile, as src/server/start.ts builds it. */
+const runnerOf = async (config: DeployConfig): Promise<ModelRunner> => {
+  const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
+  const base = await createConfiguredRunner(config.runner, profile);
+  return profile === null ? base : withModelProfile(base, profile);
+};
+
+/**
+ * Opens one session on an in-process engine (the session harness, issue 34, part 6), as the realtime socket opens
+ * one on connect: `engine.open()`, a sink attached that records what the client would be sent (GA names), and each
+ * client event submitted with the socket's cost. For tests of decisions, order and the log, not of the socket.
+ * @throws Error when the engine refuses the session (capacity).
+ */
+export const openEngineSession = async (options: EngineSessionOptions = {}): Promise<EngineSession> => {
+  const config = parseConfig({ log_level: "silent", ...options.config });
+  const store = options.store ?? createSqliteEventStore({ path: ":memory:" });
+  const silero = options.vad === undefined ? null : await createSileroVad();
+  const vad = silero === null || options.vad === "silero" ? silero : (options.vad?.(silero) ?? silero);
+  const runner = options.runner ?? (await runnerOf(config));
+  const engine = createEngine({
+    store,
+    runner,
+    vad,
+    createResampler,
+    createOutputResampler: createSpeexStreamResampler,
+    model: runner.name,
+    sessionMode: config.session_mode,
+    limits: limitsOf(config),
+  });
+  const opened = engine.open();
+  if ("code" in opened) throw new Error(`session refused: ${opened.code} ${opened.message}`);
+  const host = opened;
+  const sent: Sent[] = [];
+  const sink = sinkInto(sent);
+  host.attach(sink);
+  let counter = 0;
+  const send = (event: Record<string, unknown>): Promise<void> => {
+    counter += 1;
+    const eventId = typeof event.event_id === "string" ? event.event_id : `evt_client_${counter}`;
+    const text = JSON.stringify({ ...event, event_id: eventId });
+    const bytes = Buffer.byteLength(text);
+    engine.touch(host);
+    return host.submit(frame(JSON.parse(text) as Record<string, unknown>), {
+      bytes: bytes > MAX_FRAME_BYTES ? 0 : bytes,
+      turn: COMMIT_TYPE.test(text.slice(0, 300)),
+      sniffed: APPEND_TYPE.test(text.slice(0, 300)) ? "append" : "event",
+    });
+  };
+  const appendAudio = (pcm16: Uint8Array, extra: Record<string, unknown> = {}): void => {
+    void send({ type: "input_audio_buffer.append", audio: Buffer.from(pcm16).toString("base64"), ...extra });
+  };
+  const appendSamples: EngineSession["appendSamples"] = (samples, { sampleRateHz, chunkMs = 100, tailMs = 0 }) => {
+    const chunk = Math.round((sampleRateHz * chunkMs) / 1000);
+    const all = new Int16Array(samples.length + Math.round((sampleRateHz * tailMs) / 1000));
+    all.set(samples);
+    let count = 0;
+    for (let offset = 0; offset < all.length; offset += chunk, count += 1) {
+      const part = all.subarray(offset, offset + chunk);
+      appendAudio(new Uint8Array(part.buffer, part.byteOffset, part.byteLength));
+    }
+    return count;
+  };
+  const waitFor = async (type: string, { since = 0, ms = 10_000 } = {}): Promise<Sent> => {
+    const find = () => sent.slice(since).find((e) => e.type === type);
+    await until(() => find() !== undefined, type, ms);
+    return find() as Sent;
+  };
+  return {
+    engine,
+    host,
+    store,
+    sent,
+    types: () => sent.map((e) => String(e.type)),
+    send,
+    appendAudio,
+    appendSamples,
+    waitFor,
+    log: () => store.read(streamOf(host.sessionId)),
+    async close() {
+      if (!host.isClosed) engine.closedByClient(host, sink);
+      await engine.close();
+      if (options.store === undefined) await store.close();
+      await silero?.close();
+    },
+  };
+};

@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { RealtimeClient } from "../../src/client/index.ts";
 import { streamOf } from "../../src/engine/index.ts";
 import type { EventStore } from "../../src/engine/ports/index.ts";
 import { readWavFile } from "../../src/infra/audio/index.ts";
 import { replayEntries } from "../../src/replay/index.ts";
+import { type EngineSession, openEngineSession } from "../support/engine-session.ts";
 import { gatedVad } from "../support/gated-vad.ts";
-import { sharedAudio, startTestServer } from "../support/server.ts";
+import { sharedAudio } from "../support/server.ts";
 
 type Gate = ReturnType<typeof gatedVad>;
 
-const sessionIdOf = async (client: RealtimeClient): Promise<string> =>
+const sessionIdOf = async (client: EngineSession): Promise<string> =>
   String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id);
 
 const commandsOf = async (store: EventStore, id: string) =>
@@ -23,30 +23,30 @@ const commandsOf = async (store: EventStore, id: string) =>
  * gate and checks the order the log recorded.
  */
 const expectOutputsToPassAHeldAppend = async (
-  client: RealtimeClient,
+  client: EngineSession,
   gate: Gate,
   store: EventStore,
   label: string,
 ): Promise<void> => {
-  const speaking = client.received.length;
+  const speaking = client.sent.length;
   client.appendSamples((await readWavFile(sharedAudio("jfk_16k.wav"))).samples, {
     sampleRateHz: 16000,
     tailMs: 1500,
   });
-  await client.waitFor("response.output_audio.delta", { since: speaking, timeoutMs: 30_000 });
+  await client.waitFor("response.output_audio.delta", { since: speaking, ms: 30_000 });
 
   gate.shut();
-  const shutAt = client.received.length;
+  const shutAt = client.sent.length;
   client.appendAudio(new Uint8Array(3200), { event_id: `held_${label}` });
-  client.send({ type: "session.heartbeat", event_id: `behind_${label}` });
+  void client.send({ type: "session.heartbeat", event_id: `behind_${label}` });
   // The model goes on speaking while the append waits for its VAD...
   await client.waitFor("response.output_audio.delta", { since: shutAt });
-  const second = client.received.length;
+  const second = client.sent.length;
   await client.waitFor("response.output_audio.delta", { since: second });
   // ...and the heartbeat, a client frame after the append, waits with it.
-  expect(client.received.slice(shutAt).map((r) => r.event.type)).not.toContain("session.heartbeat_ack");
+  expect(client.sent.slice(shutAt).map((e) => e.type)).not.toContain("session.heartbeat_ack");
 
-  const openedAt = client.received.length;
+  const openedAt = client.sent.length;
   gate.open();
   await client.waitFor("session.heartbeat_ack", { since: openedAt });
   const id = await sessionIdOf(client);
@@ -66,21 +66,22 @@ const expectOutputsToPassAHeldAppend = async (
   expect(deliveredBefore.length).toBeGreaterThan(0);
 };
 
-/** A server whose VAD is gated, and a client on it that sends 16 kHz audio; the gate is opened and both closed after. */
+/**
+ * A session in process whose VAD is gated, its client sending 16 kHz audio; the gate is opened and the session
+ * closed after.
+ */
 const withGatedServer = async (
-  body: (client: RealtimeClient, gate: Gate, store: EventStore) => Promise<void>,
+  body: (client: EngineSession, gate: Gate, store: EventStore) => Promise<void>,
 ): Promise<void> => {
   const gate = gatedVad();
-  const server = await startTestServer({}, { wrapVad: gate.wrap });
+  const client = await openEngineSession({ vad: gate.wrap });
   try {
-    const client = await RealtimeClient.connect(server.url);
-    client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
+    void client.send({ type: "session.update", session: { input_sample_rate_hz: 16000 } });
     await client.waitFor("session.updated", { since: 0 });
-    await body(client, gate, server.store);
-    await client.close();
+    await body(client, gate, client.store);
   } finally {
     gate.open();
-    await server.stop();
+    await client.close();
   }
 };
 
@@ -92,10 +93,10 @@ describe("the mailbox while an append's VAD is pending (issue 11)", () => {
     "refuses an append whose VAD fails with server_vad_unavailable, decides what came after it, and goes on",
     () =>
       withGatedServer(async (client, gate, store) => {
-        const before = client.received.length;
+        const before = client.sent.length;
         gate.failNext(1);
         client.appendAudio(new Uint8Array(3200), { event_id: "lost_vad" });
-        client.send({ type: "session.update", event_id: "after", session: { instructions: "still here" } });
+        void client.send({ type: "session.update", event_id: "after", session: { instructions: "still here" } });
         const error = await client.waitFor("error", { since: before });
         expect(error.error).toMatchObject({
           type: "server_error",
@@ -104,7 +105,7 @@ describe("the mailbox while an append's VAD is pending (issue 11)", () => {
         });
         const updated = await client.waitFor("session.updated", { since: before });
         expect(updated.session).toMatchObject({ instructions: "still here" });
-        expect(client.received.slice(before).map((r) => r.event.type)).toEqual(["error", "session.updated"]);
+        expect(client.sent.slice(before).map((e) => e.type)).toEqual(["error", "session.updated"]);
 
         // The session goes on, and its appends are still prepared on arrival: the model's audio passes a held one.
         await expectOutputsToPassAHeldAppend(client, gate, store, "b");

@@ -1,9 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
-import { startTestServer } from "../support/server.ts";
+import { type EngineSession, openEngineSession, type Sent } from "../support/engine-session.ts";
 
 /**
- * What the client tells the model reaches it, over a real socket (issue: "Everything the client tells the model
+ * What the client tells the model reaches it, in process (the session harness; issue: "Everything the client tells the model
  * reaches it"): tools echoed as in force, a tool's output generating the next answer, out-of-band responses kept
  * out of the conversation, and text responses kept in history.
  */
@@ -13,33 +12,34 @@ const userText = (text: string) => ({
 });
 
 /** Sends `event` and resolves with the first `type` received after it. */
-const ask = async (client: RealtimeClient, event: { type: string } & Record<string, unknown>, type: string) => {
-  const since = client.received.length;
-  client.send(event);
-  return client.waitFor(type, { since, timeoutMs: 10_000 });
+const ask = async (client: EngineSession, event: { type: string } & Record<string, unknown>, type: string) => {
+  const since = client.sent.length;
+  void client.send(event);
+  return client.waitFor(type, { since, ms: 10_000 });
 };
 
-const eventsSince = (client: RealtimeClient, since: number): ServerEvent[] =>
-  client.received.slice(since).map((r) => r.event);
+const eventsSince = (client: EngineSession, since: number): Sent[] => client.sent.slice(since);
 
-describe("model-facing fields over a socket", () => {
-  let server: Awaited<ReturnType<typeof startTestServer>> | null = null;
+describe("model-facing fields", () => {
+  let session: EngineSession | null = null;
   afterEach(async () => {
-    await server?.stop();
-    server = null;
+    await session?.close();
+    session = null;
   });
 
   it("echoes tools and tool_choice required as in force, and answers after a tool call from its output", async () => {
-    server = await startTestServer({ runner: { kind: "scripted", script: "deploy/scripts/tools.yaml" } });
-    const client = await RealtimeClient.connect(server.url);
+    session = await openEngineSession({
+      config: { runner: { kind: "scripted", script: "deploy/scripts/tools.yaml" } },
+    });
+    const client = session;
     const tool = { type: "function", name: "get_weather", parameters: { type: "object" } };
-    client.send({ type: "session.update", session: { tools: [tool], tool_choice: "required" } });
+    void client.send({ type: "session.update", session: { tools: [tool], tool_choice: "required" } });
     const updated = await client.waitFor("session.updated", { since: 0 });
     expect(updated.session).toMatchObject({
       tools: [{ type: "function", name: "get_weather", description: "", parameters: { type: "object" } }],
       tool_choice: "required",
     });
-    const since = client.received.length;
+    const since = client.sent.length;
     const called = await ask(client, { type: "response.create" }, "response.function_call_arguments.done");
     expect(called).toMatchObject({ call_id: "call_weather_1", name: "get_weather" });
     const done = await client.waitFor("response.done", { since: 0 });
@@ -73,18 +73,17 @@ describe("model-facing fields over a socket", () => {
     );
     const answer = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
     expect(answer.transcript).toBe('The weather service says: {"temperature_c":24}');
-    await client.close();
   });
 
   it("keeps an out-of-band response out of the conversation: no item events, not retrievable, never a previous item", async () => {
-    server = await startTestServer();
-    const client = await RealtimeClient.connect(server.url);
-    client.send({ type: "session.update", session: { output_modalities: ["text"] } });
+    session = await openEngineSession();
+    const client = session;
+    void client.send({ type: "session.update", session: { output_modalities: ["text"] } });
     await client.waitFor("session.updated", { since: 0 });
     const user = await ask(client, userText("hello"), "conversation.item.done");
     const userId = String((user.item as { id: string }).id);
-    const since = client.received.length;
-    client.send({
+    const since = client.sent.length;
+    void client.send({
       type: "response.create",
       response: {
         conversation: "none",
@@ -94,7 +93,7 @@ describe("model-facing fields over a socket", () => {
     });
     const done = await client.waitFor("response.done", { since });
     const oob = eventsSince(client, since);
-    expect(oob.map((e) => e.type).filter((t) => t.startsWith("conversation.item"))).toEqual([]);
+    expect(oob.map((e) => String(e.type)).filter((t) => t.startsWith("conversation.item"))).toEqual([]);
     expect(done.response).toMatchObject({
       status: "completed",
       conversation_id: null,
@@ -107,13 +106,12 @@ describe("model-facing fields over a socket", () => {
     // The next in-band response follows the user's item, not the out-of-band one.
     const added = await ask(client, { type: "response.create" }, "conversation.item.added");
     expect(added.previous_item_id).toBe(userId);
-    await client.close();
   });
 
   it("keeps a text-only response's text in history", async () => {
-    server = await startTestServer();
-    const client = await RealtimeClient.connect(server.url);
-    client.send({ type: "session.update", session: { output_modalities: ["text"] } });
+    session = await openEngineSession();
+    const client = session;
+    void client.send({ type: "session.update", session: { output_modalities: ["text"] } });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("hello"), "conversation.item.done");
     const done = await ask(client, { type: "response.create" }, "response.done");
@@ -129,6 +127,5 @@ describe("model-facing fields over a socket", () => {
       status: "completed",
       content: [{ type: "output_text", text: "You wrote: hello" }],
     });
-    await client.close();
   });
 });
