@@ -2,7 +2,6 @@ import type { SessionConfig } from "../../src/domain/index.ts";
 import {
   createEngine,
   type Engine,
-  type EngineLimits,
   type EventStore,
   type ModelRunner,
   type NodeLeases,
@@ -13,12 +12,12 @@ import {
 } from "../../src/engine/index.ts";
 import type { VadModel } from "../../src/engine/ports/index.ts";
 import { createResampler, createSpeexStreamResampler } from "../../src/infra/audio/index.ts";
-import { type DeployConfig, parseConfig } from "../../src/infra/config.ts";
+import { parseConfig } from "../../src/infra/config.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
-import { resolveProfile, withModelProfile } from "../../src/infra/runners/profile.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
 import { type DecodedFrame, decodeClientFrame, MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
-import { createConfiguredRunner } from "../../src/server/start.ts";
+import { frameKind } from "../../src/server/frame-peek.ts";
+import { engineLimitsOf, runnerOf, serverLogger } from "../../src/server/server-parts.ts";
 
 /**
  * Driving a session host in process, without a socket (the tests of moves, takeovers, restarts and the upstream
@@ -118,34 +117,6 @@ export interface EngineSession {
   close(): Promise<void>;
 }
 
-/** As src/server/realtime-socket.ts sniffs an audio append's `type` near a frame's start. */
-const APPEND_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.append|input\.audio\.append|push_chunk)"/;
-/** As src/server/realtime-socket.ts sniffs a commit (a turn, against the pending-commits limit). */
-const COMMIT_TYPE = /"type"\s*:\s*"(?:input_audio_buffer\.commit|input\.commit)"/;
-
-/** The engine's limits from a parsed configuration, as src/server/start.ts maps them. */
-const limitsOf = (config: DeployConfig): Partial<EngineLimits> => ({
-  maxSessions: config.duplex_session.max_sessions,
-  idleTtlS: config.duplex_session.idle_ttl_s,
-  disconnectGraceS: config.duplex_session.disconnect_grace_s,
-  maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
-  maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
-  responseTimeoutMs: config.duplex_session.response_timeout_ms,
-  resumeReplayTtlS: config.duplex_session.resume_replay_ttl_s,
-  resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
-  eventsPerS: config.limits.events_per_s,
-  eventBurst: config.limits.event_burst,
-  appendsPerS: config.limits.appends_per_s,
-  appendBurst: config.limits.append_burst,
-});
-
-/** The runner `config.runner` configures, behind its model profile, as src/server/start.ts builds it. */
-const runnerOf = async (config: DeployConfig): Promise<ModelRunner> => {
-  const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
-  const base = await createConfiguredRunner(config.runner, profile);
-  return profile === null ? base : withModelProfile(base, profile);
-};
-
 /**
  * Opens one session on an in-process engine (the session harness, issue 34, part 6), as the realtime socket opens
  * one on connect: `engine.open()`, a sink attached that records what the client would be sent (GA names), and each
@@ -157,7 +128,7 @@ export const openEngineSession = async (options: EngineSessionOptions = {}): Pro
   const store = options.store ?? createSqliteEventStore({ path: ":memory:" });
   const silero = options.vad === undefined ? null : await createSileroVad();
   const vad = silero === null || options.vad === "silero" ? silero : (options.vad?.(silero) ?? silero);
-  const runner = options.runner ?? (await runnerOf(config));
+  const { runner } = await runnerOf(config, options.runner, serverLogger(config));
   const engine = createEngine({
     store,
     runner,
@@ -166,7 +137,7 @@ export const openEngineSession = async (options: EngineSessionOptions = {}): Pro
     createOutputResampler: createSpeexStreamResampler,
     model: runner.name,
     sessionMode: config.session_mode,
-    limits: limitsOf(config),
+    limits: engineLimitsOf(config),
   });
   const opened = engine.open();
   if ("code" in opened) throw new Error(`session refused: ${opened.code} ${opened.message}`);
@@ -180,11 +151,12 @@ export const openEngineSession = async (options: EngineSessionOptions = {}): Pro
     const eventId = typeof event.event_id === "string" ? event.event_id : `evt_client_${counter}`;
     const text = JSON.stringify({ ...event, event_id: eventId });
     const bytes = Buffer.byteLength(text);
+    const kind = frameKind(text);
     engine.touch(host);
     return host.submit(frame(JSON.parse(text) as Record<string, unknown>), {
       bytes: bytes > MAX_FRAME_BYTES ? 0 : bytes,
-      turn: COMMIT_TYPE.test(text.slice(0, 300)),
-      sniffed: APPEND_TYPE.test(text.slice(0, 300)) ? "append" : "event",
+      turn: kind === "commit",
+      sniffed: kind === "append" ? "append" : "event",
     });
   };
   const appendAudio = (pcm16: Uint8Array, extra: Record<string, unknown> = {}): void => {
