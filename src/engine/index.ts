@@ -1,5 +1,8 @@
 /** The session host: engine, per-session mailbox, effects, log layout, replay; and the ports it depends on. */
 export * from "./chain.ts";
+export * from "./connection.ts";
+export * from "./connection-parts.ts";
+export * from "./connection-takeover.ts";
 export * from "./downtime.ts";
 export * from "./earlier-releases.ts";
 export * from "./effects.ts";

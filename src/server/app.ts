@@ -6,7 +6,7 @@ import Fastify, { type FastifyReply, type FastifyRequest, LogController } from "
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
 import type { Engine, EventStore } from "../engine/index.ts";
-import { capabilitiesJson, dialectOf, handshakeErrorBody } from "../protocol/index.ts";
+import { capabilitiesJson, dialectOf, handshakeErrorBody, readRealtimeQuery } from "../protocol/index.ts";
 import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
 import type { AuthLockoutOptions } from "./auth-lockout.ts";
 import { type BrowserRefusal, createBrowserPolicy } from "./browser-policy.ts";
@@ -15,7 +15,8 @@ import { limitConnections } from "./connection-limits.ts";
 import { DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { noSniff } from "./page-security.ts";
-import { type OutputLimits, readRealtimeQuery, serveRealtimeSocket } from "./realtime-socket.ts";
+import { serveRealtimeSocket } from "./realtime/socket.ts";
+import type { OutputLimits } from "./realtime/socket-writer.ts";
 import { createRouteRegistry, type RouteAccess } from "./route-access.ts";
 import { sessionsApi } from "./sessions-api.ts";
 import { wholeLogReads } from "./whole-log-reads.ts";

@@ -1,5 +1,7 @@
 import type { SessionConfig } from "../../src/domain/index.ts";
 import {
+  Connection,
+  type ConnectionPort,
   createEngine,
   type Engine,
   type EventStore,
@@ -15,9 +17,9 @@ import { createResampler, createSpeexStreamResampler } from "../../src/infra/aud
 import { parseConfig } from "../../src/infra/config.ts";
 import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
-import { type DecodedFrame, decodeClientFrame, MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
-import { frameKind } from "../../src/server/frame-peek.ts";
+import { type DecodedFrame, decodeClientFrame, peekFrame } from "../../src/protocol/index.ts";
 import { engineLimitsOf, runnerOf, serverLogger } from "../../src/server/server-parts.ts";
+import { virtualClock } from "./virtual-clock.ts";
 
 /**
  * Driving a session host in process, without a socket (the tests of moves, takeovers, restarts and the upstream
@@ -39,6 +41,32 @@ export const frame =
       inputAudio: config.inputAudio,
     });
   };
+
+/**
+ * A connection port that records what a client would receive (GA names; parsed JSON) and how the connection closed:
+ * the frames of the connection's own (`send`) and the session's events (`write`) in one order.
+ */
+export interface RecordingPort extends ConnectionPort {
+  readonly sent: Sent[];
+  /** The close the connection asked for, if any. */
+  readonly closedWith: { code: number | undefined; reason: string } | null;
+}
+
+export const recordingPort = (sent: Sent[] = []): RecordingPort => {
+  let closedWith: RecordingPort["closedWith"] = null;
+  return {
+    sent,
+    get closedWith() {
+      return closedWith;
+    },
+    isOpen: () => closedWith === null,
+    send: (text) => void sent.push(JSON.parse(text) as Sent),
+    write: (json) => void sent.push(JSON.parse(json) as Sent),
+    close: (code, reason) => {
+      closedWith ??= { code, reason };
+    },
+  };
+};
 
 /** A sink that pushes every event sent into `sent`, and ignores the rest. */
 export const sinkInto = (sent: Sent[]): SessionSink => ({
@@ -117,13 +145,17 @@ export interface EngineSession {
   close(): Promise<void>;
 }
 
-/**
- * Opens one session on an in-process engine (the session harness, issue 34, part 6), as the realtime socket opens
- * one on connect: `engine.open()`, a sink attached that records what the client would be sent (GA names), and each
- * client event submitted with the socket's cost. For tests of decisions, order and the log, not of the socket.
- * @throws Error when the engine refuses the session (capacity).
- */
-export const openEngineSession = async (options: EngineSessionOptions = {}): Promise<EngineSession> => {
+/** An in-process engine as `startServer` builds it, over `options.store` or its own in-memory store. */
+export interface HarnessEngine {
+  readonly engine: Engine;
+  readonly store: EventStore;
+  readonly config: ReturnType<typeof parseConfig>;
+  /** Closes the engine, the store (if its own) and the VAD. */
+  close(): Promise<void>;
+}
+
+/** Builds the engine of `openEngineSession` (see `EngineSessionOptions`), for tests that drive their own connections. */
+export const harnessEngine = async (options: EngineSessionOptions = {}): Promise<HarnessEngine> => {
   const config = parseConfig({ log_level: "silent", ...options.config });
   const store = options.store ?? createSqliteEventStore({ path: ":memory:" });
   const silero = options.vad === undefined ? null : await createSileroVad();
@@ -139,25 +171,41 @@ export const openEngineSession = async (options: EngineSessionOptions = {}): Pro
     sessionMode: config.session_mode,
     limits: engineLimitsOf(config),
   });
-  const opened = engine.open();
-  if ("code" in opened) throw new Error(`session refused: ${opened.code} ${opened.message}`);
+  return {
+    engine,
+    store,
+    config,
+    async close() {
+      await engine.close();
+      if (options.store === undefined) await store.close();
+      await silero?.close();
+    },
+  };
+};
+
+/**
+ * Opens one session on an in-process engine (the session harness, issue 34, part 6), as the realtime socket opens
+ * one on connect: the socket's `Connection` over a recording port (what the client would be sent, GA names), each
+ * client event peeked and received as the socket hands it a text frame. For tests of decisions, order and the log, not of the socket.
+ * @throws Error when the engine refuses the session (capacity).
+ */
+export const openEngineSession = async (options: EngineSessionOptions = {}): Promise<EngineSession> => {
+  const built = await harnessEngine(options);
+  const { engine, store, config } = built;
+  // The socket's connection rules over a recording port; its first-message timer on a clock that never moves.
+  const port = recordingPort();
+  const connection = new Connection(engine, port, serverLogger(config), { scheduler: virtualClock() });
+  connection.connected();
+  const opened = connection.host;
+  if (opened === null) throw new Error(`session refused: ${JSON.stringify(port.sent.at(-1) ?? null)}`);
   const host = opened;
-  const sent: Sent[] = [];
-  const sink = sinkInto(sent);
-  host.attach(sink);
+  const { sent } = port;
   let counter = 0;
+  /** As the socket hands a text frame to its connection: peeked (size, kind), then decoded in the mailbox. */
   const send = (event: Record<string, unknown>): Promise<void> => {
     counter += 1;
     const eventId = typeof event.event_id === "string" ? event.event_id : `evt_client_${counter}`;
-    const text = JSON.stringify({ ...event, event_id: eventId });
-    const bytes = Buffer.byteLength(text);
-    const kind = frameKind(text);
-    engine.touch(host);
-    return host.submit(frame(JSON.parse(text) as Record<string, unknown>), {
-      bytes: bytes > MAX_FRAME_BYTES ? 0 : bytes,
-      turn: kind === "commit",
-      sniffed: kind === "append" ? "append" : "event",
-    });
+    return connection.receive(peekFrame(Buffer.from(JSON.stringify({ ...event, event_id: eventId })), false));
   };
   const appendAudio = (pcm16: Uint8Array, extra: Record<string, unknown> = {}): void => {
     void send({ type: "input_audio_buffer.append", audio: Buffer.from(pcm16).toString("base64"), ...extra });
@@ -190,10 +238,8 @@ export const openEngineSession = async (options: EngineSessionOptions = {}): Pro
     waitFor,
     log: () => store.read(streamOf(host.sessionId)),
     async close() {
-      if (!host.isClosed) engine.closedByClient(host, sink);
-      await engine.close();
-      if (options.store === undefined) await store.close();
-      await silero?.close();
+      if (!host.isClosed) connection.closed(1000, "");
+      await built.close();
     },
   };
 };

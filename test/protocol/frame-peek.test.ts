@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { frameEventId, frameKind, PEEK_WINDOW, peekFrame, topLevelType } from "../../src/server/frame-peek.ts";
+import { frameEventId, frameKind, PEEK_WINDOW, peekFrame, topLevelType } from "../../src/protocol/frame-peek.ts";
 
 /** Frame peeking (issue 34, part 3): a frame's kind, size and event_id before it is decoded, by a bounded tokenizer. */
 describe("frame peek", () => {
@@ -53,11 +53,20 @@ describe("frame peek", () => {
   it("peeks a text frame's size in bytes, a binary frame's event_id, and a frame over the maximum by its head", () => {
     const text = '{"event_id":"é1","type":"input.commit"}';
     const peeked = peekFrame(Buffer.from(text), false);
-    expect(peeked).toEqual({ text, bytes: Buffer.byteLength(text), kind: "commit" });
-    expect(peekFrame([Buffer.from(text.slice(0, 10)), Buffer.from(text.slice(10))], true)).toEqual({
+    expect({ ...peeked, eventId: peeked.eventId() }).toEqual({
+      text,
+      bytes: Buffer.byteLength(text),
+      kind: "commit",
+      binary: false,
+      eventId: "é1",
+    });
+    const binary = peekFrame([Buffer.from(text.slice(0, 10)), Buffer.from(text.slice(10))], true);
+    expect({ ...binary, eventId: binary.eventId() }).toEqual({
       text: null,
       bytes: Buffer.byteLength(text),
       kind: "event",
+      binary: true,
+      eventId: "é1",
     });
     expect(frameEventId(Buffer.from(text))).toBe("é1");
     const over = Buffer.from(`{"event_id":"big","type":"push_chunk","audio":"${"A".repeat(16 * 1024 * 1024)}"}`);
@@ -65,5 +74,6 @@ describe("frame peek", () => {
     expect(big.bytes).toBe(over.byteLength);
     expect(big.text?.length).toBe(2048);
     expect(big.kind).toBe("append");
+    expect(big.eventId()).toBe("big");
   });
 });

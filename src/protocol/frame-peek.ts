@@ -1,5 +1,4 @@
-import type { RawData } from "ws";
-import { MAX_FRAME_BYTES, sniffEventId } from "../protocol/index.ts";
+import { MAX_FRAME_BYTES, sniffEventId } from "./decode.ts";
 
 /**
  * Frame peeking (issue 34, part 3): what the socket reads of a client frame before the session's codec decodes it,
@@ -105,29 +104,36 @@ export const frameKind = (text: string | null): FrameKind => {
   return type === null ? "event" : (KINDS[type] ?? "event");
 };
 
+/** A frame's payload as the WebSocket library delivers it (ws's `FrameData`): one buffer, fragments, or an ArrayBuffer. */
+export type FrameData = Buffer | ArrayBuffer | Buffer[];
+
 /** The first `n` bytes of a frame as text (for sniffing the event_id of a frame too large to parse). */
-const head = (data: RawData, n: number): string =>
+const head = (data: FrameData, n: number): string =>
   (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data))
     .subarray(0, n)
     .toString();
 
 /** A frame's size in bytes, all its fragments together. */
-export const frameBytes = (data: RawData): number =>
+export const frameBytes = (data: FrameData): number =>
   Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
 
 /** The event_id a frame's first 2048 bytes carry (for a binary frame, one too large, or one dropped unread). */
-export const frameEventId = (data: RawData): string | null => sniffEventId(head(data, HEAD_BYTES));
+export const frameEventId = (data: FrameData): string | null => sniffEventId(head(data, HEAD_BYTES));
 
 /** A client frame as peeked: `text` null for a binary frame, its first 2048 bytes for one over MAX_FRAME_BYTES. */
 export interface PeekedFrame {
   readonly text: string | null;
   readonly bytes: number;
   readonly kind: FrameKind;
+  /** A binary frame (refused by the codec, its error echoing `eventId()`). */
+  readonly binary: boolean;
+  /** The event_id the frame's first 2048 bytes carry, sniffed when asked (a refused or dropped frame's answer). */
+  eventId(): string | null;
 }
 
 /** Peeks at a frame as ws delivers it (`isBinary`: a binary frame, refused by the codec). */
-export const peekFrame = (data: RawData, isBinary: boolean): PeekedFrame => {
+export const peekFrame = (data: FrameData, isBinary: boolean): PeekedFrame => {
   const bytes = frameBytes(data);
   const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, HEAD_BYTES) : data.toString();
-  return { text, bytes, kind: frameKind(text) };
+  return { text, bytes, kind: frameKind(text), binary: isBinary, eventId: () => frameEventId(data) };
 };
