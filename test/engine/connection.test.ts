@@ -146,7 +146,7 @@ describe("connection", () => {
     expect(port.sent).toEqual([]);
     await connection.receive(text({ type: "input_audio_buffer.append", event_id: "over", audio: "AAAA" }));
     expect(codes(port)).toEqual(["input_backpressure"]);
-    expect((port.sent[0]?.error as { event_id: string }).event_id).toBe("over");
+    expect(port.sent[0]?.error).toMatchObject({ code: "input_backpressure", event_id: "over" });
     clock.advance(TIMEOUT_MS);
     expect(port.closedWith).toBeNull();
     clock.advance(TIMEOUT_MS);
