@@ -15,7 +15,7 @@ import {
   type PeekedFrame,
   type RealtimeQuery,
 } from "../protocol/index.ts";
-import type { Engine } from "./engine.ts";
+import type { Engine } from "./engine-api.ts";
 import type { EngineLog } from "./lifecycle-log.ts";
 import type { InputCost } from "./mailbox.ts";
 import type { SessionHost } from "./session-host.ts";

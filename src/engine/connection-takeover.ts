@@ -1,6 +1,6 @@
 import type { ErrorCode } from "../domain/index.ts";
 import { type DecodedFrame, handshakeError, type PeekedFrame } from "../protocol/index.ts";
-import type { Engine } from "./engine.ts";
+import type { Engine } from "./engine-api.ts";
 import type { EngineLog } from "./lifecycle-log.ts";
 import type { Scheduler } from "./timers.ts";
 

@@ -21,7 +21,7 @@ import {
   refAudioRefusal,
 } from "./connection-parts.ts";
 import { droppedWhileAdopting, type ResumeFrame, Takeover } from "./connection-takeover.ts";
-import type { AdmissionRefusal, Engine } from "./engine.ts";
+import type { AdmissionRefusal, Engine } from "./engine-api.ts";
 import type { EngineLog } from "./lifecycle-log.ts";
 import type { SessionHost } from "./session-host.ts";
 import { realScheduler, type Scheduler } from "./timers.ts";

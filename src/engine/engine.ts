@@ -1,264 +1,37 @@
 import { randomBytes } from "node:crypto";
 import { distinctUntilChanged } from "rxjs";
-import {
-  type Capabilities,
-  type DetachReason,
-  type DomainEvent,
-  responseProgressOf,
-  type SessionId,
-} from "../domain/index.ts";
+import { responseProgressOf, type SessionId } from "../domain/index.ts";
 import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./downtime.ts";
-import { type EngineLog, type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
-import { ownerOf, type SessionOwner, STREAM_PREFIX, stepsOf, streamOf } from "./log.ts";
-import type { EventStore, ModelRunner, NodeLeases, RecordedEntry, ResamplerFactory, VadModel } from "./ports/index.ts";
+import type { Engine, EngineDeps, EngineLimits, ResumeRefusal } from "./engine-api.ts";
+import { DEFAULT_LIMITS } from "./engine-api.ts";
+import { type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
+import { ownerOf, STREAM_PREFIX, stepsOf } from "./log.ts";
+import type { RecordedEntry } from "./ports/index.ts";
 import { SessionHost, type SessionSink } from "./session-host.ts";
+import { SessionRegistry } from "./sessions.ts";
 import { foldLog, type RecoveredLog, withUnansweredAppends } from "./step.ts";
+import { adoptSession, sweepSessions, type TakeoverContext } from "./takeover.ts";
 import { type TakeoverWatch, watchTakeover } from "./takeover-watch.ts";
-import { MAX_TIMER_MS, realScheduler, type Scheduler, SessionTimers } from "./timers.ts";
+import { MAX_TIMER_MS, realScheduler, SessionTimers } from "./timers.ts";
 
-/** Session limits of BEHAVIOUR.md, "Defaults and limits" (times in s). */
-export interface EngineLimits {
-  readonly maxSessions: number;
-  readonly idleTtlS: number | null;
-  readonly disconnectGraceS: number;
-  /** Bytes of client frames that may wait in a session's mailbox (16 MiB). */
-  readonly maxPendingInputBytes: number;
-  /** Commits that may wait in a session's mailbox (4). */
-  readonly maxPendingTurns: number;
-  /** ms a response may go without model output before it ends failed (30000); a session may set its own. */
-  readonly responseTimeoutMs: number;
-  /**
-   * The resume journal's retention (BEHAVIOUR.md, "Defaults and limits"): missed events are replayed while the
-   * session has been detached for at most this many seconds (60); null keeps them for as long as the session lives.
-   */
-  readonly resumeReplayTtlS: number | null;
-  /** At most this many bytes of JSON text replayed by one resume (null: no cap, the default). */
-  readonly resumeReplayMaxBytes: number | null;
-  /**
-   * `limits.events_per_s`: a socket's client events other than audio appends one session may send a second, a token
-   * bucket's refill (100; src/engine/event-rate.ts); null: no limit. Beyond it `input_backpressure`, told at most
-   * once a second.
-   */
-  readonly eventsPerS: number | null;
-  /** `limits.event_burst`: the bucket's size, events that pass at once (200). */
-  readonly eventBurst: number;
-  /**
-   * `limits.appends_per_s` and `limits.append_burst`: the audio appends one session may send a second (a second
-   * bucket: 1000, a burst of 4000; each one is an entry in the log, whatever the audio it carries); null: no limit.
-   */
-  readonly appendsPerS: number | null;
-  readonly appendBurst: number;
-}
-
-export const DEFAULT_LIMITS: EngineLimits = {
-  maxSessions: 4,
-  idleTtlS: 300,
-  disconnectGraceS: 30,
-  maxPendingInputBytes: 16 * 1024 * 1024,
-  maxPendingTurns: 4,
-  responseTimeoutMs: 30_000,
-  resumeReplayTtlS: 60,
-  resumeReplayMaxBytes: null,
-  eventsPerS: 100,
-  eventBurst: 200,
-  appendsPerS: 1000,
-  appendBurst: 4000,
-};
-
-export interface EngineDeps {
-  readonly store: EventStore;
-  readonly runner: ModelRunner;
-  readonly vad: VadModel | null;
-  readonly createResampler: ResamplerFactory;
-  /** Resamples the model's audio to a session's output rate (a filtered resampler); absent: `createResampler`. */
-  readonly createOutputResampler?: ResamplerFactory;
-  readonly limits?: Partial<EngineLimits>;
-  readonly model?: string;
-  /** `session_mode` of the deployment: `turn` starts every session in the turn lane unless the client asks. */
-  readonly sessionMode?: "duplex" | "turn";
-  /** Engine clock, ms since the Unix epoch; injectable for tests. Default: the scheduler's clock. */
-  readonly now?: () => number;
-  /** What the session timers and the takeover's retry wait run on (src/engine/timers.ts); default: the real clock. */
-  readonly scheduler?: Scheduler;
-  /**
-   * The nodes that share the store (issue 22, part 4), with this node's id; absent or null: a store of one node,
-   * which owns every session in it. With leases, a node rebuilds at start only the open sessions it owns or whose
-   * owner's lease expired, and takes a session over when a client resumes it here.
-   */
-  readonly leases?: NodeLeases | null;
-  /**
-   * A further admission rule, asked after `max_sessions` by `admission` and `open` (issue 32, part 2: the store's
-   * free disk space, src/server/disk-guard.ts): a refusal it returns refuses the new session as capacity does.
-   */
-  readonly admit?: () => AdmissionRefusal | null;
-  /** Where the sessions' lifecycle (src/engine/lifecycle-log.ts) and the engine's faults are logged. */
-  readonly log?: EngineLog;
-  /**
-   * Observers for metrics: every group commit, every domain event decided, and for each runner output whose server
-   * events went to a socket, the ms from its arrival to their write (the engine's added latency).
-   */
-  readonly observe?: {
-    appended(entries: number, ms: number): void;
-    decided(event: DomainEvent): void;
-    delivered?(ms: number): void;
-    /** A span of the turn ledger (src/projections/turn-ledger.ts) became known for a turn: once per turn and span. */
-    turnSpan?(span: TurnSpanName, ms: number): void;
-    /** This node took a session over (issue 22): on a client's resume, or from a node whose lease expired. */
-    tookOver?(why: "resume" | "lease_expired"): void;
-    /** A session here was fenced: another node appended to it (or this node gave it up). */
-    fenced?(): void;
-    /** A resume's outcome: `resumed`, or the refusal's code. */
-    resumed?(outcome: string): void;
-  };
-}
-
-/**
- * What the connection asked for before its first event (query parameters, reference "Endpoint and transport"):
- * the model name the session reports, and `native_duplex` (the model-native lane) when given.
- */
-export interface OpenOptions {
-  readonly model?: string;
-  readonly nativeDuplex?: boolean;
-}
-
-/** Why `open` refused a session. */
-export type AdmissionRefusal = { readonly code: "resource_exhausted"; readonly message: string };
-
-/** Why `resume` refused a resume (BEHAVIOUR.md scenario 12), or that replay from the requested seq is impossible. */
-export type ResumeRefusal = {
-  readonly code:
-    | "invalid_resume_token"
-    | "session_resume_expired"
-    | "unsupported_session_resume"
-    | "journal_gap"
-    | "journal_overflow";
-  readonly message: string;
-};
-
-/**
- * Reads of a session's log a takeover by resume makes before it gives up: each lost race costs one. With a store
- * that fences (PostgreSQL), the old owner's appends are refused once the stream is fenced, so only another node's
- * takeover at the same moment can make one lose.
- */
-const ADOPT_ATTEMPTS = 5;
-/**
- * How long a takeover's fence holds (ms, the store's clock): the read, the rebuild and the claim's append take a few
- * ms; a node that dies in between holds the session from its old owner for no longer than this.
- */
-const FENCE_MS = 5_000;
-/** ms a takeover waits before it tries again while another node's fence holds the session. */
-const FENCED_RETRY_MS = 100;
 /**
  * ms a node that gave a session up waits for the new owner's resume before its sockets are let go of with
  * `runtime_append_failed` (src/engine/takeover-watch.ts).
  */
 const RESUME_WAIT_MS = 2_000;
 
-/** Thrown by `adopt` when the session kept moving to other nodes for every attempt: the client resumes again. */
-export class TakeoverLostError extends Error {
-  readonly code = "takeover_lost";
-  constructor(
-    readonly sessionId: string,
-    readonly attempts: number,
-  ) {
-    super(`session ${sessionId}: another node's takeover won each of ${attempts} attempts; resume again`);
-    this.name = "TakeoverLostError";
-  }
-}
-
 /**
- * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
- * timers that turn into inputs (idle TTL, disconnect grace), and the runner binding.
+ * Builds the engine: one `SessionHost` per live session (the registry, src/engine/sessions.ts), their timers (idle
+ * TTL, disconnect grace, response timeout) over `deps.scheduler`, takeovers between nodes (src/engine/takeover.ts).
  */
-export interface Engine {
-  readonly capabilities: Capabilities;
-  /** The model id sessions report by default (the profile's, else the runner's name). */
-  readonly model: string;
-  readonly limits: EngineLimits;
-  /**
-   * Opens a session: allocates its id (`sess_` + 128 random bits) and resume token (32 random bytes, URL-safe
-   * base64, only its SHA-256 is logged), and enqueues `SessionOpened`. Refuses beyond `maxSessions`.
-   */
-  open(options?: OpenOptions): SessionHost | AdmissionRefusal;
-  /**
-   * Why a new session would be refused now (`max_sessions` live sessions, or `deps.admit`'s refusal), or null when
-   * one may open.
-   */
-  admission(): AdmissionRefusal | null;
-  get(sessionId: string): SessionHost | undefined;
-  /** Live sessions. */
-  sessions(): SessionHost[];
-  /** Marks a client command: re-arms the idle TTL. */
-  touch(host: SessionHost): void;
-  /**
-   * Re-attaches a live session to a new socket (BEHAVIOUR.md, "Resume"): checks the token in constant time,
-   * rotates it at once (of two concurrent resumes exactly one wins), and in mailbox order sends `session.resumed`,
-   * every event after `lastReceivedSeq`, then the live ones. Returns the host, or why it refused.
-   */
-  resume(request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal;
-  /**
-   * The socket `sink` dropped without session.close: unless a resume already superseded it, the session waits
-   * `disconnectGraceS` for a resume, then expires.
-   */
-  detach(host: SessionHost, sink: SessionSink, reason?: DetachReason): void;
-  /**
-   * Closes a session the socket `sink` opened on connect and never used (BEHAVIOUR.md, "Identity", ours): the socket
-   * resumed another session, sent nothing within the first message timeout, or closed first. `sink` is released
-   * first, so the socket hears nothing of it; the session ends `unused` and holds no capacity.
-   */
-  abandon(host: SessionHost, sink: SessionSink): void;
-  /**
-   * The client closed the socket `sink` with code 1000: the session ends as session.close ends it, `client_closed`
-   * (BEHAVIOUR.md, "Resume", ours), and holds no capacity for the grace. `sink` is released first.
-   */
-  closedByClient(host: SessionHost, sink: SessionSink): void;
-  /**
-   * Rebuilds every session the store holds open (a restart is a disconnect for every client, BEHAVIOUR.md
-   * "Resume", ours): their state and wire projection are folded from the log, an active response is cancelled,
-   * and each waits for a resume for what is left of its grace lease. Returns the recovered session ids.
-   */
-  recover(): Promise<string[]>;
-  /**
-   * Makes sure the session `sessionId` is held here before a resume (issue 22, part 4): a session another node owns
-   * (or owned) is taken over, after its log's resume token matches `resumeToken` (compared as SHA-256 digests): rebuilt from its log and its
-   * `SessionOwned{this node, epoch + 1}` appended with the revision read, so the old owner can append nothing after
-   * it (a concurrent append of the old owner fails the takeover instead). Resolves when the session is held here, or
-   * with why it is not (unknown or closed: `session_resume_expired`; another token: `invalid_resume_token`).
-   */
-  adopt(sessionId: string, resumeToken: string): Promise<SessionHost | ResumeRefusal>;
-  /**
-   * Takes over every open session whose owner's lease has expired (issue 22, part 4): a node that died or lost its
-   * store. Each waits for its client's resume for what is left of its grace, as after a restart. Returns their ids.
-   */
-  sweep(): Promise<string[]>;
-  /**
-   * Gives up every session held here without writing (this node lost its store past its lease: another node takes
-   * them over): their clients are told (`runtime_append_failed`) and let go of, to resume elsewhere.
-   */
-  relinquishAll(message: string): void;
-  /**
-   * Ends every live session because the server ran short of `resource` (issue 32, part 2: the store's disk below
-   * `limits.disk_hard_floor_mb`), while their logs can still be written: each decides `ResourceExhausted`, its client
-   * gets `resource_exhausted` with `message` and `session.closed`, and its socket is closed (1013). Returns the ids
-   * of the sessions told to end.
-   */
-  endAll(resource: "disk", message: string): string[];
-  /** This node's id (issue 22): `SessionOpened.node` of the sessions it opens. */
-  readonly nodeId: string | null;
-  /** Waits for every session's mailbox and closes the runners; the store is the caller's to close. */
-  close(): Promise<void>;
-}
-
 export const createEngine = (deps: EngineDeps): Engine => {
   const limits: EngineLimits = { ...DEFAULT_LIMITS, ...deps.limits };
   const scheduler = deps.scheduler ?? realScheduler;
   const now = deps.now ?? (deps.scheduler === undefined ? Date.now : () => scheduler.now());
-  const hosts = new Map<string, SessionHost>();
-  /** Sessions whose socket ended them (closed with 1000, or opened and unused): no longer counted by admission. */
-  const ending = new Set<string>();
+  const hosts = new SessionRegistry();
   const timers = new SessionTimers(scheduler);
   const model = deps.model ?? deps.runner.name;
   const leases = deps.leases ?? null;
@@ -308,8 +81,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
         onClosed: (closed) => {
           stopWatch(closed);
           clearTimers(closed.sessionId);
-          hosts.delete(closed.sessionId);
-          ending.delete(closed.sessionId);
+          hosts.closed(closed.sessionId);
           vad?.close();
         },
         ...(deps.observe === undefined ? {} : { onAppended: deps.observe.appended }),
@@ -327,8 +99,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
             deps.observe?.fenced?.();
           }
           clearTimers(fenced.sessionId);
-          if (hosts.get(fenced.sessionId) === fenced) hosts.delete(fenced.sessionId);
-          ending.delete(fenced.sessionId);
+          hosts.fenced(fenced);
           vad?.close();
         },
         onAppendFailed: (failed, error) => {
@@ -382,7 +153,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
       host.events$.subscribe((envelope) => decided(envelope.event));
       if (turnSpan !== undefined) observeTurnSpans(host, turnSpan);
     }
-    hosts.set(sessionId, host);
+    hosts.add(host);
     return host;
   };
 
@@ -436,22 +207,6 @@ export const createEngine = (deps: EngineDeps): Engine => {
     return host;
   };
 
-  /**
-   * Rebuilds a session that `owner` held and appends this node's claim (`SessionOwned`, the next epoch); resolves
-   * once the claim is decided: the host is fenced when another append came first.
-   */
-  const takeOver = async (
-    entries: readonly RecordedEntry[],
-    log: ReturnType<typeof withUnansweredAppends>,
-    owner: SessionOwner,
-  ): Promise<SessionHost> => {
-    const host = rebuild(entries, log, owner.epoch + 1);
-    claiming.add(host);
-    await host.settled();
-    claiming.delete(host);
-    return host;
-  };
-
   /** `Engine.resume` (its outcome counted by the caller). */
   const resumeHere = (request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal => {
     const host = hosts.get(request.sessionId);
@@ -501,7 +256,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
   const endWithSocket = (host: SessionHost, sink: SessionSink, change: "abandoned" | "closed"): void => {
     if (host.isClosed || !host.release(sink)) return;
     // Its slot is free at once: a client that closed may open its next session before the close is logged.
-    ending.add(host.sessionId);
+    hosts.ending(host.sessionId);
     timers.cancel(host.sessionId, "idle_ttl");
     void host.enqueue({
       type: "AttachmentChanged",
@@ -510,16 +265,26 @@ export const createEngine = (deps: EngineDeps): Engine => {
     });
   };
 
+  /** What a takeover needs (src/engine/takeover.ts); null without other nodes on the store. */
+  const takeoverContext = (): TakeoverContext | null =>
+    leases === null || nodeId === null
+      ? null
+      : {
+          store: deps.store,
+          leases,
+          nodeId,
+          scheduler,
+          sessions: hosts,
+          rebuild,
+          claiming,
+          ...(deps.observe === undefined ? {} : { observe: deps.observe }),
+        };
+
   const engine: Engine = {
     capabilities: deps.runner.capabilities,
     model,
     limits,
-    admission() {
-      const live = [...hosts.values()].filter((h) => !h.isClosed && !ending.has(h.sessionId)).length;
-      return live >= limits.maxSessions
-        ? { code: "resource_exhausted", message: `session capacity reached (max_sessions=${limits.maxSessions})` }
-        : (deps.admit?.() ?? null);
-    },
+    admission: () => hosts.admission(limits.maxSessions, deps.admit),
     open(options = {}) {
       const refusal = engine.admission();
       if (refusal !== null) return refusal;
@@ -545,7 +310,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
       return host;
     },
     get: (sessionId) => hosts.get(sessionId),
-    sessions: () => [...hosts.values()],
+    sessions: () => hosts.all(),
     touch(host) {
       // Before SessionCreated is decided the config is the initial one: the deployment's TTL applies.
       const ttl = host.current.phase === "new" ? limits.idleTtlS : host.current.config.idleTimeoutS;
@@ -598,81 +363,18 @@ export const createEngine = (deps: EngineDeps): Engine => {
     async adopt(sessionId, resumeToken) {
       const held = hosts.get(sessionId);
       if (held !== undefined && !held.isFenced) return held;
-      const expired = {
-        code: "session_resume_expired",
-        message: `unknown or expired session: ${sessionId}`,
-      } as const;
-      if (leases === null) return expired;
-      const stream = streamOf(sessionId);
-      /** The log read, checked before anything moves: a wrong token or a closed session moves nothing. */
-      const check = (
-        entries: readonly RecordedEntry[],
-      ): ResumeRefusal | { log: ReturnType<typeof withUnansweredAppends>; owner: SessionOwner } => {
-        if (entries.length === 0) return expired;
-        const log = withUnansweredAppends(foldLog(entries), entries);
-        if (log.state.phase !== "open") return expired;
-        const logged = log.state.resumeTokenSha256;
-        if (logged === null || !equalDigests(logged, sha256Hex(resumeToken)))
-          return { code: "invalid_resume_token", message: "the resume token is not the current one for this session" };
-        return { log, owner: ownerOf(entries) };
-      };
-      // The claim (`SessionOwned`) is appended with the revision read. A store that fences (PostgreSQL) first refuses
-      // every later append of the old owner (an answer it still writes to a detached session, say), then the log is
-      // read to its end: the claim wins. Without fences, an append of the old owner in between makes the new host
-      // lose (it is fenced), and the log is read again with that append in it.
-      for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
-        let entries = await deps.store.read(stream);
-        let checked = check(entries);
-        if ("code" in checked) return checked;
-        const again = hosts.get(sessionId);
-        if (again !== undefined && !again.isFenced) return again;
-        if (deps.store.fence !== undefined) {
-          if ((await deps.store.fence(stream, FENCE_MS)) === null) {
-            // Another node's takeover holds the session this moment: its outcome is read at the next attempt.
-            await new Promise((resolve) => scheduler.setTimeout(() => resolve(undefined), FENCED_RETRY_MS));
-            continue;
-          }
-          entries = await deps.store.read(stream);
-          checked = check(entries);
-          if ("code" in checked) return checked;
-          // Taken meanwhile by this node (its sweep, or another socket's resume): that host is the one.
-          const taken = hosts.get(sessionId);
-          if (taken !== undefined && !taken.isFenced) return taken;
-        }
-        const host = await takeOver(entries, checked.log, checked.owner);
-        if (host.isFenced) continue;
-        if (host.isClosed) return expired;
-        deps.observe?.tookOver?.("resume");
-        return host;
-      }
-      // A live session that kept moving: not an expired one (the client resumes again).
-      throw new TakeoverLostError(sessionId, ADOPT_ATTEMPTS);
+      const context = takeoverContext();
+      if (context === null)
+        return { code: "session_resume_expired", message: `unknown or expired session: ${sessionId}` };
+      return adoptSession(context, sessionId, resumeToken);
     },
     async sweep() {
-      if (leases === null) return [];
-      const taken: string[] = [];
-      for (const info of await deps.store.listStreams(STREAM_PREFIX)) {
-        const id = info.stream.slice(STREAM_PREFIX.length);
-        if (hosts.has(id)) continue;
-        // A closed session's last entry says so: its whole log is not read again every sweep.
-        const last = (await deps.store.read(info.stream, info.revision)).at(-1);
-        if (last === undefined || last.type === "SessionClosed") continue;
-        const entries = await deps.store.read(info.stream);
-        const owner = ownerOf(entries);
-        if (owner.node === nodeId || owner.node === null) continue;
-        const log = withUnansweredAppends(foldLog(entries), entries);
-        if (log.state.phase !== "open" || hosts.has(log.state.sessionId)) continue;
-        if (await leases.holds(owner.node)) continue;
-        const host = await takeOver(entries, log, owner);
-        if (host.isFenced) continue;
-        deps.observe?.tookOver?.("lease_expired");
-        taken.push(id);
-      }
-      return taken;
+      const context = takeoverContext();
+      return context === null ? [] : sweepSessions(context);
     },
     endAll(resource, message) {
       const ended: string[] = [];
-      for (const host of hosts.values()) {
+      for (const host of hosts.all()) {
         if (host.isClosed || host.isFenced) continue;
         void host.enqueue({ type: "ResourceExhausted", at: now(), data: { resource, message } });
         ended.push(host.sessionId);
@@ -680,7 +382,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
       return ended;
     },
     relinquishAll(message) {
-      for (const host of [...hosts.values()]) {
+      for (const host of hosts.all()) {
         stopWatch(host);
         host.relinquish(message);
       }
@@ -689,7 +391,7 @@ export const createEngine = (deps: EngineDeps): Engine => {
     async close() {
       for (const id of timers.sessionIds()) clearTimers(id);
       for (const watch of [...watches.values()]) watch.stop();
-      await Promise.all([...hosts.values()].map((h) => h.stop()));
+      await Promise.all(hosts.all().map((h) => h.stop()));
       hosts.clear();
       await deps.runner.close();
     },
