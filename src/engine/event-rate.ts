@@ -78,3 +78,32 @@ export const appendRateMessage = (limits: EventRateLimits, dropped: number): str
 /** The message of a refusal told: the limits, and how many events were dropped unanswered since the last one. */
 export const eventRateMessage = (limits: EventRateLimits, dropped: number): string =>
   `more than ${limits.perS} client events a second other than audio appends (a burst of ${limits.burst}): this event is refused, and those after it are dropped unanswered for a second (${dropped} dropped since the last notice); slow down`;
+
+/**
+ * The two token buckets of one session's client frames (issue 13): its events other than audio appends
+ * (`eventRate`: `limits.events_per_s`, `limits.event_burst`) and its audio appends (`appendRate`). A bucket without
+ * limits passes every frame.
+ */
+export class InputRates {
+  #events: EventRateState = INITIAL_EVENT_RATE;
+  #appends: EventRateState = INITIAL_EVENT_RATE;
+
+  constructor(readonly limits: { readonly eventRate?: EventRateLimits; readonly appendRate?: EventRateLimits }) {}
+
+  /** Counts one client frame at `at` (ms) against its bucket (`event` or `append`). */
+  count(at: number, kind: "event" | "append"): EventRateVerdict {
+    const limits = kind === "event" ? this.limits.eventRate : this.limits.appendRate;
+    if (limits === undefined) return { kind: "pass" };
+    const { state, verdict } = takeEventToken(kind === "event" ? this.#events : this.#appends, at, limits);
+    if (kind === "event") this.#events = state;
+    else this.#appends = state;
+    return verdict;
+  }
+
+  /** The `input_backpressure` message of a refusal by `kind`'s bucket, `dropped` frames dropped since the last. */
+  message(dropped: number, kind: "event" | "append"): string {
+    return kind === "event"
+      ? eventRateMessage(this.limits.eventRate ?? { perS: 0, burst: 0 }, dropped)
+      : appendRateMessage(this.limits.appendRate ?? { perS: 0, burst: 0 }, dropped);
+  }
+}

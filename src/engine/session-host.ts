@@ -1,14 +1,5 @@
 import { type Observable, Subject } from "rxjs";
-import type {
-  Command,
-  HistoryItem,
-  Input,
-  RunnerOperation,
-  SessionConfig,
-  SessionId,
-  SessionState,
-  StageOutput,
-} from "../domain/index.ts";
+import type { Input, SessionConfig, SessionId, SessionState } from "../domain/index.ts";
 import {
   type CommittedStep,
   type EventEnvelope,
@@ -23,27 +14,13 @@ import { CHAIN_GENESIS, chained } from "./chain.ts";
 import { CommandPreparation } from "./command-preparation.ts";
 import type { Effect } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
-import {
-  appendRateMessage,
-  type EventRateLimits,
-  type EventRateState,
-  eventRateMessage,
-  INITIAL_EVENT_RATE,
-  takeEventToken,
-} from "./event-rate.ts";
+import { InputRates } from "./event-rate.ts";
 import { streamOf } from "./log.ts";
 import { type InputCost, Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
-import {
-  type EventStore,
-  type ExpectedRevision,
-  type NewEntry,
-  type ResamplerFactory,
-  type RunnerSession,
-  type VadStream,
-  WrongExpectedRevisionError,
-} from "./ports/index.ts";
+import { type ExpectedRevision, type NewEntry, WrongExpectedRevisionError } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
+import { addToJournal, type HostDeps, measure, rejected } from "./session-host-parts.ts";
 import {
   foldLog,
   INITIAL_SNAPSHOT,
@@ -54,68 +31,6 @@ import {
 } from "./step.ts";
 
 export type { SessionSink } from "./attachment.ts";
-
-/** What a session host needs from the engine. `now` is the engine clock in ms since the Unix epoch. */
-export interface SessionHostDeps {
-  readonly store: EventStore;
-  readonly vad: VadStream | null;
-  readonly createResampler: ResamplerFactory;
-  /**
-   * Resamples the model's audio to a session's output rate (BEHAVIOUR.md, "Audio formats"): a filtered resampler,
-   * one stream per response; absent: `createResampler`.
-   */
-  readonly createOutputResampler?: ResamplerFactory;
-  /**
-   * Opens the model side of the session with the conversation heard so far (`history`); `emit` takes what the
-   * runner emits (checked by the host).
-   */
-  readonly openRunner: (
-    sessionId: SessionId,
-    config: SessionConfig,
-    history: readonly HistoryItem[],
-    emit: (output: StageOutput) => void,
-  ) => RunnerSession;
-  /** Observes a runner that broke its port's contract (for the server's log); the session records and ends it. */
-  readonly onRunnerFault?: (host: SessionHost, operation: RunnerOperation, error: unknown) => void;
-  readonly now: () => number;
-  readonly onClosed: (host: SessionHost) => void;
-  readonly onAppendFailed: (host: SessionHost, error: unknown) => void;
-  /**
-   * The session is no longer this node's (issue 22, part 4): an append found the stream moved on (another node took
-   * it over: a `WrongExpectedRevisionError`), or the engine gave it up (`relinquish`). Its sockets were let go of;
-   * the host writes nothing again.
-   */
-  readonly onFenced?: (host: SessionHost, reason: string) => void;
-  /**
-   * Set where another part tells the sockets how the session moved (the engine's takeover watch,
-   * src/engine/takeover-watch.ts): an append that finds the stream moved on (another node fenced it or took it over)
-   * then fences the host keeping its sockets (`yieldTo`), and calls this; absent, the sockets get
-   * `runtime_append_failed` at once (`relinquish`).
-   */
-  readonly onMovedAway?: (host: SessionHost) => void;
-  /**
-   * `max_pending_input_bytes_per_session` (bytes of client frames) and `max_pending_turns_per_session` (commits)
-   * waiting in the mailbox; beyond them a frame is refused with `input_backpressure`. Absent: no limit.
-   */
-  readonly inputLimits?: { readonly maxPendingBytes: number; readonly maxPendingTurns: number };
-  /**
-   * `limits.events_per_s` and `limits.event_burst`: the token bucket that a socket's client events other than audio
-   * appends pass (src/engine/event-rate.ts); beyond it a frame is refused with `input_backpressure`, told at most
-   * once a second. Absent: no limit.
-   */
-  readonly eventRate?: EventRateLimits;
-  /**
-   * `limits.appends_per_s` and `limits.append_burst`: the bucket of a socket's audio appends (a flood of one-sample
-   * appends costs an entry each, as any event does); beyond it refused as for `eventRate`. Absent: no limit.
-   */
-  readonly appendRate?: EventRateLimits;
-  /** Observes each group commit: how many entries, and how long the append took (ms). */
-  readonly onAppended?: (entries: number, ms: number) => void;
-  /** For each runner output whose server events were written to a socket: ms from its arrival to that write. */
-  readonly onDelivered?: (ms: number) => void;
-  /** Keep the size of every server event sent, so a resume's replay can be measured (`resume_replay_max_bytes`). */
-  readonly measureJournal?: boolean;
-}
 
 /** A mailbox batch, stepped: the session after it, what it appends, its steps in order, effects and server events. */
 interface DecidedBatch {
@@ -136,30 +51,8 @@ type Failure =
 const APPEND_FAILED: Failure = { code: "runtime_append_failed", what: "appended to" };
 const READ_FAILED: Failure = { code: "internal_error", what: "read" };
 
-/** Cumulative bytes of JSON text by seq of `events` (index 0: 0). */
-const measure = (events: readonly WireEvent[]): number[] => {
-  const journal = [0];
-  for (const event of events) addToJournal(journal, event);
-  return journal;
-};
-
-/** Records `event`'s size in `journal` (cumulative bytes by seq); events without a seq are not journaled. */
-const addToJournal = (journal: number[], event: WireEvent): void => {
-  if (event.seq !== null) journal[event.seq] = (journal[event.seq - 1] ?? 0) + event.json.length;
-};
-
-/** The input of a client frame refused with `input_backpressure` at `at` (ms): its event_id and type echoed. */
-const rejected = (decoded: DecodedFrame, at: number, message: string): Input => {
-  const command: Command = {
-    type: "invalid",
-    eventId: decoded.eventId,
-    code: "input_backpressure",
-    message,
-    param: null,
-    eventType: decoded.type === "invalid" ? decoded.eventType : decoded.type,
-  };
-  return { type: "CommandReceived", at, data: { command } };
-};
+/** What a session host needs from the engine (src/engine/session-host-parts.ts). */
+export type SessionHostDeps = HostDeps<SessionHost>;
 
 /**
  * One session's single writer (DESIGN.md, rule 5): a mailbox that serialises every input, decides it, appends the
@@ -207,10 +100,8 @@ export class SessionHost {
   private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
   private readonly outputAudio: OutputAudio;
-  /** The token bucket of the session's client events other than audio appends (`deps.eventRate`). */
-  private eventRate: EventRateState = INITIAL_EVENT_RATE;
-  /** The token bucket of the session's audio appends (`deps.appendRate`). */
-  private appendRate: EventRateState = INITIAL_EVENT_RATE;
+  /** The token buckets of the session's client events and audio appends (`deps.eventRate`, `deps.appendRate`). */
+  private readonly rates: InputRates;
 
   constructor(
     readonly sessionId: SessionId,
@@ -240,6 +131,7 @@ export class SessionHost {
       // When the socket got the step's events, before the views that follow it move (`onDelivered`).
       if (wrote) this.lastWriteAt = performance.now();
     });
+    this.rates = new InputRates(deps);
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
     this.binding = new RunnerBinding(
       {
@@ -442,9 +334,9 @@ export class SessionHost {
         taken();
         const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
         if (uncounted && decoded.type !== "input_audio_buffer.append") {
-          const verdict = this.countEvent(at, "event");
+          const verdict = this.rates.count(at, "event");
           if (verdict.kind === "drop") return null;
-          if (verdict.kind === "tell") return rejected(decoded, at, this.rateMessage(verdict.dropped, "event"));
+          if (verdict.kind === "tell") return rejected(decoded, at, this.rates.message(verdict.dropped, "event"));
         }
         return {
           type: "CommandReceived",
@@ -460,25 +352,6 @@ export class SessionHost {
   }
 
   /**
-   * Counts one client frame at `at` (ms) against its bucket: audio appends (`append`) and every other event
-   * (`event`) have one each; every frame passes when its bucket has no limit.
-   */
-  private countEvent(at: number, kind: "event" | "append"): ReturnType<typeof takeEventToken>["verdict"] {
-    const limits = kind === "event" ? this.deps.eventRate : this.deps.appendRate;
-    if (limits === undefined) return { kind: "pass" };
-    const { state, verdict } = takeEventToken(kind === "event" ? this.eventRate : this.appendRate, at, limits);
-    if (kind === "event") this.eventRate = state;
-    else this.appendRate = state;
-    return verdict;
-  }
-
-  private rateMessage(dropped: number, kind: "event" | "append"): string {
-    return kind === "event"
-      ? eventRateMessage(this.deps.eventRate ?? { perS: 0, burst: 0 }, dropped)
-      : appendRateMessage(this.deps.appendRate ?? { perS: 0, burst: 0 }, dropped);
-  }
-
-  /**
    * The event rate's verdict on a client frame at `at` (ms): null when it passes; else the frame is refused (told:
    * recorded as `input_backpressure`) or dropped (nothing recorded), and the promise resolves as `submit`'s does.
    */
@@ -487,10 +360,10 @@ export class SessionHost {
     at: number,
     kind: "event" | "append",
   ): Promise<void> | null {
-    const verdict = this.countEvent(at, kind);
+    const verdict = this.rates.count(at, kind);
     if (verdict.kind === "pass") return null;
     if (verdict.kind === "drop") return this.draining ?? Promise.resolve();
-    return this.refuse(frame, at, this.rateMessage(verdict.dropped, kind));
+    return this.refuse(frame, at, this.rates.message(verdict.dropped, kind));
   }
 
   /** Records a client frame refused with `input_backpressure` before it is accepted: nothing of it is buffered. */
