@@ -1,12 +1,9 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server, ServerResponse } from "node:http";
+import { createServer as createHttpServer, type IncomingMessage, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import type { Socket } from "node:net";
-import type { Duplex } from "node:stream";
 import Fastify, { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import type { Logger } from "pino";
-import { WebSocketServer } from "ws";
 import type { Engine, EventStore } from "../engine/index.ts";
-import { capabilitiesJson, dialectOf, handshakeErrorBody, readRealtimeQuery } from "../protocol/index.ts";
+import { capabilitiesJson, handshakeErrorBody } from "../protocol/index.ts";
 import { type AuthRefusal, createAuthGate, type TrustProxy } from "./auth-gate.ts";
 import type { AuthLockoutOptions } from "./auth-lockout.ts";
 import { type BrowserRefusal, createBrowserPolicy } from "./browser-policy.ts";
@@ -15,22 +12,11 @@ import { limitConnections } from "./connection-limits.ts";
 import { DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { noSniff } from "./page-security.ts";
-import { serveRealtimeSocket } from "./realtime/socket.ts";
+import { registerRealtimeRoutes, upgradeOf } from "./realtime/routes.ts";
 import type { OutputLimits } from "./realtime/socket-writer.ts";
 import { createRouteRegistry, type RouteAccess } from "./route-access.ts";
 import { sessionsApi } from "./sessions-api.ts";
 import { wholeLogReads } from "./whole-log-reads.ts";
-
-/** WebSocket paths of the realtime endpoint (DESIGN.md, src/server): /v1/realtime and its alias /v1/duplex. */
-export const REALTIME_PATHS: readonly string[] = ["/v1/realtime", "/v1/duplex"];
-
-/**
- * Bytes of one WebSocket message, all its fragments together: ws cuts a message the moment it passes this (close
- * 1009), so no socket holds more. Messages up to it reach the codec, which refuses those over 15 MiB
- * (`MAX_FRAME_BYTES`) with `event_too_large` and the session goes on; the 2 MiB between let a client that sent a
- * little too much hear why.
- */
-export const WS_MAX_MESSAGE_BYTES = 17 * 1024 * 1024;
 
 /** ms between Node's checks of the request and header timeouts (its default, 30 s, would double a 25 s bound). */
 const TIMEOUT_CHECK_MS = 1000;
@@ -140,11 +126,6 @@ export const buildApp = (options: AppOptions) => {
   );
   // Every answer says its content type is what it is (JSON, WAV, the pages): no browser sniffs another.
   app.addHook("onSend", noSniff);
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: WS_MAX_MESSAGE_BYTES,
-    handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false),
-  });
 
   const gate = createAuthGate({
     apiKeys: options.apiKeys ?? [],
@@ -269,60 +250,7 @@ export const buildApp = (options: AppOptions) => {
     app.get("/v1/sessions/:id/responses/:file", session, api.responseWav);
   }
 
-  // A plain GET of the realtime endpoint (a browser, curl, a client without WebSocket support) learns what to do.
-  // A plain GET learns what to do (426); an upgrade request routed here (see `routeUpgrade`) becomes a realtime socket.
-  for (const path of REALTIME_PATHS) {
-    app.get(path, { config: { access: "api_keys", upgrade: true } }, async (request, reply) => {
-      const upgrade = upgradeOf(request.raw);
-      if (upgrade === undefined) {
-        return reply
-          .code(426)
-          .header("Upgrade", "websocket")
-          .send({
-            error: {
-              type: "invalid_request_error",
-              code: "upgrade_required",
-              message: `${path} is a WebSocket endpoint (OpenAI Realtime API): connect with ws:// or wss:// and an Upgrade: websocket request`,
-            },
-          });
-      }
-      reply.hijack();
-      await (options.ready ?? Promise.resolve());
-      const url = new URL(request.raw.url ?? "/", "http://localhost");
-      wss.handleUpgrade(request.raw, upgrade.socket, upgrade.head, (ws) => {
-        serveRealtimeSocket(ws, options.engine, options.log, {
-          firstMessageTimeoutMs: options.firstMessageTimeoutMs,
-          ...(options.outputLimits === undefined ? {} : { outputLimits: options.outputLimits }),
-          dialect: dialectOf(request.headers),
-          query: readRealtimeQuery(url.searchParams),
-          remote: { address: gate.addressOf(request.raw), userAgent: request.headers["user-agent"] ?? null },
-          transport: upgrade.socket,
-        });
-      });
-    });
-  }
-  app.server.on("upgrade", (request: IncomingMessage, socket: Duplex, head: Buffer) =>
-    routeUpgrade(app, options.log, request, socket, head),
-  );
-  // An upgrade request answered over HTTP (refused, 404, a route that is not an upgrade): its socket ends with it.
-  app.addHook("onResponse", async (request) => {
-    upgradeOf(request.raw)?.socket.destroy();
-  });
-  // Upgraded sockets hold the HTTP server open: end them before it closes (a shutdown is a disconnect for every
-  // client; their sessions stay open in the log and resume after a restart).
-  app.addHook("preClose", async () => {
-    // 1012 (service restart) with a reason, not a dropped connection (1006): clients know to resume after it.
-    const open = [...wss.clients];
-    const closed = Promise.all(open.map((c) => new Promise<void>((resolve) => c.once("close", () => resolve()))));
-    for (const client of open) client.close(1012, "server shutting down; resume the session after the restart");
-    // A client that does not answer the closing handshake within a second is cut off.
-    const timer = setTimeout(() => {
-      for (const client of open) client.terminate();
-    }, 1000);
-    await closed;
-    clearTimeout(timer);
-    wss.close();
-  });
+  registerRealtimeRoutes(app, options, gate);
   return app;
 };
 
@@ -388,34 +316,3 @@ type BrowserRefusalWithHeaders = BrowserRefusal & { readonly headers: Readonly<R
 
 /** The access of fastify's not-found answer: a key, as for the routes (a 404 says what does not exist). */
 const NOT_FOUND_CONFIG = { access: "api_keys", upgrade: false } as const;
-
-const UPGRADE = Symbol("duplex.upgrade");
-
-/** The socket and first bytes of an upgrade request that `routeUpgrade` routed (undefined for a plain request). */
-const upgradeOf = (request: IncomingMessage): { readonly socket: Duplex; readonly head: Buffer } | undefined =>
-  (request as IncomingMessage & { [UPGRADE]?: { socket: Duplex; head: Buffer } })[UPGRADE];
-
-/**
- * Routes an HTTP upgrade request through fastify's router like any request (as @fastify/websocket does), so its
- * route is matched on the decoded path and the same hooks decide its access: a response fastify gives it (401, 403,
- * 404, 429) is written on the socket, which then closes; the upgrade routes' handler upgrades it (app.ts).
- */
-const routeUpgrade = (
-  app: { routing: (request: IncomingMessage, response: ServerResponse) => void },
-  log: Logger,
-  request: IncomingMessage,
-  socket: Duplex,
-  head: Buffer,
-): void => {
-  socket.on("error", () => socket.destroy());
-  (request as IncomingMessage & { [UPGRADE]?: { socket: Duplex; head: Buffer } })[UPGRADE] = { socket, head };
-  const response = new ServerResponse(request);
-  response.shouldKeepAlive = false;
-  try {
-    response.assignSocket(socket as Socket);
-    app.routing(request, response);
-  } catch (error) {
-    log.warn({ err: error }, "upgrade failed");
-    socket.destroy();
-  }
-};

@@ -3,7 +3,7 @@ import WebSocket from "ws";
 import type { ServerEvent } from "../../src/client/index.ts";
 import type { SessionState } from "../../src/domain/index.ts";
 import { MAX_FRAME_BYTES } from "../../src/protocol/index.ts";
-import { WS_MAX_MESSAGE_BYTES } from "../../src/server/app.ts";
+import { WS_MAX_MESSAGE_BYTES } from "../../src/server/realtime/routes.ts";
 import { connectRaw, type Peer } from "../support/raw-socket.ts";
 import { startTestServer } from "../support/server.ts";
 
