@@ -135,5 +135,12 @@ export interface PeekedFrame {
 export const peekFrame = (data: FrameData, isBinary: boolean): PeekedFrame => {
   const bytes = frameBytes(data);
   const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, HEAD_BYTES) : data.toString();
-  return { text, bytes, kind: frameKind(text), binary: isBinary, eventId: () => frameEventId(data) };
+  // Nothing here keeps `data`: a frame waiting in a mailbox or a takeover queue holds its text (or its first 2048
+  // bytes), never the raw buffer, which a binary or oversized frame would otherwise keep uncounted.
+  if (isBinary) {
+    const eventId = frameEventId(data);
+    return { text: null, bytes, kind: "event", binary: true, eventId: () => eventId };
+  }
+  const seen = text ?? "";
+  return { text, bytes, kind: frameKind(text), binary: false, eventId: () => sniffEventId(seen.slice(0, HEAD_BYTES)) };
 };
