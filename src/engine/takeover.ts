@@ -95,7 +95,8 @@ const checkLog = (
 };
 
 /**
- * `Engine.adopt` with other nodes on the store: takes `sessionId` over for a resume with `resumeToken`. The claim
+ * `Engine.adopt` with other nodes on the store, for a session not held here (the engine checks that first): takes
+ * `sessionId` over for a resume with `resumeToken`. The claim
  * (`SessionOwned`) is appended with the revision read. A store that fences (PostgreSQL) first refuses every later
  * append of the old owner (an answer it still writes to a detached session, say), then the log is read to its end:
  * the claim wins. Without fences, an append of the old owner in between makes the new host lose (it is fenced), and
@@ -107,8 +108,6 @@ export const adoptSession = async (
   sessionId: string,
   resumeToken: string,
 ): Promise<SessionHost | ResumeRefusal> => {
-  const held = heldHere(context, sessionId);
-  if (held !== undefined) return held;
   const expired = { code: "session_resume_expired", message: `unknown or expired session: ${sessionId}` } as const;
   const { store } = context;
   const stream = streamOf(sessionId);

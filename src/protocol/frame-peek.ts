@@ -125,22 +125,22 @@ export interface PeekedFrame {
   readonly text: string | null;
   readonly bytes: number;
   readonly kind: FrameKind;
-  /** A binary frame (refused by the codec, its error echoing `eventId()`). */
-  readonly binary: boolean;
-  /** The event_id the frame's first 2048 bytes carry, sniffed when asked (a refused or dropped frame's answer). */
+  /** The event_id the frame's head carries (a refused or dropped frame's answer; a binary frame's error echoes it). */
   eventId(): string | null;
 }
 
-/** Peeks at a frame as ws delivers it (`isBinary`: a binary frame, refused by the codec). */
+/**
+ * Peeks at a frame as ws delivers it (`isBinary`: a binary frame, refused by the codec). Nothing returned keeps
+ * `data`: a frame waiting in a mailbox or a takeover queue holds its text (the first 2048 bytes of one over the
+ * maximum), never the raw buffer, which a binary or oversized frame would otherwise keep uncounted. A binary frame's
+ * event_id is read at once; a text frame's from its text when asked (appends, the hot path, are never asked).
+ */
 export const peekFrame = (data: FrameData, isBinary: boolean): PeekedFrame => {
   const bytes = frameBytes(data);
-  const text = isBinary ? null : bytes > MAX_FRAME_BYTES ? head(data, HEAD_BYTES) : data.toString();
-  // Nothing here keeps `data`: a frame waiting in a mailbox or a takeover queue holds its text (or its first 2048
-  // bytes), never the raw buffer, which a binary or oversized frame would otherwise keep uncounted.
   if (isBinary) {
     const eventId = frameEventId(data);
-    return { text: null, bytes, kind: "event", binary: true, eventId: () => eventId };
+    return { text: null, bytes, kind: "event", eventId: () => eventId };
   }
-  const seen = text ?? "";
-  return { text, bytes, kind: frameKind(text), binary: false, eventId: () => sniffEventId(seen.slice(0, HEAD_BYTES)) };
+  const text = bytes > MAX_FRAME_BYTES ? head(data, HEAD_BYTES) : data.toString();
+  return { text, bytes, kind: frameKind(text), eventId: () => sniffEventId(text.slice(0, HEAD_BYTES)) };
 };

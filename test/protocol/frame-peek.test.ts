@@ -57,7 +57,6 @@ describe("frame peek", () => {
       text,
       bytes: Buffer.byteLength(text),
       kind: "commit",
-      binary: false,
       eventId: "é1",
     });
     const binary = peekFrame([Buffer.from(text.slice(0, 10)), Buffer.from(text.slice(10))], true);
@@ -65,7 +64,6 @@ describe("frame peek", () => {
       text: null,
       bytes: Buffer.byteLength(text),
       kind: "event",
-      binary: true,
       eventId: "é1",
     });
     expect(frameEventId(Buffer.from(text))).toBe("é1");
