@@ -305,7 +305,13 @@ describe("stock clients graded by the client cases", () => {
           graceS: 16,
           idleTtlS: IDLE_TTL_S,
         });
-        await Promise.all(cases.map(async (c) => app(harness.url, c, await microphoneFor(c))));
+        // The barge-in cases first, the rest after them: their grade has a wall-clock bound (a report within 2 s of
+        // the cut) that four barge-ins at once meet by a wide margin, and that sixty sessions at once (every case of
+        // every client) on two cores missed in CI.
+        const run = (some: ClientCase[]) =>
+          Promise.all(some.map(async (c) => app(harness.url, c, await microphoneFor(c))));
+        await run(cases.filter((c) => c.profile === "barge-in"));
+        await run(cases.filter((c) => c.profile !== "barge-in"));
         await harness.allEnded;
         const { results } = await harness.finish();
         return { agent, duplexAware: false, results } satisfies ClientReport;
