@@ -12,6 +12,7 @@ import { packText, unpackText } from "../infra/event-store/text-packing.ts";
 import { createSileroVad } from "../infra/vad/index.ts";
 import { replayEntries } from "../replay/index.ts";
 import { startServer } from "../server/index.ts";
+import { benchFlood } from "./bench-flood.ts";
 import { benchIdle } from "./bench-idle.ts";
 import { benchSlowReader } from "./bench-slow-reader.ts";
 import { benchSoak } from "./bench-soak.ts";
@@ -302,10 +303,11 @@ const benchSessions = async (o: BenchOptions): Promise<void> => {
 
 /**
  * Benches that run only when named: the soak streams for minutes, the slow reader floods a socket, idle opens many,
+ * flood sends 40,000 frames,
  * postgres needs a PostgreSQL server (a throwaway one, or `--postgres-url`), list stores 10,000 sessions and folds
  * them all the old way (about a minute).
  */
-const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle", "postgres", "list"];
+const ON_REQUEST: readonly string[] = ["soak", "slow-reader", "idle", "flood", "postgres", "list"];
 
 /** Runs the benches named in `only` (all but those of `ON_REQUEST` when empty). */
 export const runBench = async (o: BenchOptions, only: readonly string[]): Promise<void> => {
@@ -317,6 +319,7 @@ export const runBench = async (o: BenchOptions, only: readonly string[]): Promis
     start: (b) => benchStart({ print: b.print }),
     "slow-reader": (b) => benchSlowReader({ print: b.print }),
     idle: (b) => benchIdle({ sessions: b.idleSessions ?? 200, print: b.print }),
+    flood: (b) => benchFlood({ print: b.print }),
     postgres: async (b) => {
       const { benchPostgres } = await import("./bench-postgres.ts");
       await benchPostgres({

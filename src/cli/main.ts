@@ -33,7 +33,19 @@ function packageVersion(): string {
 }
 
 /** The benches of `duplex bench`, in the order they run. */
-const BENCHES = ["vad", "store", "replay", "sessions", "start", "soak", "slow-reader", "idle", "postgres", "list"];
+const BENCHES = [
+  "vad",
+  "store",
+  "replay",
+  "sessions",
+  "start",
+  "soak",
+  "slow-reader",
+  "idle",
+  "flood",
+  "postgres",
+  "list",
+];
 
 /** `--only`: known bench names only (a usage error names the unknown one). */
 const benchNames = (value: string): string[] => {
@@ -188,7 +200,7 @@ const bench = program
   .enablePositionalOptions()
   .option(
     "--only <names>",
-    `comma list of ${BENCHES.join(", ")} (soak, slow-reader, idle, postgres and list run only when named)`,
+    `comma list of ${BENCHES.join(", ")} (soak, slow-reader, idle, flood, postgres and list run only when named)`,
     benchNames,
   )
   .option("--sessions <n>", "concurrent sessions of the sessions bench", positive, 4)
