@@ -139,14 +139,13 @@ describe("the session list over 10,000 summary rows", () => {
       .map((s) => s.row);
   };
 
-  it("answers a filtered page in milliseconds, with the values, the order and a has_more that has a next match", async () => {
+  it("answers a filtered page with the values, the order and a has_more that has a next match", async () => {
     const want = expected((s) => s.row.state.startsWith("expired") && s.row.model === "minicpm");
     expect(want.length).toBeGreaterThan(100);
     const timed = await get("/v1/sessions?state=expired&model=minicpm&limit=7");
     expect(timed.page.data).toEqual(want.slice(0, 7));
     expect(timed.page.has_more).toBe(true);
-    // The fold of every log took seconds over a few hundred sessions; the summary rows answer at once.
-    expect(timed.ms).toBeLessThan(500);
+    // How fast the summary rows answer, against the fold of every log before them, is `duplex bench --only list`.
 
     const pages = await allPages("state=expired&model=minicpm&limit=7");
     expect(pages.flatMap((p) => p.data)).toEqual(want);
