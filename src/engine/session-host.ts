@@ -1,5 +1,5 @@
 import { type Observable, Subject } from "rxjs";
-import type { Input, SessionConfig, SessionId, SessionState } from "../domain/index.ts";
+import type { Input, SessionId, SessionState } from "../domain/index.ts";
 import {
   type CommittedStep,
   type EventEnvelope,
@@ -8,45 +8,26 @@ import {
   type WireState,
   wire,
 } from "../projections/index.ts";
-import type { DecodedFrame } from "../protocol/index.ts";
-import { Attachment, type SessionSink } from "./attachment.ts";
-import { CHAIN_GENESIS, chained } from "./chain.ts";
+import type { SessionSink } from "./attachment.ts";
 import { CommandPreparation } from "./command-preparation.ts";
-import type { Effect } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
-import { InputRates } from "./event-rate.ts";
 import { streamOf } from "./log.ts";
 import { type InputCost, Mailbox, type Pending } from "./mailbox.ts";
 import { createOutputAudio, type OutputAudio } from "./output-audio.ts";
-import { type ExpectedRevision, type NewEntry, WrongExpectedRevisionError } from "./ports/index.ts";
+import { WrongExpectedRevisionError } from "./ports/index.ts";
 import { RunnerBinding } from "./runner-binding.ts";
-import { addToJournal, type HostDeps, measure, rejected } from "./session-host-parts.ts";
-import {
-  foldLog,
-  INITIAL_SNAPSHOT,
-  type RecoveredLog,
-  type SessionSnapshot,
-  stepSession,
-  withUnansweredAppends,
-} from "./step.ts";
+import type { HostDeps } from "./session-host-parts.ts";
+import { type ClientFrame, InputAdmission } from "./session-input.ts";
+import { type DecidedBatch, SessionLog } from "./session-log.ts";
+import { SessionSockets } from "./session-sockets.ts";
+import { foldLog, type RecoveredLog } from "./step.ts";
 
 export type { SessionSink } from "./attachment.ts";
-
-/** A mailbox batch, stepped: the session after it, what it appends, its steps in order, effects and server events. */
-interface DecidedBatch {
-  readonly snapshot: SessionSnapshot;
-  readonly entries: readonly NewEntry[];
-  readonly steps: readonly Omit<CommittedStep, "revision">[];
-  readonly effects: readonly Effect[];
-}
 
 /** Why `SessionHost.fail` let the clients go: the code they get, and what failed. */
 type Failure =
   | { readonly code: "runtime_append_failed"; readonly what: "appended to" }
-  | {
-      readonly code: "internal_error";
-      readonly what: "read";
-    };
+  | { readonly code: "internal_error"; readonly what: "read" };
 
 const APPEND_FAILED: Failure = { code: "runtime_append_failed", what: "appended to" };
 const READ_FAILED: Failure = { code: "internal_error", what: "read" };
@@ -60,7 +41,7 @@ export type SessionHostDeps = HostDeps<SessionHost>;
  * and runs the effects (rule 3, write before send). The resume journal is the log itself: a resume re-renders the
  * recorded decisions through the wire projection (BEHAVIOUR.md, "Resume", ours).
  */
-export class SessionHost {
+export class SessionHost extends SessionSockets {
   /**
    * The session's committed stream: each input with its decisions and server events, emitted only after their
    * append, in log order. Its first subscriber is the socket (`publish`); every live view is a projection of it.
@@ -70,11 +51,8 @@ export class SessionHost {
   readonly events$: Observable<EventEnvelope> = this.committed$.pipe(envelopes());
   /** Server events, after append: `committed$` through `wire()` (for observers; sockets use the sink). */
   readonly wire$: Observable<WireEvent> = this.committed$.pipe(wire());
-  /** The session's state and wire projection after the last commit. */
-  private snapshot: SessionSnapshot;
-  private revision: ExpectedRevision;
-  /** The chain value of the last entry appended (src/engine/chain.ts). */
-  private chainHead: string;
+  /** The session's position in its log: snapshot, revision, chain head (src/engine/session-log.ts). */
+  private readonly log: SessionLog;
   private readonly mailbox: Mailbox;
   private draining: Promise<void> | null = null;
   private readonly binding: RunnerBinding;
@@ -86,22 +64,18 @@ export class SessionHost {
   private faulted = false;
   /** Set once the session is another node's (or given up): nothing is decided or written again. */
   private fenced = false;
-  /** The socket that holds the session, its resume token and the claims of resumes (engine/attachment.ts). */
-  private readonly attachment: Attachment;
-  private get state(): SessionState {
-    return this.snapshot.state;
+  protected get state(): SessionState {
+    return this.log.snapshot.state;
   }
-  private get wire(): WireState {
-    return this.snapshot.wire;
+  protected get wire(): WireState {
+    return this.log.snapshot.wire;
   }
   /** When the socket was last written server events, during `deliver` (performance.now() ms; null: not yet). */
   private lastWriteAt: number | null = null;
-  /** `journal[seq]`: bytes of JSON text of the server events 1..seq; only with `measureJournal`. */
-  private journal: number[] | null;
   /** The model's audio in the session's output format, converted as each output is decided. */
   private readonly outputAudio: OutputAudio;
-  /** The token buckets of the session's client events and audio appends (`deps.eventRate`, `deps.appendRate`). */
-  private readonly rates: InputRates;
+  /** The client frames' way in: limits, refusals, appends prepared on arrival (src/engine/session-input.ts). */
+  private readonly admission: InputAdmission;
 
   constructor(
     readonly sessionId: SessionId,
@@ -109,17 +83,10 @@ export class SessionHost {
     private readonly deps: SessionHostDeps,
     recovered: (RecoveredLog & { readonly replay?: readonly WireEvent[] }) | null = null,
   ) {
+    super(resumeToken, recovered, deps.measureJournal === true, deps.now);
     this.mailbox = new Mailbox(deps.inputLimits);
     this.preparation = new CommandPreparation(deps.createResampler, deps.vad);
-    this.snapshot = recovered === null ? INITIAL_SNAPSHOT : { state: recovered.state, wire: recovered.wire };
-    this.revision = recovered?.revision ?? "no_stream";
-    this.chainHead = recovered?.chainHead ?? CHAIN_GENESIS;
-    this.attachment = new Attachment(
-      resumeToken,
-      recovered?.state.attachmentGeneration ?? 1,
-      recovered?.state.resumeTokenSha256 ?? null,
-    );
-    this.journal = deps.measureJournal ? measure(recovered?.replay ?? []) : null;
+    this.log = new SessionLog(sessionId, deps.store, recovered, deps.onAppended);
     // The socket is the committed stream's first subscriber: a step's server events go out before any view moves.
     this.committed$.subscribe((step) => {
       let wrote = false;
@@ -131,7 +98,21 @@ export class SessionHost {
       // When the socket got the step's events, before the views that follow it move (`onDelivered`).
       if (wrote) this.lastWriteAt = performance.now();
     });
-    this.rates = new InputRates(deps);
+    this.admission = new InputAdmission(
+      {
+        state: () => this.state,
+        headSeq: () => this.wire.seq,
+        faulted: () => this.faulted,
+        push: (pending) => this.push(pending),
+        idle: () => this.draining ?? Promise.resolve(),
+        wake: () => {
+          if (this.draining === null && this.mailbox.length > 0 && !this.faulted) void this.startDrain();
+        },
+      },
+      deps,
+      this.mailbox,
+      this.preparation,
+    );
     this.outputAudio = createOutputAudio(deps.createOutputResampler ?? deps.createResampler);
     this.binding = new RunnerBinding(
       {
@@ -140,7 +121,7 @@ export class SessionHost {
         state: () => this.state,
         onFault: (operation, error) => deps.onRunnerFault?.(this, operation, error),
         enqueue: (input) => void this.enqueue(input),
-        output: (make, arrived) => void this.push(make, false, arrived),
+        output: (make, arrived) => void this.push({ input: make, barrier: false, arrived }),
         now: deps.now,
         outputAudio: this.outputAudio,
       },
@@ -149,70 +130,9 @@ export class SessionHost {
     );
   }
 
-  /** When the last socket let go of the session (ms since the Unix epoch, engine clock); null while one holds it. */
-  get detachedAt(): number | null {
-    return this.attachment.detachedAt;
-  }
-
-  /** A session rebuilt after a restart counts as detached since its last logged input (ms, engine clock). */
-  markDetached(at: number): void {
-    this.attachment.markDetached(at);
-  }
-
-  /** Bytes of JSON text of the server events after `seq` up to the head (0 when not measured). */
-  journalBytesAfter(seq: number): number {
-    const journal = this.journal;
-    if (journal === null) return 0;
-    return (journal[this.wire.seq] ?? 0) - (journal[Math.max(0, seq)] ?? 0);
-  }
-
   /** The state after the last drain. */
   get current(): SessionState {
     return this.state;
-  }
-
-  get isClosed(): boolean {
-    return this.state.phase === "closed";
-  }
-
-  /** The last `server_event_seq` published. */
-  get headSeq(): number {
-    return this.wire.seq;
-  }
-
-  /** The generation of the socket that holds (or is about to hold) the session. */
-  get generation(): number {
-    return this.attachment.generation;
-  }
-
-  /** Binds the socket that opened the session. */
-  attach(sink: SessionSink): void {
-    this.attachment.attach(sink);
-  }
-
-  /** Unbinds `sink` if it is still the current one (a superseded socket's drop changes nothing). */
-  release(sink: SessionSink): boolean {
-    return this.attachment.release(sink, this.deps.now());
-  }
-
-  /** Whether `tokenSha256` (hex) is the current token's digest, without claiming anything; `equal` is constant-time. */
-  holdsToken(tokenSha256: string, equal: (a: string, b: string) => boolean): boolean {
-    return !this.isClosed && this.attachment.holds(tokenSha256, this.state.resumeTokenSha256, equal);
-  }
-
-  /**
-   * Checks a resume token against the current one and, when it matches, rotates it at once: of two concurrent
-   * resumes with the same token exactly one wins (BEHAVIOUR.md, "Resume"). Returns the new generation, or null.
-   * `tokenSha256` and `newTokenSha256` are hex SHA-256 digests; `equal` compares in constant time.
-   */
-  claim(
-    tokenSha256: string,
-    newToken: string,
-    newTokenSha256: string,
-    equal: (a: string, b: string) => boolean,
-  ): number | null {
-    if (!this.holdsToken(tokenSha256, equal)) return null;
-    return this.attachment.claim(newToken, newTokenSha256);
   }
 
   /**
@@ -222,8 +142,8 @@ export class SessionHost {
    */
   resume(generation: number, lastReceivedSeq: number, sink: SessionSink): Promise<void> {
     const at = this.deps.now();
-    return this.push(
-      async () => {
+    return this.push({
+      input: async () => {
         // Known before the read: a read that fails lets this socket go too.
         this.attachment.switchTo(sink, []);
         const { replay } = foldLog(await this.deps.store.read(streamOf(this.sessionId)));
@@ -242,23 +162,20 @@ export class SessionHost {
           },
         };
       },
-      true,
-      undefined,
-      undefined,
-      true,
-    );
+      barrier: true,
+      configures: true,
+    });
   }
 
   /** Enqueues an input that is already complete (session opened, stage output, timer, attachment). */
   enqueue(input: Input): Promise<void> {
     const output = input.type === "StageOutputReceived";
-    return this.push(
-      async () => input,
-      false,
-      output ? performance.now() : undefined,
-      undefined,
-      !output && input.type !== "TimerFired",
-    );
+    return this.push({
+      input: async () => input,
+      barrier: false,
+      ...(output ? { arrived: performance.now() } : {}),
+      ...(!output && input.type !== "TimerFired" ? { configures: true } : {}),
+    });
   }
 
   /**
@@ -266,114 +183,11 @@ export class SessionHost {
    * configuration as the inputs before it left it, so a `session.update` that changes the input format applies to
    * the very next append (arrival order). Audio is then converted to the runner's rate and run through VAD: on
    * arrival when no frame before it that may change the configuration waits, so the runner's outputs need not
-   * wait for it (client frames stay in arrival order; see `Pending.client`).
-   *
-   * Refused before it is accepted, with `input_backpressure` recorded in order and nothing of it buffered: a frame
-   * beyond the pending bytes or commits (`inputLimits`), and a socket's frame (`cost.sniffed`) that is not an audio
-   * append beyond the event rate (`eventRate`): the first such refusal of a second is recorded and told, the others
-   * of that second are dropped without a trace (src/engine/event-rate.ts). A frame the socket took for an event is
-   * counted before it is decoded; one it took for an append, once it decodes as something else.
+   * wait for it (client frames stay in arrival order; see `Pending.client`). Refused before it is accepted, with
+   * `input_backpressure`, beyond the input limits and rates (src/engine/session-input.ts).
    */
-  submit(
-    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
-    cost: InputCost = { bytes: 0, turn: false },
-  ): Promise<void> {
-    const at = this.deps.now();
-    const limits = this.deps.inputLimits;
-    // A socket's frame that does not look like an append is counted against the event rate before it is decoded;
-    // one that does (`uncounted`) once it is decoded, unless it is one.
-    let uncounted = cost.sniffed === "append";
-    if (cost.sniffed === "event" || cost.sniffed === "append") {
-      const refused = this.rateLimited(frame, at, cost.sniffed);
-      if (refused !== null) return refused;
-    }
-    const over = this.mailbox.refusal(cost);
-    if (over !== null) {
-      return this.refuse(
-        frame,
-        at,
-        over === "bytes"
-          ? `more than ${limits?.maxPendingBytes} bytes of input are waiting to be processed; slow down`
-          : `more than ${limits?.maxPendingTurns} commits are waiting to be processed; slow down`,
-      );
-    }
-    // When every client frame waiting is an append being prepared (none changes the configuration), the state's
-    // configuration is the one this frame will be decided under: an append starts its resampling and VAD now.
-    let lazy = frame;
-    if (!this.mailbox.configuring && !this.faulted) {
-      const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
-      if (decoded.type === "input_audio_buffer.append") {
-        const taken = this.mailbox.take(cost);
-        const command = this.preparation.commandOf(decoded, this.state, this.wire.seq);
-        const client = { ready: false, prepared: command };
-        const settled = (): void => {
-          client.ready = true;
-          if (this.draining === null && this.mailbox.length > 0 && !this.faulted) void this.startDrain();
-        };
-        command.then(settled, settled);
-        return this.push(
-          async () => {
-            taken();
-            return { type: "CommandReceived", at, data: { command: await command } };
-          },
-          false,
-          undefined,
-          client,
-        );
-      }
-      if (uncounted) {
-        uncounted = false;
-        const refused = this.rateLimited(decoded, at, "event");
-        if (refused !== null) return refused;
-      }
-      lazy = decoded;
-    }
-    const taken = this.mailbox.take(cost);
-    return this.push(
-      async (state) => {
-        taken();
-        const decoded = typeof lazy === "function" ? lazy(state.config) : lazy;
-        if (uncounted && decoded.type !== "input_audio_buffer.append") {
-          const verdict = this.rates.count(at, "event");
-          if (verdict.kind === "drop") return null;
-          if (verdict.kind === "tell") return rejected(decoded, at, this.rates.message(verdict.dropped, "event"));
-        }
-        return {
-          type: "CommandReceived",
-          at,
-          data: { command: await this.preparation.commandOf(decoded, state, this.wire.seq) },
-        };
-      },
-      false,
-      undefined,
-      { ready: true, prepared: null },
-      true,
-    );
-  }
-
-  /**
-   * The event rate's verdict on a client frame at `at` (ms): null when it passes; else the frame is refused (told:
-   * recorded as `input_backpressure`) or dropped (nothing recorded), and the promise resolves as `submit`'s does.
-   */
-  private rateLimited(
-    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
-    at: number,
-    kind: "event" | "append",
-  ): Promise<void> | null {
-    const verdict = this.rates.count(at, kind);
-    if (verdict.kind === "pass") return null;
-    if (verdict.kind === "drop") return this.draining ?? Promise.resolve();
-    return this.refuse(frame, at, this.rates.message(verdict.dropped, kind));
-  }
-
-  /** Records a client frame refused with `input_backpressure` before it is accepted: nothing of it is buffered. */
-  private refuse(
-    frame: DecodedFrame | ((config: SessionConfig) => DecodedFrame),
-    at: number,
-    message: string,
-  ): Promise<void> {
-    const decoded = typeof frame === "function" ? frame(this.state.config) : frame;
-    return this.push(async () => rejected(decoded, at, message), false, undefined, { ready: true, prepared: null });
+  submit(frame: ClientFrame, cost: InputCost = { bytes: 0, turn: false }): Promise<void> {
+    return this.admission.submit(frame, cost);
   }
 
   /** Resolves once every input enqueued so far is decided, appended and published. */
@@ -388,22 +202,11 @@ export class SessionHost {
     await this.binding.stop();
   }
 
-  private push(
-    input: Pending["input"],
-    barrier = false,
-    arrived?: number,
-    client?: Pending["client"],
-    configures = false,
-  ): Promise<void> {
+  /** Queues `pending` and starts a drain unless one runs; resolves as the drain that decides it does. */
+  private push(pending: Pending): Promise<void> {
     // Given up: nothing reaches the log again.
     if (this.fenced) return Promise.resolve();
-    this.mailbox.push({
-      input,
-      barrier,
-      ...(arrived === undefined ? {} : { arrived }),
-      ...(client === undefined ? {} : { client }),
-      ...(configures ? { configures: true } : {}),
-    });
+    this.mailbox.push(pending);
     return this.draining ?? this.startDrain();
   }
 
@@ -439,9 +242,12 @@ export class SessionHost {
         await this.mailbox.nextReady();
         continue;
       }
-      const decided = await this.decideBatch(batch);
+      const decided = await this.log.decide(batch);
       // A resume's read of the log failed: nothing of the batch was appended or sent.
-      if (decided === null) return;
+      if ("untaken" in decided) {
+        this.fail(decided.untaken, READ_FAILED);
+        return;
+      }
       if (decided.entries.length === 0) {
         // All of it reached a closed session: nothing to append, send or close again.
         this.mailbox.decided(batch);
@@ -460,57 +266,16 @@ export class SessionHost {
   }
 
   /**
-   * Takes each input of `batch` (awaiting the ones still being prepared) and steps it (`stepSession`, pure) from the
-   * session as it is. Returns null when an input could not be taken (only a resume's read of the log fails here; an
-   * append's VAD failing is a refusal): the clients are let go of as after a failed append.
-   */
-  private async decideBatch(batch: readonly Pending[]): Promise<DecidedBatch | null> {
-    let snapshot = this.snapshot;
-    const entries: NewEntry[] = [];
-    const steps: Omit<CommittedStep, "revision">[] = [];
-    const effects: Effect[] = [];
-    for (const pending of batch) {
-      let input: Input | null;
-      try {
-        input = await pending.input(snapshot.state);
-      } catch (error) {
-        this.fail(error, READ_FAILED);
-        return null;
-      }
-      // A client frame dropped as it was decided (beyond the event rate, unanswered): nothing of it is logged.
-      if (input === null) continue;
-      // What reaches a closed session (a runner output that was on its way) changes nothing and is not logged:
-      // after SessionClosed the log holds at most the runner's fault in closing (RunnerFaulted), a fact about it.
-      if (snapshot.state.phase === "closed" && input.type !== "RunnerFaulted") continue;
-      const step = stepSession(snapshot, input);
-      snapshot = step.snapshot;
-      for (const entry of step.entries) entries.push(entry);
-      for (const effect of step.effects) effects.push(effect);
-      steps.push({ input, decisions: step.decisions, state: snapshot.state });
-    }
-    return { snapshot, entries, steps, effects };
-  }
-
-  /**
-   * Appends a decided batch in one transaction (group commit) after the chain head, and makes its snapshot the
-   * session's. Returns the revision of its last entry, or null when the append failed (the clients are let go of;
-   * see `fail`).
+   * Appends a decided batch (`SessionLog.commit`: one transaction after the chain head). Returns the revision of its
+   * last entry, or null when the append failed (the clients are let go of; see `fail`).
    */
   private async commit(decided: DecidedBatch): Promise<number | null> {
-    const chain = chained(this.chainHead, decided.entries);
-    let revision: number;
     try {
-      const started = performance.now();
-      revision = await this.deps.store.append(streamOf(this.sessionId), chain.entries, this.revision);
-      this.deps.onAppended?.(decided.entries.length, performance.now() - started);
+      return await this.log.commit(decided);
     } catch (error) {
       this.fail(error, APPEND_FAILED);
       return null;
     }
-    this.revision = revision;
-    this.chainHead = chain.head;
-    this.snapshot = decided.snapshot;
-    return revision;
   }
 
   /**
@@ -569,22 +334,6 @@ export class SessionHost {
     return true;
   }
 
-  /**
-   * After `yieldTo`: another node's socket resumed the session, so every socket here gets `session.replaced` (with
-   * the generation the log gave the one that held it) and is closed (BEHAVIOUR.md, "Moves lose nothing").
-   */
-  replaced(): void {
-    this.attachment.replacedElsewhere(this.state.attachmentGeneration, this.deps.now());
-  }
-
-  /**
-   * After `yieldTo`: the session moved without a resume (a node that took it while this one's lease had run out):
-   * every socket here gets `runtime_append_failed` with `message`, and resumes through its proxy.
-   */
-  letGo(message: string): void {
-    this.attachment.fail("runtime_append_failed", message, this.state.attachmentGeneration, this.deps.now());
-  }
-
   /** Fences the session here: nothing is decided or appended again; the engine is told (`onFenced`). */
   private fence(reason: string): void {
     this.fenced = true;
@@ -633,13 +382,9 @@ export class SessionHost {
    */
   private async rebuild(): Promise<boolean> {
     try {
-      const entries = await this.deps.store.read(streamOf(this.sessionId));
-      const log = withUnansweredAppends(foldLog(entries), entries);
-      this.snapshot = { state: log.state, wire: log.wire };
-      this.revision = log.revision < 0 ? "no_stream" : log.revision;
-      this.chainHead = log.chainHead;
+      const log = await this.log.reread();
       this.binding.reset(log.refAudio, log.unansweredAppends ?? []);
-      if (this.journal !== null) this.journal = measure(log.replay);
+      this.remeasure(log.replay);
       // Appends dropped with the queue may have reached the resampler and the VAD: both start afresh, as after a
       // restart.
       this.preparation.reset();
@@ -650,11 +395,5 @@ export class SessionHost {
       this.deps.onAppendFailed(this, error);
       return false;
     }
-  }
-
-  /** Sends one appended server event to the socket; a resume switches sockets here, in stream order. */
-  private publish(event: WireEvent): void {
-    if (this.journal !== null) addToJournal(this.journal, event);
-    this.attachment.publish(event, this.state.attachmentGeneration);
   }
 }
