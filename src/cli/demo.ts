@@ -1,9 +1,8 @@
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DuplexClient, DuplexProtocolError, type ResponseHandle, type ServerEvent } from "../client/index.ts";
-import { pcm16FromBytes, writeWavFile } from "../infra/audio/index.ts";
+import { DuplexClient, DuplexProtocolError, type ServerEvent } from "../client/index.ts";
 import { prepareOut, readInput, toSend } from "./demo-files.ts";
+import { DemoPlayback, narrate, seconds } from "./demo-playback.ts";
 import { type SpeechSegment, speechInInput } from "./input-speech.ts";
 
 /** Options of `duplex demo`. Times in ms. */
@@ -81,37 +80,79 @@ export interface DemoSummary {
 /** Thrown inside runDemo when its signal is aborted; caught there, never escapes. */
 class Interrupted extends Error {}
 
-/** ms as seconds with one decimal, for progress lines. */
-const seconds = (ms: unknown): string => `${(Number(ms) / 1000).toFixed(1)} s`;
+/** What the demo sends (demo-files.ts `toSend`): the bytes in their encoding, at a rate, and the tail's silence. */
+type InputToSend = ReturnType<typeof toSend>;
 
-interface ResponseAudio {
-  readonly handle: ResponseHandle;
-  readonly chunks: Int16Array[];
-  ackedMs: number;
-  /** Cut (barge-in, cancel): its playback stopped where it stood, and was reported once. */
-  stopped: boolean;
+/** Where a run's waits end early: `orEnded(work)` rejects when the session ended under it or on Ctrl-C. */
+interface Endings {
+  orEnded<T>(work: Promise<T>): Promise<T>;
+  /** The demo closes the session itself from now on: its end is no longer a failure. */
+  closing(): void;
 }
 
 /**
  * The demo flow (issue: walking skeleton): opens a session with the project's DuplexClient, streams the WAV as
  * `chunkMs` appends at real-time pace, lets the model decide when to answer, "plays" each response by sending
- * `playback.ack` at real-time pace, closes with `session.close`, and writes each response's audio. A dropped
- * connection is resumed by the client (reference/realtime-duplex-api.md, "Reconnect and resume"); the demo says so.
+ * `playback.ack` at real-time pace (demo-playback.ts), closes with `session.close`, and writes each response's audio.
+ * A dropped connection is resumed by the client (reference/realtime-duplex-api.md, "Reconnect and resume"); the demo
+ * says so.
  * @throws Error with one line that says why: the connection failed (what to do), the server refused or ended the
  *   session, or the session could not be resumed.
  */
 export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
-  const chunkMs = options.chunkMs ?? 100;
-  const fast = options.fast ?? false;
-  const timeoutMs = options.timeoutMs ?? 30_000;
   const say = options.progress ?? (() => undefined);
   // Everything that can be checked is checked before connecting, so a bad argument costs no session.
   const wav = await readInput(options.input);
   const input = toSend(wav);
   await prepareOut(options.out);
   const speech = await speechInInput(wav);
-  const rate = input.rate;
+  const client = await connectDemo(options, input);
+  const playback = new DemoPlayback(client, options.fast ?? false);
+  narrate(client, playback, say);
+  const ends = endingsOf(client, options.signal);
+  const acker = setInterval(() => playback.ack(), 200);
+  void client.closed.then(() => clearInterval(acker));
+  const sentAt: number[] = [];
+  const start = performance.now();
+  let wasInterrupted = false;
+  try {
+    await ends.orEnded(streamInput(client, input, speech, sentAt, options));
+    if (options.commit === true) {
+      client.commit({ createResponse: true });
+      say("sent input_audio_buffer.commit (response_create) after the input");
+    }
+    await untilQuiet(client, playback, ends, options);
+  } catch (error) {
+    if (!(error instanceof Interrupted)) throw error;
+    wasInterrupted = true;
+    say("interrupted: closing the session and writing the responses received so far");
+  }
+  clearInterval(acker);
+  playback.ack();
+  const lingerMs = options.lingerMs ?? 0;
+  if (lingerMs > 0 && !wasInterrupted) {
+    say(`staying connected, silent, for ${(lingerMs / 1000).toFixed(1)} s`);
+    await ends.orEnded(sleep(lingerMs)).catch((error: unknown) => {
+      if (!(error instanceof Interrupted)) throw error;
+      wasInterrupted = true;
+    });
+  }
+  ends.closing();
+  await client.close(5000);
+  const files = await playback.write(options.out, say);
+  const trace = client.events.events();
+  if (playback.responses.length === 0 && !wasInterrupted)
+    say(`no response: ${whyNoResponse(trace, options.commit === true, speech)}`);
+  return summaryOf(client, playback, { speech, sentAt, start, interrupted: wasInterrupted, files, options });
+};
 
+/**
+ * Connects with the session the demo needs (echo instructions, `ack_only` playback, the input's format, server VAD
+ * and a voice clip when asked).
+ * @throws Error with one line: the server's refusal (with what to pass for a required voice clip), or why the
+ *   connection failed.
+ */
+const connectDemo = async (options: DemoOptions, input: InputToSend): Promise<DuplexClient> => {
   const refAudio =
     options.refAudio === undefined
       ? {}
@@ -120,18 +161,17 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     ...(options.apiKey === undefined ? {} : { Authorization: `Bearer ${options.apiKey}` }),
     ...(options.headers ?? {}),
   };
-  const responses: ResponseAudio[] = [];
-  const client = await DuplexClient.connect(options.url, {
+  return DuplexClient.connect(options.url, {
     headers,
     // The demo's own heartbeat waits for every append to be heard, which may take a while on a busy server.
-    heartbeatTimeoutMs: timeoutMs,
+    heartbeatTimeoutMs: options.timeoutMs ?? 30_000,
     ...(options.heartbeatMs === undefined ? {} : { heartbeatIntervalMs: options.heartbeatMs }),
     session: {
       instructions: "Echo what you hear.",
       playback_commit_policy: "ack_only",
       ...(options.serverVad === true ? { turn_detection: { type: "server_vad" } } : {}),
       input_audio_format: input.encoding,
-      ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: rate }),
+      ...(input.encoding.startsWith("g711") ? {} : { input_sample_rate_hz: input.rate }),
       ...refAudio,
     },
   }).catch((error: unknown) => {
@@ -144,215 +184,134 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
     throw new Error((error as Error).message);
   });
-  // The session can end under the demo (its model failed, the server went away for good): say so at once, with why.
+};
+
+/** The session ending under the demo (its model failed, the server went away for good) and Ctrl-C, as `Endings`. */
+const endingsOf = (client: DuplexClient, signal: AbortSignal | undefined): Endings => {
   let closing = false;
   const endedEarly = client.closed.then((end) => {
     if (closing) return new Promise<never>(() => undefined);
     throw new Error(end?.message ?? "the session ended");
   });
   endedEarly.catch(() => undefined);
-  // Ctrl-C: every wait below ends at once with Interrupted.
+  // Ctrl-C: every wait ends at once with Interrupted.
   const interrupted = new Promise<never>((_resolve, reject) => {
-    const signal = options.signal;
     if (signal === undefined) return;
     if (signal.aborted) reject(new Interrupted());
     else signal.addEventListener("abort", () => reject(new Interrupted()), { once: true });
   });
   interrupted.catch(() => undefined);
-  const orEnded = <T>(work: Promise<T>): Promise<T> => {
-    work.catch(() => undefined);
-    return Promise.race([work, endedEarly, interrupted]);
+  return {
+    orEnded: (work) => {
+      work.catch(() => undefined);
+      return Promise.race([work, endedEarly, interrupted]);
+    },
+    closing: () => {
+      closing = true;
+    },
   };
+};
 
-  client.onResponse((handle) => {
-    const r: ResponseAudio = { handle, chunks: [], ackedMs: 0, stopped: false };
-    handle.onAudio((pcm) => r.chunks.push(pcm16FromBytes(pcm)));
-    responses.push(r);
-  });
-  client.onEvent((event) => {
-    switch (event.type) {
-      case "input_audio_buffer.speech_started":
-        say(`the server heard speech start at ${seconds(event.audio_start_ms)}`);
-        return;
-      case "input_audio_buffer.speech_stopped":
-        say(`the server heard speech stop at ${seconds(event.audio_end_ms)}`);
-        return;
-      case "response.created":
-        say(`response ${String((event.response as { id?: string }).id)} started`);
-        return;
-      case "output_audio_buffer.cleared":
-        // The server cut the answer (a barge-in): its playback stops now, and what was played is reported.
-        stopPlayback(String(event.response_id ?? ""));
-        return;
-      case "response.done": {
-        const r = event.response as { id?: string; status?: string; status_details?: { reason?: string } | null };
-        if (r.status === "cancelled") stopPlayback(String(r.id ?? ""));
-        const transcript = client.events
-          .events()
-          .findLast((e) => e.type === "response.output_audio_transcript.done" && e.response_id === r.id)?.transcript;
-        const why = r.status === "completed" ? "" : ` (${r.status_details?.reason ?? ""})`;
-        say(`response ${r.id} ${r.status}${why}${transcript === undefined ? "" : `: "${String(transcript)}"`}`);
-        return;
-      }
-      case "connection.resumed":
-        say(
-          `connection dropped (${String(event.close_code)}); resumed after seq ${String(event.last_received_server_event_seq)}`,
-        );
-        return;
-      case "error": {
-        const e = event.error as { code?: string; message?: string } | string;
-        say(typeof e === "string" ? `error ${String(event.code)}: ${e}` : `error ${e?.code}: ${e?.message}`);
-        return;
-      }
-      default:
-    }
-  });
-
-  /**
-   * Stops playing the response `id` where it stands (reference, "Barge-in": the client stops the audio and reports
-   * what it played): one last playback.ack of what was played, and none after it.
-   */
-  function stopPlayback(id: string): void {
-    const r = responses.find((one) => one.handle.responseId === id);
-    if (r === undefined || r.stopped || r.handle.firstAudioAt === null) return;
-    r.stopped = true;
-    const played = Math.floor(
-      fast ? r.handle.audioMs : Math.min(r.handle.audioMs, performance.now() - r.handle.firstAudioAt),
-    );
-    r.ackedMs = Math.max(r.ackedMs, played);
-    if (client.phase === "open" || client.phase === "reconnecting") client.ackPlayback(id, r.ackedMs);
-  }
-
-  const ack = (): void => {
-    if (client.phase !== "open" && client.phase !== "reconnecting") return;
-    const now = performance.now();
-    for (const r of responses) {
-      const { audioMs, firstAudioAt, responseId } = r.handle;
-      if (firstAudioAt === null || responseId === null || r.stopped) continue;
-      const played = Math.floor(fast ? audioMs : Math.min(audioMs, now - firstAudioAt));
-      if (played > r.ackedMs) {
-        r.ackedMs = played;
-        client.ackPlayback(responseId, played);
-      }
-    }
-  };
-  const acker = setInterval(ack, 200);
-  void client.closed.then(() => clearInterval(acker));
-  const sessionId = client.sessionId;
-
-  // The file's bytes as they are, then silence in the same encoding, in chunkMs appends.
-  const tailBytes = Math.round((rate * (options.tailMs ?? 1500)) / 1000) * input.bytesPerSample;
+/**
+ * Streams the file's bytes as they are, then silence in the same encoding (`tailMs`), in `chunkMs` appends; says how
+ * much was sent and, as each passes, the speech the client found in its input. `sentAt` gets each append's send time.
+ */
+const streamInput = (
+  client: DuplexClient,
+  input: InputToSend,
+  speech: readonly SpeechSegment[],
+  sentAt: number[],
+  options: DemoOptions,
+): Promise<unknown> => {
+  const say = options.progress ?? (() => undefined);
+  const chunkMs = options.chunkMs ?? 100;
+  const tailBytes = Math.round((input.rate * (options.tailMs ?? 1500)) / 1000) * input.bytesPerSample;
   const all = new Uint8Array(input.bytes.length + tailBytes).fill(input.silence);
   all.set(input.bytes);
-  const totalS = all.length / input.bytesPerSample / rate;
-  const sentAt: number[] = [];
-  const start = performance.now();
+  const totalS = all.length / input.bytesPerSample / input.rate;
   const told = new Set<SpeechSegment>();
-  let wasInterrupted = false;
-  try {
-    await orEnded(
-      client.streamAudio(all, {
-        bytesPerSecond: rate * input.bytesPerSample,
-        bytesPerSample: input.bytesPerSample,
-        chunkMs,
-        realtime: !fast,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        onAppend: (i, at) => {
-          if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
-          sentAt.push(at);
-          for (const segment of speech) {
-            if (told.has(segment) || segment.endMs > (i + 1) * chunkMs) continue;
-            told.add(segment);
-            say(`you spoke from ${seconds(segment.startMs)} to ${seconds(segment.endMs)} of the input`);
-          }
-        },
-      }),
+  return client.streamAudio(all, {
+    bytesPerSecond: input.rate * input.bytesPerSample,
+    bytesPerSample: input.bytesPerSample,
+    chunkMs,
+    realtime: !(options.fast ?? false),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    onAppend: (i, at) => {
+      if (i % 10 === 0) say(`sent ${((i * chunkMs) / 1000).toFixed(1)} of ${totalS.toFixed(1)} s`, true);
+      sentAt.push(at);
+      for (const segment of speech) {
+        if (told.has(segment) || segment.endMs > (i + 1) * chunkMs) continue;
+        told.add(segment);
+        say(`you spoke from ${seconds(segment.startMs)} to ${seconds(segment.endMs)} of the input`);
+      }
+    },
+  });
+};
+
+/**
+ * Waits until every append was heard (a heartbeat answered: the mailbox is ordered; a drop on the way is resumed by
+ * the client and the demo asks again), then until the model is quiet: no response in progress, everything played,
+ * and a pause in the events (600 ms fast, else 1500), or `timeoutMs`.
+ */
+const untilQuiet = async (
+  client: DuplexClient,
+  playback: DemoPlayback,
+  ends: Endings,
+  options: DemoOptions,
+): Promise<void> => {
+  for (;;) {
+    const heard = await ends.orEnded(
+      client.heartbeat().then(
+        () => true,
+        () => false,
+      ),
     );
-
-    if (options.commit === true) {
-      client.commit({ createResponse: true });
-      say("sent input_audio_buffer.commit (response_create) after the input");
-    }
-    // The mailbox is ordered: once the heartbeat is answered, every append before it has been heard. A drop on the
-    // way is resumed by the client; the demo then asks again.
-    for (;;) {
-      const heard = await orEnded(
-        client.heartbeat().then(
-          () => true,
-          () => false,
-        ),
-      );
-      if (heard) break;
-      if (client.phase !== "open") await orEnded(client.events.waitFor("connection.resumed", { timeoutMs: 60_000 }));
-    }
-    // Then wait until the model is quiet: no response in progress, everything played, and a pause in the events.
-    const deadline = performance.now() + timeoutMs;
-    const quietMs = fast ? 600 : 1500;
-    while (performance.now() < deadline) {
-      ack();
-      const last = client.events.received.at(-1)?.at ?? 0;
-      // Every append was heard (the heartbeat): the server's VAD has taken the input's trailing silence too.
-      const open = responses.some(
-        (r) => r.handle.phase === "streaming" || (!r.stopped && r.ackedMs < Math.floor(r.handle.audioMs)),
-      );
-      if (!open && performance.now() - last > quietMs) break;
-      await orEnded(sleep(100));
-    }
-  } catch (error) {
-    if (!(error instanceof Interrupted)) throw error;
-    wasInterrupted = true;
-    say("interrupted: closing the session and writing the responses received so far");
+    if (heard) break;
+    if (client.phase !== "open") await ends.orEnded(client.events.waitFor("connection.resumed", { timeoutMs: 60_000 }));
   }
-  clearInterval(acker);
-  ack();
-  if ((options.lingerMs ?? 0) > 0 && !wasInterrupted) {
-    say(`staying connected, silent, for ${((options.lingerMs ?? 0) / 1000).toFixed(1)} s`);
-    await orEnded(sleep(options.lingerMs ?? 0)).catch((error: unknown) => {
-      if (!(error instanceof Interrupted)) throw error;
-      wasInterrupted = true;
-    });
+  const deadline = performance.now() + (options.timeoutMs ?? 30_000);
+  const quietMs = options.fast === true ? 600 : 1500;
+  while (performance.now() < deadline) {
+    playback.ack();
+    const last = client.events.received.at(-1)?.at ?? 0;
+    if (!playback.playing && performance.now() - last > quietMs) break;
+    await ends.orEnded(sleep(100));
   }
-  closing = true;
-  await client.close(5000);
+};
 
-  const files: string[] = [];
-  for (const [i, r] of responses.entries()) {
-    const total = r.chunks.reduce((n, c) => n + c.length, 0);
-    const pcm = new Int16Array(total);
-    let offset = 0;
-    for (const c of r.chunks) {
-      pcm.set(c, offset);
-      offset += c.length;
-    }
-    const outputRate = r.handle.sampleRateHz;
-    const file = join(options.out, `response-${i + 1}.wav`);
-    await writeWavFile(file, pcm, outputRate);
-    files.push(file);
-    say(`wrote ${file} (${(((total / outputRate) * 1000) / 1000).toFixed(1)} s)`);
-  }
-  const trace = client.events.events();
-  if (responses.length === 0 && !wasInterrupted)
-    say(`no response: ${whyNoResponse(trace, options.commit === true, speech)}`);
-
+/** The run's summary line: the first audio's latency after the speech it answers, the audio, the events, the files. */
+const summaryOf = (
+  client: DuplexClient,
+  playback: DemoPlayback,
+  run: {
+    readonly speech: readonly SpeechSegment[];
+    readonly sentAt: readonly number[];
+    readonly start: number;
+    readonly interrupted: boolean;
+    readonly files: string[];
+    readonly options: DemoOptions;
+  },
+): DemoSummary => {
+  const chunkMs = run.options.chunkMs ?? 100;
   // The end of the last speech sent before the first audio delta: the utterance that audio answers.
   const sentEnd = (segment: SpeechSegment): number =>
-    sentAt[Math.min(sentAt.length - 1, Math.floor(segment.endMs / chunkMs))] ?? start;
+    run.sentAt[Math.min(run.sentAt.length - 1, Math.floor(segment.endMs / chunkMs))] ?? run.start;
   const firstDelta = client.events.received.find((r) => r.event.type === "response.output_audio.delta");
-  const answered = firstDelta === undefined ? undefined : speech.findLast((s) => sentEnd(s) <= firstDelta.at);
+  const answered = firstDelta === undefined ? undefined : run.speech.findLast((s) => sentEnd(s) <= firstDelta.at);
   const events: Record<string, number> = {};
   for (const type of client.events.types()) events[type] = (events[type] ?? 0) + 1;
   return {
-    session_id: sessionId,
-    responses: responses.length,
-    pace: fast ? "fast" : "realtime",
-    interrupted: wasInterrupted,
+    session_id: client.sessionId,
+    responses: playback.responses.length,
+    pace: run.options.fast === true ? "fast" : "realtime",
+    interrupted: run.interrupted,
     first_audio_after_speech_end_ms:
       firstDelta === undefined || answered === undefined ? null : Math.round(firstDelta.at - sentEnd(answered)),
-    speech: [...speech],
-    audio_ms: responses.map((r) => Math.round(r.handle.audioMs)),
+    speech: [...run.speech],
+    audio_ms: playback.responses.map((r) => Math.round(r.handle.audioMs)),
     events,
-    files,
-    trace,
+    files: run.files,
+    trace: client.events.events(),
   };
 };
 
