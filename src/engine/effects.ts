@@ -45,9 +45,141 @@ const responseInputOf = (
         return found === undefined ? [] : [found];
       });
 
+/** What an event's effect is derived from: the input, the state before and after it, and the input's speech marks. */
+interface EffectContext {
+  readonly input: Input;
+  readonly before: SessionState;
+  readonly after: SessionState;
+  readonly started: Extract<DomainEvent, { type: "SpeechStarted" }> | undefined;
+  readonly stopped: Extract<DomainEvent, { type: "SpeechStopped" }> | undefined;
+}
+
+type EventOf<K extends DomainEvent["type"]> = Extract<DomainEvent, { type: K }>;
+
+/** The runner unit of an audio append that was buffered: its audio, where it starts, the VAD's marks, its video. */
+const appendEffect = (event: EventOf<"AudioBuffered">, c: EffectContext): Effect | null => {
+  if (c.input.type !== "CommandReceived" || c.input.data.command.type !== "input_audio_buffer.append") return null;
+  const command = c.input.data.command;
+  return {
+    kind: "submit",
+    unit: {
+      kind: "append",
+      epoch: c.after.epoch,
+      audio: command.audio,
+      startMs: c.before.input.clockMs,
+      vad: {
+        speechStartedAtMs: c.started?.data.audioStartMs ?? null,
+        speechStoppedAtMs: c.stopped?.data.audioEndMs ?? null,
+        speechActive: event.data.endpointer.phase === "speech",
+      },
+      ...(command.videoFrames === undefined || command.videoFrames.length === 0
+        ? {}
+        : { videoFrames: command.videoFrames }),
+    },
+  };
+};
+
+/** A response the server started (not the model's own): the `respond` unit, `response.create`'s options first. */
+const respondEffect = (event: EventOf<"ResponseStarted">, c: EffectContext): Effect | null => {
+  if (event.data.source === "model") return null;
+  const create = responseCreateOf(c.input);
+  return {
+    kind: "submit",
+    unit: {
+      kind: "respond",
+      epoch: c.after.epoch,
+      responseId: event.data.responseId,
+      instructions: event.data.instructions,
+      modalities: event.data.modalities,
+      conversation: event.data.conversation ?? "auto",
+      input: responseInputOf(create, c.before.history, event.data.responseId),
+      metadata: event.data.metadata,
+      tools: create?.tools ?? c.after.config.tools,
+      toolChoice: create?.toolChoice ?? c.after.config.toolChoice,
+      temperature: create?.temperature ?? c.after.config.temperature,
+      maxOutputTokens: create?.maxOutputTokens ?? c.after.config.maxResponseOutputTokens,
+      inReplyTo: event.data.inReplyTo ?? null,
+    },
+  };
+};
+
+/** An item the client created: a tool's output, a user's or system's text, or the model's own earlier words. */
+const itemEffect = (event: EventOf<"ItemCreated">, c: EffectContext): Effect | null => {
+  const { item } = event.data;
+  const epoch = c.after.epoch;
+  if (item.type === "function_call_output")
+    return {
+      kind: "submit",
+      unit: {
+        kind: "function_call_output",
+        epoch,
+        itemId: item.id,
+        callId: item.callId ?? "",
+        output: item.output ?? "",
+      },
+    };
+  if (item.text !== "" && item.role !== "assistant")
+    return { kind: "submit", unit: { kind: "text", epoch, text: item.text } };
+  // The model's own earlier words, as the client says them (issue 33, part 4): it keeps them, answers none.
+  if (item.type === "message" && item.role === "assistant")
+    return { kind: "submit", unit: { kind: "item", epoch, item } };
+  return null;
+};
+
+/** A truncated item of a response: what was played of it, as a playback unit that truncates. */
+const truncateEffect = (event: EventOf<"ItemTruncated">, c: EffectContext): Effect | null => {
+  const responseId = c.after.audio[event.data.itemId]?.responseId;
+  if (responseId === undefined) return null;
+  const ms = event.data.audioEndMs;
+  return {
+    kind: "submit",
+    unit: { kind: "playback", epoch: c.after.epoch, responseId, playedMs: ms, committedMs: ms, truncate: true },
+  };
+};
+
+/** A configuration the session took, with the voice clip its `session.update` set or removed. */
+const configureEffect = (event: EventOf<"SessionConfigured">, c: EffectContext): Effect => {
+  const patch =
+    c.input.type === "CommandReceived" && c.input.data.command.type === "session.update"
+      ? c.input.data.command.patch
+      : null;
+  return patch?.refAudio === undefined
+    ? { kind: "configure", config: event.data.config }
+    : { kind: "configure", config: event.data.config, refAudio: patch.refAudio };
+};
+
 /**
- * Derives the effects of one input's decision. Pure: `before` is the state the input was decided on, `after` the
- * state its events led to.
+ * The effect of each kind of domain event that has one (null: not this time). An event kind not named here has no
+ * effect: the runner is not told of it.
+ */
+const EFFECTS: { readonly [K in DomainEvent["type"]]?: (event: EventOf<K>, c: EffectContext) => Effect | null } = {
+  AudioBuffered: appendEffect,
+  InputCommitted: (e, c) => ({ kind: "submit", unit: { kind: "commit", epoch: c.after.epoch, itemId: e.data.itemId } }),
+  ResponseStarted: respondEffect,
+  EpochAdvanced: (e) => ({ kind: "abort", epoch: e.data.epoch }),
+  InputTextAppended: (e, c) => ({ kind: "submit", unit: { kind: "text", epoch: c.after.epoch, text: e.data.text } }),
+  ItemCreated: itemEffect,
+  PlaybackAcknowledged: (e, c) => ({
+    kind: "submit",
+    unit: {
+      kind: "playback",
+      epoch: c.after.epoch,
+      responseId: e.data.responseId,
+      playedMs: e.data.playedMs,
+      committedMs: e.data.committedMs,
+      truncate: e.data.truncate,
+    },
+  }),
+  ItemTruncated: truncateEffect,
+  InputCleared: (_e, c) => ({ kind: "submit", unit: { kind: "clear", epoch: c.after.epoch } }),
+  SessionConfigured: configureEffect,
+  UtteranceResubmitted: (e) => ({ kind: "resubmit", fromMs: e.data.audioStartMs, toMs: e.data.audioEndMs }),
+  SessionClosed: () => ({ kind: "close" }),
+};
+
+/**
+ * Derives the effects of one input's decision, in the order of its events (`EFFECTS`). Pure: `before` is the state
+ * the input was decided on, `after` the state its events led to.
  */
 export const effectsOf = (
   input: Input,
@@ -55,137 +187,19 @@ export const effectsOf = (
   before: SessionState,
   after: SessionState,
 ): Effect[] => {
+  const context: EffectContext = {
+    input,
+    before,
+    after,
+    started: events.find((e): e is EventOf<"SpeechStarted"> => e.type === "SpeechStarted"),
+    stopped: events.find((e): e is EventOf<"SpeechStopped"> => e.type === "SpeechStopped"),
+  };
   const effects: Effect[] = [];
-  const started = events.find((e) => e.type === "SpeechStarted");
-  const stopped = events.find((e) => e.type === "SpeechStopped");
   for (const event of events) {
-    switch (event.type) {
-      case "AudioBuffered":
-        if (input.type === "CommandReceived" && input.data.command.type === "input_audio_buffer.append") {
-          effects.push({
-            kind: "submit",
-            unit: {
-              kind: "append",
-              epoch: after.epoch,
-              audio: input.data.command.audio,
-              startMs: before.input.clockMs,
-              vad: {
-                speechStartedAtMs: started?.type === "SpeechStarted" ? started.data.audioStartMs : null,
-                speechStoppedAtMs: stopped?.type === "SpeechStopped" ? stopped.data.audioEndMs : null,
-                speechActive: event.data.endpointer.phase === "speech",
-              },
-              ...(input.data.command.videoFrames === undefined || input.data.command.videoFrames.length === 0
-                ? {}
-                : { videoFrames: input.data.command.videoFrames }),
-            },
-          });
-        }
-        break;
-      case "InputCommitted":
-        effects.push({ kind: "submit", unit: { kind: "commit", epoch: after.epoch, itemId: event.data.itemId } });
-        break;
-      case "ResponseStarted":
-        if (event.data.source !== "model") {
-          const create = responseCreateOf(input);
-          effects.push({
-            kind: "submit",
-            unit: {
-              kind: "respond",
-              epoch: after.epoch,
-              responseId: event.data.responseId,
-              instructions: event.data.instructions,
-              modalities: event.data.modalities,
-              conversation: event.data.conversation ?? "auto",
-              input: responseInputOf(create, before.history, event.data.responseId),
-              metadata: event.data.metadata,
-              tools: create?.tools ?? after.config.tools,
-              toolChoice: create?.toolChoice ?? after.config.toolChoice,
-              temperature: create?.temperature ?? after.config.temperature,
-              maxOutputTokens: create?.maxOutputTokens ?? after.config.maxResponseOutputTokens,
-              inReplyTo: event.data.inReplyTo ?? null,
-            },
-          });
-        }
-        break;
-      case "EpochAdvanced":
-        effects.push({ kind: "abort", epoch: event.data.epoch });
-        break;
-      case "InputTextAppended":
-        effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.text } });
-        break;
-      case "ItemCreated":
-        if (event.data.item.type === "function_call_output") {
-          effects.push({
-            kind: "submit",
-            unit: {
-              kind: "function_call_output",
-              epoch: after.epoch,
-              itemId: event.data.item.id,
-              callId: event.data.item.callId ?? "",
-              output: event.data.item.output ?? "",
-            },
-          });
-        } else if (event.data.item.text !== "" && event.data.item.role !== "assistant") {
-          effects.push({ kind: "submit", unit: { kind: "text", epoch: after.epoch, text: event.data.item.text } });
-        } else if (event.data.item.type === "message" && event.data.item.role === "assistant") {
-          // The model's own earlier words, as the client says them (issue 33, part 4): it keeps them, answers none.
-          effects.push({ kind: "submit", unit: { kind: "item", epoch: after.epoch, item: event.data.item } });
-        }
-        break;
-      case "PlaybackAcknowledged":
-        effects.push({
-          kind: "submit",
-          unit: {
-            kind: "playback",
-            epoch: after.epoch,
-            responseId: event.data.responseId,
-            playedMs: event.data.playedMs,
-            committedMs: event.data.committedMs,
-            truncate: event.data.truncate,
-          },
-        });
-        break;
-      case "ItemTruncated": {
-        const responseId = after.audio[event.data.itemId]?.responseId;
-        if (responseId !== undefined) {
-          effects.push({
-            kind: "submit",
-            unit: {
-              kind: "playback",
-              epoch: after.epoch,
-              responseId,
-              playedMs: event.data.audioEndMs,
-              committedMs: event.data.audioEndMs,
-              truncate: true,
-            },
-          });
-        }
-        break;
-      }
-      case "InputCleared":
-        effects.push({ kind: "submit", unit: { kind: "clear", epoch: after.epoch } });
-        break;
-      case "SessionConfigured": {
-        const patch =
-          input.type === "CommandReceived" && input.data.command.type === "session.update"
-            ? input.data.command.patch
-            : null;
-        effects.push(
-          patch?.refAudio === undefined
-            ? { kind: "configure", config: event.data.config }
-            : { kind: "configure", config: event.data.config, refAudio: patch.refAudio },
-        );
-        break;
-      }
-      case "UtteranceResubmitted":
-        effects.push({ kind: "resubmit", fromMs: event.data.audioStartMs, toMs: event.data.audioEndMs });
-        break;
-      case "SessionClosed":
-        effects.push({ kind: "close" });
-        break;
-      default:
-        break;
-    }
+    // The entry for the event's own type (the mapped type above pairs them; TypeScript cannot follow the pairing).
+    const effectOf = EFFECTS[event.type] as ((event: DomainEvent, c: EffectContext) => Effect | null) | undefined;
+    const effect = effectOf?.(event, context) ?? null;
+    if (effect !== null) effects.push(effect);
   }
   return effects;
 };
