@@ -168,6 +168,83 @@ const resolveAll = async (
   return answers;
 };
 
+type ChatMessage = ChatRequest["messages"][number];
+/** A message's part as the session gets it: text, or a user's audio as PCM16 at the session's input rate. */
+type MessagePart =
+  | { readonly kind: "text"; readonly text: string }
+  | { readonly kind: "audio"; readonly audio: Buffer };
+
+/**
+ * The parts of `message` (`messages.N` at `at`): text parts, and a user's `input_audio` decoded to PCM16 at
+ * `inputRateHz` within `audioBudget`.
+ * @throws ChatError for a part that is not supported, or audio that is refused or past the budget.
+ */
+const partsOf = (message: ChatMessage, at: string, inputRateHz: number, audioBudget: AudioBudget): MessagePart[] => {
+  const parts = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content;
+  return (parts ?? []).map((part, j) => {
+    if (part.type === "text" && typeof part.text === "string") return { kind: "text" as const, text: part.text };
+    if (part.type === "input_audio" && message.role === "user") {
+      const audio = (part as z.infer<typeof audioPart>).input_audio;
+      return {
+        kind: "audio" as const,
+        audio: decodeInputAudio(audio, `${at}.content.${j}.input_audio`, inputRateHz, audioBudget),
+      };
+    }
+    throw new ChatError(
+      400,
+      "bad_event",
+      `${at}.content.${j}: a ${message.role} message part of type ${part.type} is not supported here (text${message.role === "user" ? ", input_audio" : ""})`,
+      `${at}.content.${j}.type`,
+    );
+  });
+};
+
+/** The text of `parts`, their audio left out. */
+const textOf = (parts: readonly MessagePart[]): string => parts.map((t) => (t.kind === "text" ? t.text : "")).join("");
+
+/** A user's parts: text parts become a message item; audio parts are appended and committed, so the model hears them. */
+const userFrames = (parts: readonly MessagePart[]): Record<string, unknown>[] =>
+  parts.flatMap((t) => {
+    if (t.kind === "text")
+      return [
+        {
+          type: "conversation.item.create",
+          item: { type: "message", role: "user", content: [{ type: "input_text", text: t.text }] },
+        },
+      ];
+    const frames: Record<string, unknown>[] = [];
+    for (let offset = 0; offset < t.audio.length; offset += APPEND_BYTES)
+      frames.push({
+        type: "input_audio_buffer.append",
+        audio: t.audio.subarray(offset, offset + APPEND_BYTES).toString("base64"),
+      });
+    frames.push({ type: "input_audio_buffer.commit" });
+    return frames;
+  });
+
+/** An assistant message: the earlier answer its `audio.id` named (`answer`) and its text as one item, then its calls. */
+const assistantFrames = (
+  message: ChatMessage,
+  parts: readonly MessagePart[],
+  answer: EarlierAnswer | undefined,
+  at: string,
+): Record<string, unknown>[] => {
+  const text = textOf(parts);
+  const content = [
+    ...(answer === undefined
+      ? []
+      : [{ type: "output_audio", audio: answer.audio.toString("base64"), transcript: answer.transcript }]),
+    ...(text === "" ? [] : [{ type: "output_text", text }]),
+  ];
+  return [
+    ...(content.length > 0 ? [assistantItem(content, `${at}.audio.id`)] : []),
+    ...(message.role === "assistant" ? (message.tool_calls ?? []) : []).map((call) => ({
+      type: "conversation.item.create",
+      item: { type: "function_call", call_id: call.id, name: call.function.name, arguments: call.function.arguments },
+    })),
+  ];
+};
+
 /**
  * The realtime client events that play `request` into a session whose input is `inputRateHz` PCM16: the
  * session.update, then per message its items (`conversation.item.create`), or for a user's audio part its appends
@@ -186,78 +263,24 @@ export const framesOf = (
   const items: Record<string, unknown>[] = [];
   for (const [i, message] of request.messages.entries()) {
     const at = `messages.${i}`;
-    const parts = typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content;
-    const texts = (parts ?? []).map((part, j) => {
-      if (part.type === "text" && typeof part.text === "string") return { kind: "text" as const, text: part.text };
-      if (part.type === "input_audio" && message.role === "user") {
-        const audio = (part as z.infer<typeof audioPart>).input_audio;
-        return {
-          kind: "audio" as const,
-          audio: decodeInputAudio(audio, `${at}.content.${j}.input_audio`, inputRateHz, audioBudget),
-        };
-      }
-      throw new ChatError(
-        400,
-        "bad_event",
-        `${at}.content.${j}: a ${message.role} message part of type ${part.type} is not supported here (text${message.role === "user" ? ", input_audio" : ""})`,
-        `${at}.content.${j}.type`,
-      );
-    });
+    const parts = partsOf(message, at, inputRateHz, audioBudget);
     switch (message.role) {
       case "system":
       case "developer":
-        instructions.push(texts.map((t) => (t.kind === "text" ? t.text : "")).join(""));
+        instructions.push(textOf(parts));
         break;
       case "user":
-        // Text parts become a message item; audio parts are appended and committed, so the model hears them.
-        for (const t of texts) {
-          if (t.kind === "text") {
-            items.push({
-              type: "conversation.item.create",
-              item: { type: "message", role: "user", content: [{ type: "input_text", text: t.text }] },
-            });
-            continue;
-          }
-          for (let offset = 0; offset < t.audio.length; offset += APPEND_BYTES)
-            items.push({
-              type: "input_audio_buffer.append",
-              audio: t.audio.subarray(offset, offset + APPEND_BYTES).toString("base64"),
-            });
-          items.push({ type: "input_audio_buffer.commit" });
-        }
+        items.push(...userFrames(parts));
         break;
-      case "assistant": {
-        const text = texts.map((t) => (t.kind === "text" ? t.text : "")).join("");
-        const answer = answers.get(i);
-        const content = [
-          ...(answer === undefined
-            ? []
-            : [{ type: "output_audio", audio: answer.audio.toString("base64"), transcript: answer.transcript }]),
-          ...(text === "" ? [] : [{ type: "output_text", text }]),
-        ];
-        if (content.length > 0) items.push(assistantItem(content, `${at}.audio.id`));
-        for (const call of message.tool_calls ?? [])
-          items.push({
-            type: "conversation.item.create",
-            item: {
-              type: "function_call",
-              call_id: call.id,
-              name: call.function.name,
-              arguments: call.function.arguments,
-            },
-          });
+      case "assistant":
+        items.push(...assistantFrames(message, parts, answers.get(i), at));
         break;
-      }
       case "tool":
         if (message.tool_call_id === undefined)
           throw new ChatError(400, "invalid_function_call_output", `${at}: a tool message needs tool_call_id`, at);
         items.push({
           type: "conversation.item.create",
-          item: {
-            type: "function_call_output",
-            call_id: message.tool_call_id,
-            output: texts.map((t) => (t.kind === "text" ? t.text : "")).join(""),
-          },
+          item: { type: "function_call_output", call_id: message.tool_call_id, output: textOf(parts) },
         });
         break;
     }
