@@ -82,6 +82,49 @@ export interface AppOptions {
  * Listening is the caller's.
  */
 export const buildApp = (options: AppOptions) => {
+  const app = createFastify(options);
+  // Every route declares its access (route-access.ts): one without fails here, at registration.
+  const registry = createRouteRegistry();
+  app.addHook("onRoute", registry.onRoute);
+  app.decorate("routeTable", registry.routes);
+  app.setErrorHandler(answerError(options.log));
+  // A path no route matches (after the key check, which the not-found answer needs too): the error envelope.
+  app.setNotFoundHandler(async (request, reply) =>
+    reply
+      .code(404)
+      .send(handshakeErrorBody("not_found", `no route ${request.method} ${request.url.split("?")[0] ?? ""}`)),
+  );
+  // Every answer says its content type is what it is (JSON, WAV, the pages): no browser sniffs another.
+  app.addHook("onSend", noSniff);
+  app.addHook("onResponse", async (request, reply) => {
+    options.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
+  });
+  const listen = options.listen ?? {};
+  const gate = createAuthGate({
+    apiKeys: options.apiKeys ?? [],
+    lockout: options.authLockout ?? null,
+    trustProxy: options.trustProxy ?? false,
+    log: options.log,
+  });
+  limitConnections(app.server, {
+    maxConnections: listen.maxConnections ?? 2048,
+    maxPerAddress: listen.maxConnectionsPerAddress ?? 512,
+    sharedPeer: gate.isTrustedProxy,
+  });
+  decideAccess(app, options, gate);
+  registerHttpRoutes(app, options);
+  registerRealtimeRoutes(app, options, gate);
+  return app;
+};
+
+type App = ReturnType<typeof createFastify>;
+
+/**
+ * The fastify instance: its logger, plain HTTP or HTTPS (`options.tls`) with the request and header timeouts
+ * (`listen.requestTimeoutMs`, default 25 s), the body limit and bounded JSON parser (`listen.httpBodyBytes`), and
+ * the error envelope for URLs the router cannot decode.
+ */
+const createFastify = (options: AppOptions) => {
   const listen = options.listen ?? {};
   const app = Fastify({
     // fastify's own lines (its "Server listening at ...") are not ours to print: the server logs one "listening".
@@ -113,31 +156,17 @@ export const buildApp = (options: AppOptions) => {
   });
   registerBoundedJsonParser(app, { bodyLimitBytes: listen.httpBodyBytes ?? DEFAULT_HTTP_BODY_BYTES });
 
-  // Every route declares its access (route-access.ts): one without fails here, at registration.
-  const registry = createRouteRegistry();
-  app.addHook("onRoute", registry.onRoute);
-  app.decorate("routeTable", registry.routes);
-  app.setErrorHandler(answerError(options.log));
-  // A path no route matches (after the key check, which the not-found answer needs too): the error envelope.
-  app.setNotFoundHandler(async (request, reply) =>
-    reply
-      .code(404)
-      .send(handshakeErrorBody("not_found", `no route ${request.method} ${request.url.split("?")[0] ?? ""}`)),
-  );
-  // Every answer says its content type is what it is (JSON, WAV, the pages): no browser sniffs another.
-  app.addHook("onSend", noSniff);
+  return app;
+};
 
-  const gate = createAuthGate({
-    apiKeys: options.apiKeys ?? [],
-    lockout: options.authLockout ?? null,
-    trustProxy: options.trustProxy ?? false,
-    log: options.log,
-  });
-  limitConnections(app.server, {
-    maxConnections: listen.maxConnections ?? 2048,
-    maxPerAddress: listen.maxConnectionsPerAddress ?? 512,
-    sharedPeer: gate.isTrustedProxy,
-  });
+/**
+ * The one access decision, in one `onRequest` hook on the route that matched (never on the raw URL): a malformed
+ * Host or target is refused, a CORS preflight answered, then the browser rules for every route that is not open, then
+ * the key for `api_keys` routes (and `metrics` ones when `metrics.access` says so); an upgrade of a route that is not
+ * a WebSocket endpoint is a 404.
+ */
+const decideAccess = (app: App, options: AppOptions, gate: ReturnType<typeof createAuthGate>): void => {
+  const listen = options.listen ?? {};
   const metricsAccess = options.metricsAccess ?? "open";
   const browser = createBrowserPolicy({
     keysConfigured: gate.required,
@@ -160,9 +189,6 @@ export const buildApp = (options: AppOptions) => {
     const keyed = access === "api_keys" || (access === "metrics" && metricsAccess === "api_keys");
     return keyed ? gate.check(request) : null;
   };
-  app.addHook("onResponse", async (request, reply) => {
-    options.log.debug({ url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, "request");
-  });
   app.addHook("onRequest", async (request, reply) => {
     // One Host, and a path as the target (RFC 9112, 3.2: a server refuses a request with two Host fields; the
     // absolute form is for proxies, and its authority could differ from the Host the browser rules read).
@@ -189,6 +215,12 @@ export const buildApp = (options: AppOptions) => {
     }
     reply.headers(browser.corsHeaders(request.headers.origin));
   });
+};
+
+/** The HTTP routes: health, metrics, models, chat completions and, with a store, the session API and pages. */
+const registerHttpRoutes = (app: App, options: AppOptions): void => {
+  const listen = options.listen ?? {};
+  const metricsAccess = options.metricsAccess ?? "open";
   // 503 once this node lost its shared store past its lease (issue 22): a proxy in front sends clients elsewhere.
   const open = { config: { access: "open" as const } };
   const keyed = { config: { access: "api_keys" as const } };
@@ -249,9 +281,6 @@ export const buildApp = (options: AppOptions) => {
     app.get("/sessions/:id", session, api.page);
     app.get("/v1/sessions/:id/responses/:file", session, api.responseWav);
   }
-
-  registerRealtimeRoutes(app, options, gate);
-  return app;
 };
 
 /**
