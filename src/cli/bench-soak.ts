@@ -110,6 +110,83 @@ const storeFigures = (dir: string): { bytes: number; blobBytes: number; entries:
   }
 };
 
+/** What the soak's client received: utterances heard, responses done, bytes of the model's 24 kHz PCM16 audio. */
+interface Tally {
+  utterances: number;
+  responses: number;
+  audioOutBytes: number;
+}
+
+/** What the stream measured: its wall time (s), the tally, and RSS and heap used (MiB) at each quarter and the end. */
+interface Streamed {
+  readonly wallS: number;
+  readonly tally: Tally;
+  readonly rssByQuarter: number[];
+  readonly heapByQuarter: number[];
+}
+
+/**
+ * Streams `o.seconds` of `speech` (16 kHz) in 100 ms appends into the session, as fast as accepted or in real time,
+ * with a heartbeat every 5 s of audio (fast) or 30 s (real time) waited for; counts the utterances (`stops`, ms of
+ * the file, in the native lane; the server's speech_stopped in the turn lane), responses and the model's audio.
+ */
+const streamSpeech = async (
+  client: RealtimeClient,
+  server: { readonly pid: number; readonly port: number },
+  speech: Int16Array,
+  stops: readonly number[],
+  o: SoakOptions,
+): Promise<Streamed> => {
+  const usable = speech.length - (speech.length % 1600);
+  const fileMs = (usable / 16000) * 1000;
+  const started = performance.now();
+  const appends = Math.round(o.seconds * 10);
+  const heartbeatEvery = o.pace === "realtime" ? 300 : 50;
+  const tally: Tally = { utterances: 0, responses: 0, audioOutBytes: 0 };
+  const count = () => {
+    for (const { event } of client.received) {
+      if (event.type === "response.output_audio.delta") tally.audioOutBytes += (String(event.delta).length * 3) / 4;
+      if (o.lane === "turn" && event.type === "input_audio_buffer.speech_stopped") tally.utterances += 1;
+      if (event.type === "response.done") tally.responses += 1;
+    }
+    // The client keeps what it received; the figures are counted, the events are not needed.
+    client.received.length = 0;
+  };
+  const rssByQuarter: number[] = [];
+  const heapByQuarter: number[] = [];
+  for (let n = 0; n < appends; n += 1) {
+    if (n > 0 && n % Math.ceil(appends / 4) === 0) {
+      rssByQuarter.push(rssMib(server.pid));
+      heapByQuarter.push(await heapUsedMib(server.port));
+    }
+    const offset = (n * 1600) % usable;
+    client.appendSamples(speech.subarray(offset, offset + 1600), { sampleRateHz: 16000 });
+    const atMs = (offset / 16000) * 1000;
+    tally.utterances += stops.filter((stop) => stop > atMs && stop <= atMs + 100 && stop <= fileMs).length;
+    // In real time: each append at its time on the audio's clock (no drift from late timers).
+    if (o.pace === "realtime") {
+      const due = started + (n + 1) * 100 - performance.now();
+      if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+    }
+    // A heartbeat, waiting for its ack: as fast as accepted, every 5 s of audio (the flow control: the server has
+    // handled what came before); in real time every 30 s, DuplexClient's default interval. Each is two entries of
+    // the log (the command, the ack): one a second, as before, was 7% of a conversation's entries.
+    if (n % heartbeatEvery === heartbeatEvery - 1) {
+      client.send({ type: "session.heartbeat" });
+      await client.waitFor("session.heartbeat_ack", { timeoutMs: 60_000 });
+      count();
+    }
+  }
+  const wallS = (performance.now() - started) / 1000;
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  count();
+  return { wallS, tally, rssByQuarter, heapByQuarter };
+};
+
+/**
+ * `duplex bench --only soak`: one long session streamed into a server process (see SoakOptions); prints its RSS and
+ * heap over the run, what it answered, and the store's size per session hour.
+ */
 export const benchSoak = async (o: SoakOptions): Promise<void> => {
   const dir = await mkdtemp(join(tmpdir(), "duplex-soak-"));
   const port = await freePort();
@@ -126,7 +203,6 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     // The model-native lane sends no speech events: its utterances are where the file's speech stops (Silero on the
     // client, with the server VAD's rule), counted each time the loop passes one.
     const stops = o.lane === "turn" ? [] : (await speechOf(speech, 16000)).map((s) => s.stoppedAtMs);
-    const fileMs = ((speech.length - (speech.length % 1600)) / 16000) * 1000;
     const client = await RealtimeClient.connect(`ws://127.0.0.1:${port}/v1/realtime`);
     client.send({
       type: "session.update",
@@ -137,50 +213,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     });
     await client.waitFor("session.updated", { since: 0 });
     const rssStart = rssMib(pid);
-    const started = performance.now();
-    const appends = Math.round(o.seconds * 10);
-    const heartbeatEvery = o.pace === "realtime" ? 300 : 50;
-    let utterances = 0;
-    /** Bytes of the model's audio received (24 kHz PCM16), from the deltas' base64 length. */
-    let audioOutBytes = 0;
-    let responses = 0;
-    const count = () => {
-      for (const { event } of client.received) {
-        if (event.type === "response.output_audio.delta") audioOutBytes += (String(event.delta).length * 3) / 4;
-        if (o.lane === "turn" && event.type === "input_audio_buffer.speech_stopped") utterances += 1;
-        if (event.type === "response.done") responses += 1;
-      }
-      // The client keeps what it received; the figures are counted, the events are not needed.
-      client.received.length = 0;
-    };
-    const rssByQuarter: number[] = [];
-    const heapByQuarter: number[] = [];
-    for (let n = 0; n < appends; n += 1) {
-      if (n > 0 && n % Math.ceil(appends / 4) === 0) {
-        rssByQuarter.push(rssMib(pid));
-        heapByQuarter.push(await heapUsedMib(port));
-      }
-      const offset = (n * 1600) % (speech.length - (speech.length % 1600));
-      client.appendSamples(speech.subarray(offset, offset + 1600), { sampleRateHz: 16000 });
-      const atMs = (offset / 16000) * 1000;
-      utterances += stops.filter((stop) => stop > atMs && stop <= atMs + 100 && stop <= fileMs).length;
-      // In real time: each append at its time on the audio's clock (no drift from late timers).
-      if (o.pace === "realtime") {
-        const due = started + (n + 1) * 100 - performance.now();
-        if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
-      }
-      // A heartbeat, waiting for its ack: as fast as accepted, every 5 s of audio (the flow control: the server has
-      // handled what came before); in real time every 30 s, DuplexClient's default interval. Each is two entries of
-      // the log (the command, the ack): one a second, as before, was 7% of a conversation's entries.
-      if (n % heartbeatEvery === heartbeatEvery - 1) {
-        client.send({ type: "session.heartbeat" });
-        await client.waitFor("session.heartbeat_ack", { timeoutMs: 60_000 });
-        count();
-      }
-    }
-    const wallS = (performance.now() - started) / 1000;
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    count();
+    const { wallS, tally, rssByQuarter, heapByQuarter } = await streamSpeech(client, { pid, port }, speech, stops, o);
     const rssEnd = rssMib(pid);
     rssByQuarter.push(rssEnd);
     heapByQuarter.push(await heapUsedMib(port));
@@ -195,7 +228,7 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
     }
     const store = storeFigures(dir);
     const perHour = (bytes: number): number => Math.round((bytes / 1e6) * (3600 / o.seconds));
-    const audioOutS = audioOutBytes / 48_000;
+    const audioOutS = tally.audioOutBytes / 48_000;
     o.print({
       bench: "soak",
       meaning:
@@ -211,8 +244,8 @@ export const benchSoak = async (o: SoakOptions): Promise<void> => {
       rss_end_to_start: Math.round((rssEnd / rssStart) * 100) / 100,
       rss_mib_by_quarter: rssByQuarter,
       heap_used_mib_by_quarter: heapByQuarter,
-      utterances,
-      responses,
+      utterances: tally.utterances,
+      responses: tally.responses,
       pattern: o.pattern ?? "stream",
       audio_out_s: Math.round(audioOutS),
       model_speaking_share: Math.round((audioOutS / o.seconds) * 100) / 100,
