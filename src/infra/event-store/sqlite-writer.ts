@@ -1,17 +1,20 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
-import type { ExpectedRevision } from "../../engine/ports/event-store.ts";
-import { type BlobCodec, packBlob, unpackBlob } from "./blob-packing.ts";
-import type { EncodedEntry } from "./codec.ts";
 import { binCodecs, textCodecs } from "./sqlite-codecs.ts";
 import { createSummaryWriter, SUMMARY_SCHEMA } from "./sqlite-summaries.ts";
-import { packText, unpackText } from "./text-packing.ts";
 
+export {
+  type AppendOutcome,
+  type AppendRequest,
+  createStoreWriter,
+  type EncodedEntry,
+  type StoreWriter,
+} from "./sqlite-store-writer.ts";
 export { binCodecs, textCodecs };
 
 /**
- * The write side of the sqlite event store: the file's layout, and group commit of appends. The store runs it on a
+ * The write side of the sqlite event store: the file's layout, and group commit of appends (sqlite-store-writer.ts). The store runs it on a
  * worker thread for a file (sqlite-writer-worker.mjs, issue 11: packing and committing off the event loop) and on
  * the calling thread for `:memory:`.
  */
@@ -173,219 +176,4 @@ function migrateLayout1(db: Database.Database, columns: ReadonlySet<string>, pat
 function migrateLayout2(db: Database.Database): void {
   db.exec(SUMMARY_SCHEMA);
   createSummaryWriter(db).rebuild();
-}
-
-export type { EncodedEntry };
-
-/** One `EventStore.append` call, as the writer takes it. */
-export interface AppendRequest {
-  readonly stream: string;
-  readonly expected: ExpectedRevision;
-  readonly entries: readonly EncodedEntry[];
-}
-
-/**
- * What became of one request: its last revision (-1: no stream, for an empty batch that created nothing) and the
- * global position of each entry; or why nothing of it was stored.
- */
-export type AppendOutcome =
-  | {
-      readonly ok: true;
-      readonly revision: number;
-      readonly positions: readonly number[];
-      /** A repeated append found already stored: nothing was written. */
-      readonly retry?: true;
-    }
-  | { readonly ok: false; readonly wrongRevision: { readonly actual: number | "no_stream" } }
-  | {
-      readonly ok: false;
-      readonly failure: { readonly name: string; readonly message: string; readonly code?: string };
-    };
-
-/** The writer of one open file. */
-export interface StoreWriter {
-  /**
-   * Stores a group of appends in one transaction (`BEGIN IMMEDIATE`, so the revision checks and the inserts hold
-   * the write lock together, even against another process). Requests are applied in order, each checking its own
-   * expected revision against the state the earlier ones left; one that does not match stores nothing and the
-   * others go on. Should the transaction itself fail (a full disk, a UNIQUE violation from another writer), each
-   * request is retried in a transaction of its own, so every outcome names its own cause.
-   *
-   * Blobs (blob-packing.ts) and texts (text-packing.ts) are packed before the transaction, synchronously.
-   */
-  writeGroup(requests: readonly AppendRequest[]): AppendOutcome[];
-  /** Removes a stream, its entries and its summary; false when there was none. @throws SqliteError from the driver. */
-  deleteStream(stream: string): boolean;
-  /**
-   * Folds every stream's summary again from its entries, in one transaction (sqlite-summaries.ts). Returns how many
-   * streams it summarised. @throws SqliteError from the driver; SyntaxError for an entry whose texts are not JSON.
-   */
-  rebuildSummaries(): number;
-}
-
-/** A request with its blobs and texts packed (null: stored as they are). */
-interface Packed {
-  readonly request: AppendRequest;
-  readonly packed: readonly ({ readonly bytes: Uint8Array; readonly codec: BlobCodec } | null)[];
-  readonly texts: readonly ({ readonly bytes: Uint8Array; readonly codec: string | null } | null)[];
-}
-
-/** Creates the writer of `db` (opened by {@link openStoreFile}). */
-export function createStoreWriter(db: Database.Database): StoreWriter {
-  const selectStream = db.prepare<[string], { id: number; revision: number }>(
-    "SELECT id, revision FROM streams WHERE stream = ?",
-  );
-  const insertEntry = db.prepare<
-    [number, number, string, string | Uint8Array, Uint8Array | null, string, number | null, number | null]
-  >(
-    "INSERT INTO entries (stream_id, revision, type, data, bin, metadata, bin_codec, text_codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-  );
-  // A new stream's row comes before its entries (they name its id); its first position is set after the first.
-  const insertStream = db.prepare<[string, number, number]>(
-    "INSERT INTO streams (stream, revision, first_position, first_at, last_at) VALUES (?, -1, 0, ?, ?)",
-  );
-  const updateStream = db.prepare<[number, number, number]>(
-    "UPDATE streams SET revision = ?, last_at = ? WHERE id = ?",
-  );
-  const setFirstPosition = db.prepare<[number, number]>("UPDATE streams SET first_position = ? WHERE id = ?");
-  const selectRange = db.prepare<
-    [number, number, number],
-    {
-      position: number;
-      type: string;
-      data: string | Uint8Array;
-      bin: Uint8Array | null;
-      metadata: string;
-      bin_codec: number | null;
-      text_codec: number | null;
-    }
-  >(
-    "SELECT position, type, data, bin, metadata, bin_codec, text_codec FROM entries WHERE stream_id = ? AND revision BETWEEN ? AND ? ORDER BY revision",
-  );
-  const summaries = createSummaryWriter(db);
-  const deleteEntries = db.prepare<[number]>("DELETE FROM entries WHERE stream_id = ?");
-  const deleteStreamRow = db.prepare<[number]>("DELETE FROM streams WHERE id = ?");
-
-  const currentRevision = (stream: string): number | "no_stream" => selectStream.get(stream)?.revision ?? "no_stream";
-
-  const writeOne = ({ request, packed, texts }: Packed): AppendOutcome => {
-    const { stream, expected, entries } = request;
-    const streamRow = selectStream.get(stream);
-    const actual = streamRow?.revision ?? "no_stream";
-    if (expected !== "any" && expected !== actual) {
-      // A retry of an append that was stored (its reply lost): the same entries right after `expected`.
-      const first = expected === "no_stream" ? 0 : expected + 1;
-      const stored =
-        entries.length === 0 || streamRow === undefined
-          ? []
-          : selectRange.all(streamRow.id, first, first + entries.length - 1);
-      const same =
-        stored.length === entries.length &&
-        stored.length > 0 &&
-        stored.every((row, i) => {
-          const entry = entries[i] as EncodedEntry;
-          const bin = row.bin === null ? null : unpackBlob(row.bin, binCodecs.name(row.bin_codec));
-          const text = unpackText(row.data, row.metadata, textCodecs.name(row.text_codec));
-          return (
-            row.type === entry.type &&
-            text.json === entry.json &&
-            text.metadata === entry.metadata &&
-            (bin === null ? entry.blob === null : entry.blob !== null && Buffer.from(bin).equals(entry.blob))
-          );
-        });
-      if (same)
-        return {
-          ok: true,
-          revision: first + entries.length - 1,
-          positions: stored.map((r) => r.position),
-          retry: true,
-        };
-      return { ok: false, wrongRevision: { actual } };
-    }
-    let revision = actual === "no_stream" ? -1 : actual;
-    const positions: number[] = [];
-    const first = entries[0];
-    if (first === undefined) return { ok: true, revision, positions };
-    const id = streamRow?.id ?? Number(insertStream.run(stream, first.at, first.at).lastInsertRowid);
-    for (const [i, entry] of entries.entries()) {
-      revision += 1;
-      const bin = packed[i] ?? null;
-      const text = texts[i] ?? null;
-      const { lastInsertRowid } = insertEntry.run(
-        id,
-        revision,
-        entry.type,
-        text?.bytes ?? entry.json,
-        bin?.bytes ?? null,
-        text === null ? entry.metadata : "",
-        binCodecs.id(bin?.codec ?? null),
-        textCodecs.id(text?.codec ?? null),
-      );
-      const position = Number(lastInsertRowid);
-      positions.push(position);
-      if (revision === 0) setFirstPosition.run(position, id);
-    }
-    updateStream.run(revision, (entries.at(-1) as EncodedEntry).at, id);
-    summaries.advance(id, stream, revision - entries.length + 1, entries);
-    return { ok: true, revision, positions };
-  };
-
-  const writeAll = db.transaction((group: readonly Packed[]): AppendOutcome[] => group.map(writeOne));
-
-  const failureOf = (error: unknown, stream: string): AppendOutcome => {
-    if (isUniqueViolation(error)) return { ok: false, wrongRevision: { actual: currentRevision(stream) } };
-    const e = error instanceof Error ? error : new Error(String(error));
-    const code = (e as { code?: unknown }).code;
-    return {
-      ok: false,
-      failure: { name: e.name, message: e.message, ...(typeof code === "string" ? { code } : {}) },
-    };
-  };
-
-  const writeGroup = (requests: readonly AppendRequest[]): AppendOutcome[] => {
-    let group: Packed[];
-    try {
-      group = requests.map((request) => ({
-        request,
-        packed: request.entries.map((entry) => (entry.blob === null ? null : packBlob(entry.blob))),
-        texts: request.entries.map((entry) => packText(entry.json, entry.metadata)),
-      }));
-    } catch (error) {
-      return requests.map((request) => failureOf(error, request.stream));
-    }
-    try {
-      return writeAll.immediate(group);
-    } catch (error) {
-      summaries.forget();
-      if (group.length === 1) return [failureOf(error, requests[0]?.stream ?? "")];
-    }
-    return group.map((one) => {
-      try {
-        return writeAll.immediate([one])[0] as AppendOutcome;
-      } catch (error) {
-        summaries.forget();
-        return failureOf(error, one.request.stream);
-      }
-    });
-  };
-
-  const deleteStream = db.transaction((stream: string): boolean => {
-    const row = selectStream.get(stream);
-    if (row === undefined) return false;
-    deleteEntries.run(row.id);
-    summaries.remove(row.id);
-    return deleteStreamRow.run(row.id).changes > 0;
-  });
-  const rebuildSummaries = db.transaction((): number => summaries.rebuild());
-
-  return {
-    writeGroup,
-    deleteStream: (stream) => deleteStream.immediate(stream),
-    rebuildSummaries: () => rebuildSummaries.immediate(),
-  };
-}
-
-function isUniqueViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
