@@ -1,25 +1,19 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { Observable } from "rxjs";
 import {
   type EventStore,
   type ExpectedRevision,
-  type NewEntry,
-  type RecordedEntry,
   type StreamInfo,
-  type SubscribeOptions,
-  type SummaryPage,
-  type SummaryQuery,
   WrongExpectedRevisionError,
 } from "../../engine/ports/event-store.ts";
-import { createCatchUpThenLive } from "./catch-up-then-live.ts";
 import { encodeEntries } from "./codec.ts";
 import { redactUrl } from "./open.ts";
-import { commitGroupOn, type Outcome, type Pending } from "./postgres-appends.ts";
 import { deleteStreamRows, takeFence } from "./postgres-fences.ts";
-import { ALL, CATCH_UP_PAGE, catchUpQuery, pollQuery, streamQuery } from "./postgres-reads.ts";
-import { APPEND_LOCK, CHANNEL, checkReadable, type EntryRow, SCHEMA, toRecorded } from "./postgres-schema.ts";
+import { PostgresLive, selectRows } from "./postgres-live.ts";
+import { ALL, streamQuery } from "./postgres-reads.ts";
+import { checkReadable, toRecorded } from "./postgres-schema.ts";
 import { refreshSummaries, summaryPageOf, summaryQuerySql } from "./postgres-summaries.ts";
+import { lockAppends, PostgresAppender } from "./postgres-writer.ts";
 import { EventStoreClosedError, ReadOnlyStoreError } from "./sqlite.ts";
 
 export { createPostgresNodeLeases, type PostgresNodeLeasesOptions } from "./postgres-leases.ts";
@@ -91,31 +85,14 @@ export interface PostgresEventStoreOptions {
  *   lacks.
  */
 export async function createPostgresEventStore(options: PostgresEventStoreOptions): Promise<EventStore> {
-  const pollMs = options.pollMs ?? 100;
   const readOnly = options.readOnly === true;
   /** The store in errors: the URL without its password. */
   const where = redactUrl(options.url);
-  /** This instance in `duplex_fences.holder`: a node's store, told apart from the other nodes'. */
-  const instance = randomUUID();
   const reads = new pg.Pool({ connectionString: options.url, max: options.readConnections ?? 4 });
   reads.on("error", () => undefined);
-  /** The appends' connection: opened again after one failed (a cut network, a transaction PostgreSQL ended). */
-  let writer: pg.Client | null = null;
-  const connectWriter = async (): Promise<pg.Client> => {
-    const client = new pg.Client({
-      connectionString: options.url,
-      idle_in_transaction_session_timeout: options.transactionTimeoutMs ?? 2000,
-    });
-    client.on("error", () => {
-      if (writer === client) writer = null;
-    });
-    await client.connect();
-    writer = client;
-    return client;
-  };
-  const lockAppends = async (client: pg.ClientBase): Promise<void> => {
-    await client.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-  };
+  /** This instance in `duplex_fences.holder`: a node's store, told apart from the other nodes'. */
+  const appender = new PostgresAppender(options, randomUUID());
+  const instance = appender.instance;
   /** Whether `duplex_summaries` is there (a read-only store of an earlier release may lack it; else created). */
   let summariesThere = true;
   if (readOnly) {
@@ -126,275 +103,97 @@ export async function createPostgresEventStore(options: PostgresEventStoreOption
       throw error;
     }
   } else {
-    const setup = await connectWriter();
-    await setup.query("BEGIN");
-    await setup.query("SELECT pg_advisory_xact_lock($1)", [APPEND_LOCK.toString()]);
-    await setup.query(SCHEMA);
-    await setup.query("COMMIT");
+    await appender.createSchema();
     await refreshSummaries(reads, lockAppends, false);
   }
-
   let closed = false;
-  let queue: Pending[] = [];
-  let flushing: Promise<void> | null = null;
-
-  /** One group in one transaction; the outcomes in the order of `group`. @throws the driver's error. */
-  const commitGroup = async (group: readonly Pending[]): Promise<Outcome[]> => {
-    const db = writer ?? (await connectWriter());
-    try {
-      return await commitGroupOn(db, group, instance);
-    } catch (error) {
-      // The connection may be broken: the next group opens another.
-      if (writer === db) writer = null;
-      void db.end().catch(() => undefined);
-      throw error;
-    }
+  const live = new PostgresLive(reads, options.url, options.pollMs ?? 100, () => closed);
+  if (!readOnly) await live.listen();
+  /** Throws EventStoreClosedError naming `what` once closed, and with `write` ReadOnlyStoreError on a read-only store. */
+  const open = (what: string, write = false): void => {
+    if (closed) throw new EventStoreClosedError(what);
+    if (write && readOnly) throw new ReadOnlyStoreError(where, what);
   };
-
-  const flush = async (): Promise<void> => {
-    while (queue.length > 0) {
-      const group = queue;
-      queue = [];
-      try {
-        const started = performance.now();
-        const outcomes = await commitGroup(group);
-        options.onGroupCommit?.(
-          group.length,
-          group.reduce((n, p) => n + p.entries.length, 0),
-          performance.now() - started,
+  return {
+    append: async (stream, entries, expected) => {
+      open(`append to stream ${stream}`, true);
+      if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
+      const outcome = await appender.append(stream, expected, encodeEntries(stream, entries));
+      if (!outcome.ok) throw wrongRevisionOf(stream, expected, outcome);
+      if (!outcome.retry) live.dispatch(outcome.rows);
+      return outcome.revision;
+    },
+    read: async (stream, from = 0, limit) => {
+      open(`read stream ${stream}`);
+      const query = streamQuery(stream, from, limit);
+      return (await selectRows(reads, query.text, query.values)).map(toRecorded);
+    },
+    subscribe: (stream, from, wanted) => live.subscribe(stream, from, wanted),
+    listStreams: async (prefix) => {
+      open(`list streams with prefix ${prefix}`);
+      return listStreamsOf(reads, prefix);
+    },
+    listSummaries: async (query) => {
+      open(`list summaries with prefix ${query.prefix}`);
+      if (!(query.limit >= 1)) throw new RangeError(`listSummaries: limit must be at least 1, got ${query.limit}`);
+      if (!summariesThere)
+        throw new Error(
+          `${where} has no table duplex_summaries (a store of an earlier release): a server creates it when it next starts on the database`,
         );
-        for (const [i, p] of group.entries()) p.resolve(outcomes[i] as Outcome);
-      } catch (error) {
-        if (group.length === 1) {
-          group[0]?.reject(error as Error);
-          continue;
-        }
-        // Each on its own, so each outcome names its own cause.
-        for (const p of group) {
-          try {
-            const [outcome] = await commitGroup([p]);
-            p.resolve(outcome as Outcome);
-          } catch (one) {
-            p.reject(one as Error);
-          }
-        }
-      }
-    }
-    flushing = null;
+      const { text, values } = summaryQuerySql(query);
+      const { rows } = await reads.query<{ stream: string; first_at: number; fold: string }>(text, values);
+      return summaryPageOf(rows, query.limit);
+    },
+    rebuildSummaries: async () => {
+      open("rebuild the summaries", true);
+      await appender.idle();
+      return refreshSummaries(reads, lockAppends, true);
+    },
+    deleteStream: async (stream) => {
+      open(`delete stream ${stream}`, true);
+      await appender.idle();
+      return deleteStreamRows(reads, stream);
+    },
+    fence: async (stream, ms) => {
+      open(`fence stream ${stream}`, true);
+      return takeFence(reads, stream, instance, ms);
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await live.stop();
+      // Appends already made still commit.
+      await appender.idle();
+      await Promise.allSettled([appender.end(), live.end(), reads.end()]);
+    },
   };
-
-  const append = async (stream: string, entries: readonly NewEntry[], expected: ExpectedRevision): Promise<number> => {
-    if (closed) throw new EventStoreClosedError(`append to stream ${stream}`);
-    if (readOnly) throw new ReadOnlyStoreError(where, `append to stream ${stream}`);
-    if (stream === ALL) throw new Error(`cannot append to stream ${ALL}: it names every stream in subscribe`);
-    const encoded = encodeEntries(stream, entries);
-    const outcome = await new Promise<Outcome>((resolve, reject) => {
-      queue.push({ stream, expected, entries: encoded, resolve, reject });
-      flushing ??= new Promise<void>((go) => setImmediate(go)).then(flush);
-    });
-    if (!outcome.ok)
-      throw new WrongExpectedRevisionError(
-        stream,
-        expected,
-        outcome.actual,
-        outcome.fenced ? { cause: new Error(`stream ${stream} is fenced for another node's takeover`) } : undefined,
-      );
-    if (!outcome.retry) dispatch(outcome.rows);
-    return outcome.revision;
-  };
-
-  const selectRows = async (text: string, values: readonly unknown[]): Promise<EntryRow[]> =>
-    (await reads.query<EntryRow>(text, [...values])).rows;
-  const read = async (stream: string, from = 0, limit?: number): Promise<RecordedEntry[]> => {
-    if (closed) throw new EventStoreClosedError(`read stream ${stream}`);
-    const query = streamQuery(stream, from, limit);
-    const rows = await selectRows(query.text, query.values);
-    return rows.map(toRecorded);
-  };
-
-  // Live delivery: every subscription is a listener of the rows this instance committed and of those the poller
-  // finds; each keeps the key of the next entry it owes, so a row met twice is delivered once.
-  const listeners = new Set<{
-    readonly stream: string;
-    /** The types it reads (null: all): the poller fetches the bodies of the others' rows only where someone reads them. */
-    readonly types: readonly string[] | null;
-    readonly take: (rows: readonly EntryRow[]) => void;
-  }>();
-  const completers = new Set<() => void>();
-  /** Subscriptions still reading what was stored before them. */
-  const catchUps = new Set<Promise<void>>();
-  const dispatch = (rows: readonly EntryRow[]): void => {
-    if (rows.length === 0) return;
-    for (const listener of [...listeners]) listener.take(rows);
-  };
-
-  // The poller: entries after the highest position seen, of the streams someone follows. `seen` is read afresh when
-  // the first subscription starts (before its catch-up read): every entry at or below it is in that read, every
-  // one above it comes from a poll.
-  let seen = 0;
-  let seenKnown = false;
-  let pollTimer: NodeJS.Timeout | null = null;
-  let polling = false;
-  const readSeen = async (): Promise<void> => {
-    const top = await reads.query<{ position: string }>(
-      "SELECT coalesce(max(position), 0)::text AS position FROM duplex_entries",
-    );
-    seen = Math.max(seen, Number(top.rows[0]?.position ?? 0));
-    seenKnown = true;
-  };
-  const poll = async (): Promise<void> => {
-    if (polling || closed || listeners.size === 0 || !seenKnown) return;
-    polling = true;
-    try {
-      const page = pollQuery([...listeners]);
-      for (;;) {
-        const query = page(seen);
-        const rows = await selectRows(query.text, query.values);
-        if (rows.length === 0) break;
-        seen = Number(rows.at(-1)?.position ?? seen);
-        dispatch(rows);
-        if (rows.length < CATCH_UP_PAGE) break;
-      }
-    } catch {
-      // A failed poll is tried again at the next tick.
-    } finally {
-      polling = false;
-    }
-  };
-  const startPolling = (): void => {
-    pollTimer ??= setInterval(() => void poll(), pollMs);
-    pollTimer.unref();
-  };
-  // NOTIFY: a hint to poll now. A read-only store listens once something subscribes (the commands that only read
-  // never do), and polls alone where LISTEN is refused (a hot standby).
-  let listener: pg.Client | null = null;
-  const listen = async (): Promise<void> => {
-    const client = new pg.Client({ connectionString: options.url });
-    listener = client;
-    client.on("error", () => undefined);
-    client.on("notification", () => void poll());
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-  };
-  if (!readOnly) await listen();
-
-  const subscribe = (stream: string, from?: number, wanted: SubscribeOptions = {}): Observable<RecordedEntry> =>
-    new Observable<RecordedEntry>((subscriber) => {
-      if (closed) {
-        subscriber.error(new EventStoreClosedError(`subscribe to ${stream}`));
-        return;
-      }
-      const all = stream === ALL;
-      const keyOf = (row: { position: string; revision: number }): number =>
-        all ? Number(row.position) : row.revision;
-      const catchUp = (from: number): Promise<EntryRow[]> => {
-        const query = catchUpQuery(stream, from);
-        return selectRows(query.text, query.values);
-      };
-      const types = wanted.types === undefined ? null : new Set(wanted.types);
-      // The poller and this instance's appends may both bring a row; the seam keeps it once, and a row past a gap
-      // waits (`$all` by position; a stream by revision) until a catch-up read fills it.
-      const seam = createCatchUpThenLive<EntryRow>({
-        from: from ?? (all ? 1 : 0),
-        keyOf,
-        // An entry of a type the subscriber does not read is passed over undecoded.
-        emit: (row) => {
-          if (types === null || types.has(row.type)) subscriber.next(toRecorded(row));
-        },
-        isClosed: () => subscriber.closed,
-        gapFill: { read: catchUp, fail: (error) => subscriber.error(error) },
-      });
-      const take = (rows: readonly EntryRow[]): void =>
-        seam.live(all ? rows : rows.filter((row) => row.stream === stream));
-      const self = { stream, types: wanted.types === undefined ? null : [...wanted.types], take };
-      const complete = (): void => subscriber.complete();
-      completers.add(complete);
-      const catchUp_ = (async () => {
-        try {
-          if (listener === null) await listen().catch(() => undefined);
-          if (!seenKnown) await readSeen();
-          if (subscriber.closed) return;
-          // Listen before reading, so nothing appended from here on can fall between the catch-up and the live part.
-          listeners.add(self);
-          startPolling();
-          await seam.catchUp(
-            catchUp,
-            (row) => row,
-            () => subscriber.closed,
-          );
-        } catch (error) {
-          if (!closed) subscriber.error(error);
-        }
-      })();
-      // A store that closes first lets the catch-up end: what was stored before is delivered.
-      catchUps.add(catchUp_);
-      void catchUp_.finally(() => catchUps.delete(catchUp_));
-      return () => {
-        listeners.delete(self);
-        completers.delete(complete);
-        if (listeners.size === 0) seenKnown = false;
-      };
-    });
-
-  const listStreams = async (prefix: string): Promise<StreamInfo[]> => {
-    if (closed) throw new EventStoreClosedError(`list streams with prefix ${prefix}`);
-    const { rows } = await reads.query<{ stream: string; revision: number; first_at: number; last_at: number }>(
-      "SELECT stream, revision, first_at, last_at FROM duplex_streams WHERE left(stream, length($1)) = $1 ORDER BY first_position",
-      [prefix],
-    );
-    return rows.map((r) => ({
-      stream: r.stream,
-      revision: r.revision,
-      count: r.revision + 1,
-      firstAt: r.first_at,
-      lastAt: r.last_at,
-    }));
-  };
-
-  const listSummaries = async (query: SummaryQuery): Promise<SummaryPage> => {
-    if (closed) throw new EventStoreClosedError(`list summaries with prefix ${query.prefix}`);
-    if (!(query.limit >= 1)) throw new RangeError(`listSummaries: limit must be at least 1, got ${query.limit}`);
-    if (!summariesThere)
-      throw new Error(
-        `${where} has no table duplex_summaries (a store of an earlier release): a server creates it when it next starts on the database`,
-      );
-    const { text, values } = summaryQuerySql(query);
-    const { rows } = await reads.query<{ stream: string; first_at: number; fold: string }>(text, values);
-    return summaryPageOf(rows, query.limit);
-  };
-
-  const rebuildSummaries = async (): Promise<number> => {
-    if (closed) throw new EventStoreClosedError("rebuild the summaries");
-    if (readOnly) throw new ReadOnlyStoreError(where, "rebuild the summaries");
-    await flushing;
-    return refreshSummaries(reads, lockAppends, true);
-  };
-
-  const fence = async (stream: string, ms: number): Promise<number | "no_stream" | null> => {
-    if (closed) throw new EventStoreClosedError(`fence stream ${stream}`);
-    if (readOnly) throw new ReadOnlyStoreError(where, `fence stream ${stream}`);
-    return takeFence(reads, stream, instance, ms);
-  };
-
-  const deleteStream = async (stream: string): Promise<boolean> => {
-    if (closed) throw new EventStoreClosedError(`delete stream ${stream}`);
-    if (readOnly) throw new ReadOnlyStoreError(where, `delete stream ${stream}`);
-    await flushing;
-    return deleteStreamRows(reads, stream);
-  };
-
-  const close = async (): Promise<void> => {
-    if (closed) return;
-    closed = true;
-    await Promise.allSettled([...catchUps]);
-    for (const complete of [...completers]) complete();
-    listeners.clear();
-    completers.clear();
-    if (pollTimer !== null) clearInterval(pollTimer);
-    // Appends already made still commit.
-    await flushing;
-    await Promise.allSettled([writer?.end(), listener?.end(), reads.end()]);
-  };
-
-  return { append, read, subscribe, listStreams, listSummaries, rebuildSummaries, deleteStream, fence, close };
 }
+
+/** A refused append's error: the stream's revision, and the fence of another node's takeover when that was why. */
+const wrongRevisionOf = (
+  stream: string,
+  expected: ExpectedRevision,
+  outcome: { readonly actual: number | "no_stream"; readonly fenced?: true },
+): WrongExpectedRevisionError =>
+  new WrongExpectedRevisionError(
+    stream,
+    expected,
+    outcome.actual,
+    outcome.fenced ? { cause: new Error(`stream ${stream} is fenced for another node's takeover`) } : undefined,
+  );
+
+/** The streams whose name starts with `prefix`, in the order they were created. */
+const listStreamsOf = async (reads: pg.Pool, prefix: string): Promise<StreamInfo[]> => {
+  const { rows } = await reads.query<{ stream: string; revision: number; first_at: number; last_at: number }>(
+    "SELECT stream, revision, first_at, last_at FROM duplex_streams WHERE left(stream, length($1)) = $1 ORDER BY first_position",
+    [prefix],
+  );
+  // Revisions are contiguous from 0: the count follows from the last.
+  return rows.map((r) => ({
+    stream: r.stream,
+    revision: r.revision,
+    count: r.revision + 1,
+    firstAt: r.first_at,
+    lastAt: r.last_at,
+  }));
+};
