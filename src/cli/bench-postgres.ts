@@ -68,11 +68,14 @@ const drivers = async (url: string, print: (line: Record<string, unknown>) => vo
 
 const CLIENTS = 16;
 
-const againstPgbench = async (
-  url: string,
-  seconds: number,
-  print: (line: Record<string, unknown>) => void,
-): Promise<void> => {
+/** The events both sides write: small ones, and 100 ms of audio (3200 B). */
+type Kind = "small" | "audio";
+
+/**
+ * pgbench's transactions per second (`seconds` long, CLIENTS connections) inserting the rows our appends write, one
+ * per transaction, into a table of our entries' shape; null for a kind when pgbench is not installed or printed none.
+ */
+const pgbenchRates = async (url: string, seconds: number): Promise<Record<Kind, number | null>> => {
   const bin = postgresBinaries();
   const client = new pg.Client(url);
   await client.connect();
@@ -82,7 +85,7 @@ const againstPgbench = async (
   await client.end();
   const parsed = new URL(url);
   // pgbench: one transaction = one small event, or one 100 ms audio event, as our appends are.
-  const rates: Record<string, number | null> = {};
+  const rates: Record<Kind, number | null> = { small: null, audio: null };
   const dir = await mkdtemp(join(tmpdir(), "duplex-pgbench-"));
   try {
     for (const [kind, bytes] of [
@@ -96,10 +99,7 @@ const againstPgbench = async (
         // binary parameters; a bytea made by the server, decode(repeat(...)), would send nothing).
         `INSERT INTO bench_entries (stream, revision, type, data, bin, metadata) VALUES ('s' || :client_id, 0, 'CommandReceived', '{"n":1}', ${bytes === 0 ? "NULL" : `'\\x${"07".repeat(bytes)}'::bytea`}, '{"at":1}');\n`,
       );
-      if (bin === null) {
-        rates[kind] = null;
-        continue;
-      }
+      if (bin === null) continue;
       const run = spawnSync(
         join(bin, "pgbench"),
         [
@@ -128,9 +128,13 @@ const againstPgbench = async (
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-  // Ours: CLIENTS sessions, each appending one entry and waiting for it, for `seconds`.
+  return rates;
+};
+
+/** Our appends per second: CLIENTS sessions, each appending one entry and waiting for it, for `seconds`. */
+const ourRates = async (url: string, seconds: number): Promise<Record<Kind, number>> => {
   const store = await createPostgresEventStore({ url });
-  const ours: Record<string, number> = {};
+  const ours: Record<Kind, number> = { small: 0, audio: 0 };
   for (const [kind, audio] of [
     ["small", null],
     ["audio", new Uint8Array(3200).fill(7)],
@@ -160,6 +164,17 @@ const againstPgbench = async (
     ours[kind] = Math.round((appended / (performance.now() - started)) * 1000);
   }
   await store.close();
+  return ours;
+};
+
+/** Our adapter against pgbench writing the same rows (the baseline, in the same run): one line per kind. */
+const againstPgbench = async (
+  url: string,
+  seconds: number,
+  print: (line: Record<string, unknown>) => void,
+): Promise<void> => {
+  const rates = await pgbenchRates(url, seconds);
+  const ours = await ourRates(url, seconds);
   for (const kind of ["small", "audio"] as const) {
     const baseline = rates[kind] ?? null;
     print({

@@ -17,7 +17,7 @@ import { pcm16ToBytes } from "../../infra/audio/pcm.ts";
 import { readWavFile } from "../../infra/audio/wav.ts";
 import { speechOf } from "../input-speech.ts";
 import { percentile } from "./stats.ts";
-import { addTallies, createTally, type TallyCounts } from "./tally.ts";
+import { addTallies, createTally, type Tally, type TallyCounts } from "./tally.ts";
 
 /** What the load client is asked to do. Times in ms except `seconds`. */
 export interface LoadClientConfig {
@@ -112,21 +112,14 @@ interface SessionOutcome {
 const DELTA = '"response.output_audio.delta"';
 const TRANSCRIPT_DELTA = '"response.output_audio_transcript.delta"';
 
-/** One session: connect, configure, stream in real time, drain, close. */
-const runSession = async (config: LoadClientConfig, frames: Frames, startAt: number): Promise<SessionOutcome> => {
-  await sleepUntil(startAt);
-  const tally = createTally();
-  let appendsSent = 0;
-  let updated: () => void = () => undefined;
-  const sessionUpdated = new Promise<void>((resolve) => {
-    updated = resolve;
-  });
-  const socket = new WebSocket(config.url, { perMessageDeflate: false });
-  const closed = new Promise<number>((resolve) => socket.once("close", (code) => resolve(code)));
-  socket.on("error", () => tally.error("socket_error"));
-  socket.on("message", (data: Buffer) => {
+/**
+ * The socket's message handler: an audio delta read from its head (type and response id; most of the traffic), a
+ * transcript delta skipped, every other event parsed and counted; `session.updated` calls `onUpdated`.
+ */
+const messageHandler =
+  (tally: Tally, onUpdated: () => void) =>
+  (data: Buffer): void => {
     const at = performance.now();
-    // Audio deltas are most of the traffic: read their type and response id from the head, not the whole JSON.
     const head = data.toString("latin1", 0, Math.min(data.length, 400));
     if (head.includes(DELTA)) {
       tally.audioDelta(/"response_id":"([^"]+)"/.exec(head)?.[1], at);
@@ -140,7 +133,7 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
     };
     switch (event.type) {
       case "session.updated":
-        updated();
+        onUpdated();
         break;
       case "input_audio_buffer.speech_stopped":
         tally.speechStopped(at);
@@ -161,14 +154,71 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
       default:
         break;
     }
+  };
+
+/**
+ * Streams the frames in real time (each append at its time on the audio's clock: no drift from late timers), whole
+ * repeats of the cycle, then silence until the answers settle (at least MIN_DRAIN_MS, at most `drainMs`). Returns the
+ * appends sent and whether the drain ran out; `send` is false once the socket is not open.
+ */
+const streamFrames = async (
+  config: LoadClientConfig,
+  frames: Frames,
+  tally: Tally,
+  send: (frame: string) => boolean,
+): Promise<{ appendsSent: number; drainTimedOut: boolean }> => {
+  const streamStart = performance.now();
+  // Whole repeats: a stream cut inside an utterance would end it with the drain's silence, a stop the model-native
+  // lane's client cannot place (its response would count as unprompted, and the next pairs shift).
+  const streamed =
+    Math.ceil(Math.round((config.seconds * 1000) / CHUNK_MS) / frames.cycle.length) * frames.cycle.length;
+  const drainLimit = Math.max(MIN_DRAIN_MS, config.drainMs) / CHUNK_MS;
+  let appendsSent = 0;
+  for (let n = 0; ; n += 1) {
+    const draining = n >= streamed;
+    if (draining && n - streamed >= MIN_DRAIN_MS / CHUNK_MS && (config.target === "relay" || tally.settled())) break;
+    if (draining && n - streamed >= drainLimit) return { appendsSent, drainTimedOut: true };
+    late.push(performance.now() - (streamStart + n * CHUNK_MS));
+    if (!send(draining ? frames.silence : (frames.cycle[n % frames.cycle.length] ?? frames.silence))) break;
+    appendsSent += 1;
+    // The model-native lane announces no speech: an utterance's stop is the append that completes it.
+    if (config.lane === "native" && !draining && frames.stops.has(n % frames.cycle.length)) {
+      tally.speechStopped(performance.now());
+    }
+    await sleepUntil(streamStart + (n + 1) * CHUNK_MS);
+  }
+  return { appendsSent, drainTimedOut: false };
+};
+
+/** One session: connect, configure, stream in real time, drain, close. */
+const runSession = async (config: LoadClientConfig, frames: Frames, startAt: number): Promise<SessionOutcome> => {
+  await sleepUntil(startAt);
+  const tally = createTally();
+  let updated: () => void = () => undefined;
+  const sessionUpdated = new Promise<void>((resolve) => {
+    updated = resolve;
   });
+  const socket = new WebSocket(config.url, { perMessageDeflate: false });
+  const closed = new Promise<number>((resolve) => socket.once("close", (code) => resolve(code)));
+  socket.on("error", () => tally.error("socket_error"));
+  socket.on(
+    "message",
+    messageHandler(tally, () => updated()),
+  );
   const opened = await new Promise<boolean>((resolve) => {
     socket.once("open", () => resolve(true));
     socket.once("close", () => resolve(false));
   });
+  const notOpened = (): SessionOutcome => ({
+    opened: false,
+    completed: false,
+    drainTimedOut: false,
+    appendsSent: 0,
+    counts: tally.counts(),
+  });
   if (!opened) {
     tally.error("connect_failed");
-    return { opened: false, completed: false, drainTimedOut: false, appendsSent, counts: tally.counts() };
+    return notOpened();
   }
   const send = (frame: string): boolean => {
     if (socket.readyState !== WebSocket.OPEN) return false;
@@ -186,33 +236,9 @@ const runSession = async (config: LoadClientConfig, frames: Frames, startAt: num
       }),
     );
     const ok = await Promise.race([sessionUpdated.then(() => true), closed.then(() => false)]);
-    if (!ok) return { opened: false, completed: false, drainTimedOut: false, appendsSent, counts: tally.counts() };
+    if (!ok) return notOpened();
   }
-  // Each append at its time on the audio's clock: no drift from late timers.
-  const streamStart = performance.now();
-  // Whole repeats: a stream cut inside an utterance would end it with the drain's silence, a stop the model-native
-  // lane's client cannot place (its response would count as unprompted, and the next pairs shift).
-  const streamed =
-    Math.ceil(Math.round((config.seconds * 1000) / CHUNK_MS) / frames.cycle.length) * frames.cycle.length;
-  const drainLimit = Math.max(MIN_DRAIN_MS, config.drainMs) / CHUNK_MS;
-  let n = 0;
-  let drainTimedOut = false;
-  for (; ; n += 1) {
-    const draining = n >= streamed;
-    if (draining && n - streamed >= MIN_DRAIN_MS / CHUNK_MS && (config.target === "relay" || tally.settled())) break;
-    if (draining && n - streamed >= drainLimit) {
-      drainTimedOut = true;
-      break;
-    }
-    late.push(performance.now() - (streamStart + n * CHUNK_MS));
-    if (!send(draining ? frames.silence : (frames.cycle[n % frames.cycle.length] ?? frames.silence))) break;
-    appendsSent += 1;
-    // The model-native lane announces no speech: an utterance's stop is the append that completes it.
-    if (config.lane === "native" && !draining && frames.stops.has(n % frames.cycle.length)) {
-      tally.speechStopped(performance.now());
-    }
-    await sleepUntil(streamStart + (n + 1) * CHUNK_MS);
-  }
+  const { appendsSent, drainTimedOut } = await streamFrames(config, frames, tally, send);
   const closedByUs = socket.readyState === WebSocket.OPEN;
   if (closedByUs) socket.close(1000);
   const code = await closed;
