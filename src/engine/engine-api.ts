@@ -130,6 +130,12 @@ export type ResumeRefusal = {
   readonly message: string;
 };
 
+/** The refusal of a resume of a session that is not live (unknown, closed, expired): `session_resume_expired`. */
+export const resumeExpired = (sessionId: string): ResumeRefusal => ({
+  code: "session_resume_expired",
+  message: `unknown or expired session: ${sessionId}`,
+});
+
 /**
  * The session host of the server (DESIGN.md, src/engine): admission, one `SessionHost` per live session, the
  * timers that turn into inputs (idle TTL, disconnect grace), and the runner binding.

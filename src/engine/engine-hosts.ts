@@ -3,7 +3,7 @@ import { responseProgressOf } from "../domain/index.ts";
 import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
-import type { EngineDeps, EngineLimits, ResumeRefusal } from "./engine-api.ts";
+import { type EngineDeps, type EngineLimits, type ResumeRefusal, resumeExpired } from "./engine-api.ts";
 import type { VadStream } from "./ports/index.ts";
 import type { SessionHost, SessionHostDeps } from "./session-host.ts";
 import type { SessionTimers } from "./timers.ts";
@@ -107,8 +107,7 @@ export const resumeRefusalOf = (
   limits: EngineLimits,
   now: number,
 ): ResumeRefusal | null => {
-  if (host === undefined || host.isClosed)
-    return { code: "session_resume_expired", message: `unknown or expired session: ${request.sessionId}` };
+  if (host === undefined || host.isClosed) return resumeExpired(request.sessionId);
   if (!host.current.capabilities.supportsSessionResume)
     return { code: "unsupported_session_resume", message: "this model does not support session resume" };
   if (!host.holdsToken(sha256Hex(request.resumeToken), equalDigests))

@@ -4,7 +4,7 @@ import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./downtime.ts";
 import type { AdmissionRefusal, Engine, EngineDeps, EngineLimits, OpenOptions, ResumeRefusal } from "./engine-api.ts";
-import { DEFAULT_LIMITS } from "./engine-api.ts";
+import { DEFAULT_LIMITS, resumeExpired } from "./engine-api.ts";
 import { type HostEvents, hostDepsOf, observeTurnSpans, resumeRefusalOf, watchResponseTimer } from "./engine-hosts.ts";
 import { type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
 import { ownerOf, STREAM_PREFIX, stepsOf } from "./log.ts";
@@ -174,8 +174,7 @@ class SessionEngine implements Engine, HostEvents {
   private resumeHere(request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal {
     const host = this.hosts.get(request.sessionId);
     const refusal = resumeRefusalOf(host, request, this.limits, this.now());
-    if (refusal !== null || host === undefined)
-      return refusal ?? { code: "session_resume_expired", message: `unknown or expired session: ${request.sessionId}` };
+    if (refusal !== null || host === undefined) return refusal ?? resumeExpired(request.sessionId);
     const token = randomBytes(32).toString("base64url");
     const generation = host.claim(sha256Hex(request.resumeToken), token, sha256Hex(token), equalDigests);
     if (generation === null) {
@@ -313,8 +312,7 @@ class SessionEngine implements Engine, HostEvents {
     const held = this.hosts.get(sessionId);
     if (held !== undefined && !held.isFenced) return held;
     const context = this.takeoverContext();
-    if (context === null)
-      return { code: "session_resume_expired", message: `unknown or expired session: ${sessionId}` };
+    if (context === null) return resumeExpired(sessionId);
     return adoptSession(context, sessionId, resumeToken);
   }
 

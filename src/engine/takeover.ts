@@ -1,5 +1,5 @@
 import { equalDigests, sha256Hex } from "./digest.ts";
-import type { EngineDeps, ResumeRefusal } from "./engine-api.ts";
+import { type EngineDeps, type ResumeRefusal, resumeExpired } from "./engine-api.ts";
 import { ownerOf, type SessionOwner, STREAM_PREFIX, streamOf } from "./log.ts";
 import type { EventStore, NodeLeases, RecordedEntry } from "./ports/index.ts";
 import type { SessionHost } from "./session-host.ts";
@@ -108,7 +108,7 @@ export const adoptSession = async (
   sessionId: string,
   resumeToken: string,
 ): Promise<SessionHost | ResumeRefusal> => {
-  const expired = { code: "session_resume_expired", message: `unknown or expired session: ${sessionId}` } as const;
+  const expired = resumeExpired(sessionId);
   const { store } = context;
   const stream = streamOf(sessionId);
   for (let attempt = 0; attempt < ADOPT_ATTEMPTS; attempt += 1) {
