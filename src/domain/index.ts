@@ -8,6 +8,7 @@ export * from "./endpointing.ts";
 export * from "./errors.ts";
 export * from "./events.ts";
 export * from "./evolve.ts";
+export type { EventOf } from "./evolver.ts";
 export * from "./history.ts";
 export * from "./ids.ts";
 export * from "./input-flow.ts";

@@ -1,5 +1,6 @@
 import {
   type DomainEvent,
+  type EventOf,
   type HistoryItem,
   historyItemOf,
   type Input,
@@ -53,8 +54,6 @@ interface EffectContext {
   readonly started: Extract<DomainEvent, { type: "SpeechStarted" }> | undefined;
   readonly stopped: Extract<DomainEvent, { type: "SpeechStopped" }> | undefined;
 }
-
-type EventOf<K extends DomainEvent["type"]> = Extract<DomainEvent, { type: K }>;
 
 /** The runner unit of an audio append that was buffered: its audio, where it starts, the VAD's marks, its video. */
 const appendEffect = (event: EventOf<"AudioBuffered">, c: EffectContext): Effect | null => {

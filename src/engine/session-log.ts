@@ -22,7 +22,7 @@ export interface DecidedBatch {
   readonly effects: readonly Effect[];
 }
 
-/** An input of the batch could not be taken (a resume's read of the log failed): `error` is why. */
+/** An input of the batch could not be taken (a resume's read of the log failed): `untaken` is why. */
 export interface UntakenInput {
   readonly untaken: unknown;
 }
