@@ -15,6 +15,7 @@ import { checkReadable, toRecorded } from "./postgres-schema.ts";
 import { refreshSummaries, summaryPageOf, summaryQuerySql } from "./postgres-summaries.ts";
 import { lockAppends, PostgresAppender } from "./postgres-writer.ts";
 import { EventStoreClosedError, ReadOnlyStoreError } from "./sqlite.ts";
+import { type StreamRow, streamInfoOf } from "./stream-info.ts";
 
 export { createPostgresNodeLeases, type PostgresNodeLeasesOptions } from "./postgres-leases.ts";
 
@@ -184,16 +185,9 @@ const wrongRevisionOf = (
 
 /** The streams whose name starts with `prefix`, in the order they were created. */
 const listStreamsOf = async (reads: pg.Pool, prefix: string): Promise<StreamInfo[]> => {
-  const { rows } = await reads.query<{ stream: string; revision: number; first_at: number; last_at: number }>(
+  const { rows } = await reads.query<StreamRow>(
     "SELECT stream, revision, first_at, last_at FROM duplex_streams WHERE left(stream, length($1)) = $1 ORDER BY first_position",
     [prefix],
   );
-  // Revisions are contiguous from 0: the count follows from the last.
-  return rows.map((r) => ({
-    stream: r.stream,
-    revision: r.revision,
-    count: r.revision + 1,
-    firstAt: r.first_at,
-    lastAt: r.last_at,
-  }));
+  return rows.map(streamInfoOf);
 };

@@ -3,6 +3,7 @@ import type { RecordedEntry } from "../../engine/ports/event-store.ts";
 import { unpackBlob } from "./blob-packing.ts";
 import { decodeData } from "./codec.ts";
 import { binCodecs, textCodecs } from "./sqlite-writer.ts";
+import type { StreamRow } from "./stream-info.ts";
 import { unpackText } from "./text-packing.ts";
 
 /** The rows the sqlite store (sqlite.ts) reads, its prepared reads, and a row as the entry it records. */
@@ -21,13 +22,6 @@ export interface EntryRow {
   readonly bin_codec: number | null;
   /** How `data` and `metadata` are packed (text-packing.ts; `textCodecs`); null: plain. */
   readonly text_codec: number | null;
-}
-
-export interface StreamRow {
-  readonly stream: string;
-  readonly revision: number;
-  readonly first_at: number;
-  readonly last_at: number;
 }
 
 /**

@@ -1,12 +1,13 @@
-import { type EventStore, type StreamInfo, WrongExpectedRevisionError } from "../../engine/ports/event-store.ts";
+import { type EventStore, WrongExpectedRevisionError } from "../../engine/ports/event-store.ts";
 import { encodeEntries } from "./codec.ts";
 import { errorOf, type GroupWriter, mainThreadWriter, readOnlyWriter, workerWriter } from "./sqlite-group-writers.ts";
 import { ALL, LiveFeed } from "./sqlite-live.ts";
 import { openReadOnlyStoreFile } from "./sqlite-read-only.ts";
-import { type EntryRow, prepareReads, type StreamRow, toRecorded } from "./sqlite-rows.ts";
+import { type EntryRow, prepareReads, toRecorded } from "./sqlite-rows.ts";
 import { createSummaryReader } from "./sqlite-summaries.ts";
 import { createStoreWriter, openStoreFile } from "./sqlite-writer.ts";
 import { EventStoreClosedError } from "./store-errors.ts";
+import { streamInfoOf } from "./stream-info.ts";
 
 export { openReadOnlyStoreFile, type ReadOnlyOpening } from "./sqlite-read-only.ts";
 export { EventStoreClosedError, ReadOnlyStoreError } from "./store-errors.ts";
@@ -156,12 +157,3 @@ const committedRows = (
     bin_codec: null,
     text_codec: null,
   }));
-
-/** A `streams` row as listStreams answers it (revisions are contiguous from 0: the count follows from the last). */
-const streamInfoOf = (row: StreamRow): StreamInfo => ({
-  stream: row.stream,
-  revision: row.revision,
-  count: row.revision + 1,
-  firstAt: row.first_at,
-  lastAt: row.last_at,
-});
