@@ -8,6 +8,7 @@ import {
   type RefAudioInput,
   type ResponseCreate,
   type RunnerUnit,
+  responseProgressOf,
   type SessionConfig,
   type SessionState,
 } from "../domain/index.ts";
@@ -26,7 +27,42 @@ export type Effect =
    * append). The host has them from the log.
    */
   | { readonly kind: "resubmit"; readonly fromMs: number; readonly toMs: number }
-  | { readonly kind: "close" };
+  | { readonly kind: "close" }
+  | TimerEffect;
+
+/** The `TimerFired` input a timer enqueues when it fires (src/domain/inputs.ts). */
+export type TimerFiring = Extract<Input, { type: "TimerFired" }>["data"];
+
+/**
+ * A session timer a decision arms or cancels (BEHAVIOUR.md, "Defaults and limits"), run by the engine's timers
+ * (src/engine/timers.ts) and never by the runner: `arm_timer` fires `fire` as a `TimerFired` input after `ms`
+ * (re-arming the one of that name), `cancel_timer` stops it. The response timer follows the active response's
+ * progress; the idle timer follows the session's `idle_timeout_s` (socket activity re-arms it too, outside the log).
+ * The disconnect grace is armed by the socket's attachment (a drop, a failed append, a rebuild), not by a decision.
+ */
+export type TimerEffect =
+  | {
+      readonly kind: "arm_timer";
+      readonly ms: number;
+      readonly fire: Exclude<TimerFiring, { timer: "disconnect_grace" }>;
+    }
+  | { readonly kind: "cancel_timer"; readonly timer: "response_timeout" | "idle_ttl" };
+
+/** The effects the runner is given (src/engine/runner-binding.ts). */
+export type RunnerEffect = Exclude<Effect, TimerEffect>;
+
+/** A decision's effects, in their order, for the runner and for the engine's timers. */
+export const splitEffects = (
+  effects: readonly Effect[],
+): { readonly runner: RunnerEffect[]; readonly timers: TimerEffect[] } => {
+  const runner: RunnerEffect[] = [];
+  const timers: TimerEffect[] = [];
+  for (const e of effects) {
+    if (e.kind === "arm_timer" || e.kind === "cancel_timer") timers.push(e);
+    else runner.push(e);
+  }
+  return { runner, timers };
+};
 
 /** The `response.create` an input carried, if it was one. */
 const responseCreateOf = (input: Input): ResponseCreate | null =>
@@ -147,6 +183,29 @@ const configureEffect = (event: EventOf<"SessionConfigured">, c: EffectContext):
     : { kind: "configure", config: event.data.config, refAudio: patch.refAudio };
 };
 
+/** The idle timer at the session's `idle_timeout_s` (s; null: none, the timer is cancelled). */
+const idleTimerEffect = (state: SessionState): TimerEffect => {
+  const s = state.config.idleTimeoutS;
+  return s === null
+    ? { kind: "cancel_timer", timer: "idle_ttl" }
+    : { kind: "arm_timer", ms: s * 1000, fire: { timer: "idle_ttl" } };
+};
+
+/**
+ * The response timer after an input: re-armed at the session's `response_timeout_ms` when the active response made
+ * progress (or began), cancelled when no response is active any more; null when its progress did not change. A
+ * session rebuilt from its log (restart, takeover) has no timer armed yet, so its first input arms one for a response
+ * still active.
+ */
+const responseTimerEffect = (input: Input, before: SessionState, after: SessionState): TimerEffect | null => {
+  const rebuilt = input.type === "SessionRecovered" || input.type === "SessionOwned";
+  const armed = rebuilt ? null : responseProgressOf(before);
+  const progress = responseProgressOf(after);
+  if (progress === armed) return null;
+  if (progress === null) return { kind: "cancel_timer", timer: "response_timeout" };
+  return { kind: "arm_timer", ms: after.config.responseTimeoutMs, fire: { timer: "response_timeout", progress } };
+};
+
 /**
  * The effect of each kind of domain event that has one (null: not this time). An event kind not named here has no
  * effect: the runner is not told of it.
@@ -177,8 +236,9 @@ const EFFECTS: { readonly [K in DomainEvent["type"]]?: (event: EventOf<K>, c: Ef
 };
 
 /**
- * Derives the effects of one input's decision, in the order of its events (`EFFECTS`). Pure: `before` is the state
- * the input was decided on, `after` the state its events led to.
+ * Derives the effects of one input's decision: the runner's, in the order of its events (`EFFECTS`), then the
+ * timers' (`TimerEffect`: the idle timer of a new configuration, the response timer of the response's progress).
+ * Pure: `before` is the state the input was decided on, `after` the state its events led to.
  */
 export const effectsOf = (
   input: Input,
@@ -200,5 +260,10 @@ export const effectsOf = (
     const effect = effectOf?.(event, context) ?? null;
     if (effect !== null) effects.push(effect);
   }
+  // A new session's or a new configuration's idle timer, after the configure effect that carries the same config.
+  if (events.some((e) => e.type === "SessionCreated" || e.type === "SessionConfigured"))
+    effects.push(idleTimerEffect(after));
+  const responseTimer = responseTimerEffect(input, before, after);
+  if (responseTimer !== null) effects.push(responseTimer);
   return effects;
 };

@@ -1,20 +1,21 @@
 import { distinctUntilChanged } from "rxjs";
-import { responseProgressOf } from "../domain/index.ts";
 import { spanOf, TURN_SPANS, type TurnSpanName, turnLedger } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
+import type { Effect } from "./effects.ts";
 import { type EngineDeps, type EngineLimits, type ResumeRefusal, resumeExpired } from "./engine-api.ts";
 import type { VadStream } from "./ports/index.ts";
 import type { SessionHost, SessionHostDeps } from "./session-host.ts";
-import type { SessionTimers } from "./timers.ts";
 
-/** The parts of the engine (src/engine/engine.ts) that concern one host: its deps, its response timer, its checks. */
+/** The parts of the engine (src/engine/engine.ts) that concern one host: its deps, its turn spans, its checks. */
 
 /** What the engine does when one of its hosts closes, is fenced, fails an append or finds its session moved. */
 export interface HostEvents {
   closed(host: SessionHost, vad: VadStream | null): void;
   fenced(host: SessionHost, reason: string, vad: VadStream | null): void;
   appendFailed(host: SessionHost, error: unknown): void;
+  /** A drain's effects: the engine's timers run the timer effects among them. */
+  runTimers(host: SessionHost, effects: readonly Effect[]): void;
   /** Only with other nodes on the store (`nodeId` not null). */
   movedAway(host: SessionHost): void;
 }
@@ -36,6 +37,7 @@ export const hostDepsOf = (
   createResampler: deps.createResampler,
   ...(deps.createOutputResampler === undefined ? {} : { createOutputResampler: deps.createOutputResampler }),
   now,
+  runTimers: (timed, effects) => events.runTimers(timed, effects),
   inputLimits: { maxPendingBytes: limits.maxPendingInputBytes, maxPendingTurns: limits.maxPendingTurns },
   ...(limits.eventsPerS === null ? {} : { eventRate: { perS: limits.eventsPerS, burst: limits.eventBurst } }),
   ...(limits.appendsPerS === null ? {} : { appendRate: { perS: limits.appendsPerS, burst: limits.appendBurst } }),
@@ -54,28 +56,6 @@ export const hostDepsOf = (
   // With other nodes: a refused append waits for the new owner's claim and resume (the watch tells the sockets).
   ...(withNodes ? { onMovedAway: (moved: SessionHost) => events.movedAway(moved) } : {}),
 });
-
-/**
- * The response timer (BEHAVIOUR.md, "Defaults and limits": response_timeout_ms): re-armed whenever the active
- * response makes progress, cancelled when none is active or the session's stream ends. Its firing is an input,
- * `TimerFired{response_timeout, progress}`, decided like any other.
- */
-export const watchResponseTimer = (host: SessionHost, timers: SessionTimers, now: () => number): void => {
-  let armed: string | null = null;
-  host.events$.subscribe({
-    next: () => {
-      const progress = responseProgressOf(host.current);
-      if (progress === armed) return;
-      timers.cancel(host.sessionId, "response_timeout");
-      armed = progress;
-      if (progress === null) return;
-      timers.arm(host.sessionId, "response_timeout", host.current.config.responseTimeoutMs, () => {
-        void host.enqueue({ type: "TimerFired", at: now(), data: { timer: "response_timeout", progress } });
-      });
-    },
-    complete: () => timers.cancel(host.sessionId, "response_timeout"),
-  });
-};
 
 /** Feeds each turn's spans (ms) to `observe` once they are known, from the session's live turn ledger. */
 export const observeTurnSpans = (host: SessionHost, observe: (span: TurnSpanName, ms: number) => void): void => {

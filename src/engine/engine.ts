@@ -3,9 +3,10 @@ import type { Capabilities, DetachReason, SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./downtime.ts";
+import type { Effect } from "./effects.ts";
 import type { AdmissionRefusal, Engine, EngineDeps, EngineLimits, OpenOptions, ResumeRefusal } from "./engine-api.ts";
 import { DEFAULT_LIMITS, resumeExpired } from "./engine-api.ts";
-import { type HostEvents, hostDepsOf, observeTurnSpans, resumeRefusalOf, watchResponseTimer } from "./engine-hosts.ts";
+import { type HostEvents, hostDepsOf, observeTurnSpans, resumeRefusalOf } from "./engine-hosts.ts";
 import { type LoggedBefore, logLifecycle } from "./lifecycle-log.ts";
 import { ownerOf, STREAM_PREFIX, stepsOf } from "./log.ts";
 import type { NodeLeases, RecordedEntry, VadStream } from "./ports/index.ts";
@@ -14,7 +15,7 @@ import { SessionRegistry } from "./sessions.ts";
 import { foldLog, type RecoveredLog, withUnansweredAppends } from "./step.ts";
 import { adoptSession, sweepSessions, type TakeoverContext } from "./takeover.ts";
 import { type TakeoverWatch, watchTakeover } from "./takeover-watch.ts";
-import { MAX_TIMER_MS, realScheduler, type Scheduler, SessionTimers } from "./timers.ts";
+import { realScheduler, type Scheduler, SessionTimers } from "./timers.ts";
 
 /**
  * ms a node that gave a session up waits for the new owner's resume before its sockets are let go of with
@@ -58,7 +59,12 @@ class SessionEngine implements Engine, HostEvents {
   }
 
   private clearTimers(id: string): void {
-    this.timers.cancelAll(id, ["idle_ttl", "disconnect_grace"]);
+    this.timers.cancelAll(id, ["idle_ttl", "disconnect_grace", "response_timeout"]);
+  }
+
+  runTimers(host: SessionHost, effects: readonly Effect[]): void {
+    if (host.isClosed || host.isFenced) return;
+    this.timers.run(host.sessionId, effects, (data) => void host.enqueue({ type: "TimerFired", at: this.now(), data }));
   }
 
   private stopWatch(host: SessionHost): void {
@@ -117,11 +123,6 @@ class SessionEngine implements Engine, HostEvents {
     const vad = deps.vad?.createStream() ?? null;
     const hostDeps = hostDepsOf(deps, this.limits, this.now, vad, this, nodeId !== null);
     const host = new SessionHost(sessionId, resumeToken, hostDeps, recovered);
-    watchResponseTimer(host, this.timers, this.now);
-    // A session.update may change idle_timeout_s: re-arm the idle timer with the new value once it is decided.
-    host.events$.subscribe((envelope) => {
-      if (envelope.event.type === "SessionConfigured") this.touch(host);
-    });
     if (deps.log !== undefined) logLifecycle(host, deps.log, earlier);
     if (nodeId !== null) {
       const from = recovered === null ? 0 : recovered.revision + 1;
@@ -257,13 +258,12 @@ class SessionEngine implements Engine, HostEvents {
   touch(host: SessionHost): void {
     // Before SessionCreated is decided the config is the initial one: the deployment's TTL applies.
     const ttl = host.current.phase === "new" ? this.limits.idleTtlS : host.current.config.idleTimeoutS;
-    this.timers.cancel(host.sessionId, "idle_ttl");
-    if (ttl === null) return;
-    // A timer holds at most 2^31 - 1 ms (about 24.8 days); a longer TTL waits that long, then re-arms.
-    this.timers.arm(host.sessionId, "idle_ttl", ttl * 1000, () => {
-      if (ttl * 1000 > MAX_TIMER_MS) this.touch(host);
-      else void host.enqueue({ type: "TimerFired", at: this.now(), data: { timer: "idle_ttl" } });
-    });
+    // Socket activity re-arms the timer a decision armed (`TimerEffect`), the same way.
+    this.runTimers(host, [
+      ttl === null
+        ? { kind: "cancel_timer", timer: "idle_ttl" }
+        : { kind: "arm_timer", ms: ttl * 1000, fire: { timer: "idle_ttl" } },
+    ]);
   }
 
   resume(request: DecodedResume, sink: SessionSink): SessionHost | ResumeRefusal {

@@ -10,7 +10,7 @@ import {
   stageOutputProblem,
 } from "../domain/index.ts";
 import { toHistory } from "../projections/index.ts";
-import type { Effect } from "./effects.ts";
+import { type Effect, type RunnerEffect, splitEffects } from "./effects.ts";
 import { errorMessage } from "./error-message.ts";
 import type { OutputAudio } from "./output-audio.ts";
 import type { RunnerSession } from "./ports/index.ts";
@@ -89,8 +89,12 @@ export class RunnerBinding {
     }
   }
 
-  /** Runs one drain's effects on the runner, opening it first when none is open. */
-  run(effects: readonly Effect[]): void {
+  /**
+   * Runs the runner's effects among one drain's `effects` (the timers' are the engine's: src/engine/timers.ts),
+   * opening the runner first when none is open.
+   */
+  run(all: readonly Effect[]): void {
+    const effects = splitEffects(all).runner;
     for (const effect of effects) {
       if (effect.kind === "configure" && effect.refAudio !== undefined) this.refAudio = effect.refAudio;
       if (this.faulted) {
@@ -182,7 +186,7 @@ export class RunnerBinding {
    * their units hand over (a user text, a function call's output, an assistant message) are left out of the history,
    * so that the model is given each once (issue 33, part 2: a restarted session's first command was seeded and then sent too).
    */
-  private open(effects: readonly Effect[]): RunnerSession | null {
+  private open(effects: readonly RunnerEffect[]): RunnerSession | null {
     try {
       const state = this.deps.state();
       const before = new Set(toHistory(this.decidedOn).map((item) => item.id));

@@ -9,6 +9,7 @@ import type {
 } from "../domain/index.ts";
 import type { WireEvent } from "../projections/index.ts";
 import type { DecodedFrame } from "../protocol/index.ts";
+import type { Effect } from "./effects.ts";
 import type { EventRateLimits } from "./event-rate.ts";
 import type { EventStore, ResamplerFactory, RunnerSession, VadStream } from "./ports/index.ts";
 
@@ -40,6 +41,8 @@ export interface HostDeps<Host> {
   /** Observes a runner that broke its port's contract (for the server's log); the session records and ends it. */
   readonly onRunnerFault?: (host: Host, operation: RunnerOperation, error: unknown) => void;
   readonly now: () => number;
+  /** Runs the timer effects among a drain's effects (src/engine/timers.ts), after the runner's; absent: no timers. */
+  readonly runTimers?: (host: Host, effects: readonly Effect[]) => void;
   readonly onClosed: (host: Host) => void;
   readonly onAppendFailed: (host: Host, error: unknown) => void;
   /**

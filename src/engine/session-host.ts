@@ -297,6 +297,7 @@ export class SessionHost extends SessionSockets {
     }
     this.attachment.switched();
     this.binding.run(decided.effects);
+    this.deps.runTimers?.(this, decided.effects);
   }
 
   /** The batch closed the session: its socket is told how, and the session's streams end. */

@@ -1,8 +1,12 @@
+import { type Effect, splitEffects, type TimerFiring } from "./effects.ts";
+
 /**
  * A session's timers (BEHAVIOUR.md, "Defaults and limits"): the response timer (`response_timeout_ms`), the idle
  * timer (`idle_timeout_s`) and the disconnect grace, armed and cancelled by name over an injected `Scheduler`.
- * A timer that fires calls back; the engine turns that into a `TimerFired` input, decided and logged like any other
- * (arming and cancelling are not logged). The scheduler is the real clock by default; tests pass a virtual one
+ * Decisions arm and cancel the response and idle timers as effects (`TimerEffect`, run by `SessionTimers.run`); the
+ * engine arms the grace on a drop and re-arms the idle timer on socket activity. A timer that fires calls back; the
+ * engine turns that into a `TimerFired` input, decided and logged like any other (arming and cancelling are not
+ * logged: they are derived from the log). The scheduler is the real clock by default; tests pass a virtual one
  * (test/support/virtual-clock.ts).
  */
 
@@ -37,22 +41,37 @@ export class SessionTimers {
   constructor(readonly scheduler: Scheduler = realScheduler) {}
 
   /**
-   * Arms `name` for `sessionId` to call `fire` in `ms` (at most `MAX_TIMER_MS`: a caller with a longer wait arms
-   * that long and re-arms from `fire`), cancelling the one armed before.
+   * Arms `name` for `sessionId` to call `fire` in `ms`, cancelling the one armed before. A wait longer than
+   * `MAX_TIMER_MS` is waited in parts of at most that long; `fire` is called once, after the whole wait.
    */
   arm(sessionId: string, name: TimerName, ms: number, fire: () => void): void {
     this.cancel(sessionId, name);
     const timers = this.#armed.get(sessionId) ?? new Map<TimerName, unknown>();
     this.#armed.set(sessionId, timers);
-    const handle = this.scheduler.setTimeout(
-      () => {
-        if (timers.get(name) !== handle) return;
-        timers.delete(name);
-        fire();
-      },
-      Math.min(ms, MAX_TIMER_MS),
-    );
-    timers.set(name, handle);
+    const wait = (left: number): void => {
+      const handle = this.scheduler.setTimeout(
+        () => {
+          if (timers.get(name) !== handle) return;
+          if (left > MAX_TIMER_MS) return wait(left - MAX_TIMER_MS);
+          timers.delete(name);
+          fire();
+        },
+        Math.min(left, MAX_TIMER_MS),
+      );
+      timers.set(name, handle);
+    };
+    wait(ms);
+  }
+
+  /**
+   * Runs the timer effects among `effects` for `sessionId` (src/engine/effects.ts, `TimerEffect`), in order, and
+   * skips the runner's: an `arm_timer` calls `enqueue` with its `TimerFired` data when it fires.
+   */
+  run(sessionId: string, effects: readonly Effect[], enqueue: (fired: TimerFiring) => void): void {
+    for (const effect of splitEffects(effects).timers) {
+      if (effect.kind === "cancel_timer") this.cancel(sessionId, effect.timer);
+      else this.arm(sessionId, effect.fire.timer, effect.ms, () => enqueue(effect.fire));
+    }
   }
 
   /** Cancels `name` for `sessionId`; nothing if none is armed. */

@@ -28,17 +28,51 @@ describe("session timers over a virtual clock", () => {
     expect(clock.pending()).toBe(0);
   });
 
-  it("arms at most MAX_TIMER_MS; the caller re-arms from the callback", () => {
+  it("waits longer than MAX_TIMER_MS in parts, and fires once, after the whole wait", () => {
     const clock = virtualClock();
     const timers = new SessionTimers(clock);
     let calls = 0;
-    timers.arm("s1", "idle_ttl", MAX_TIMER_MS * 3, () => {
+    timers.arm("s1", "idle_ttl", MAX_TIMER_MS * 2 + 5, () => {
       calls += 1;
     });
-    clock.advance(MAX_TIMER_MS - 1);
+    clock.advance(MAX_TIMER_MS * 2 + 4);
     expect(calls).toBe(0);
     clock.advance(1);
     expect(calls).toBe(1);
+    clock.advance(MAX_TIMER_MS * 3);
+    expect(calls).toBe(1);
+    expect(clock.pending()).toBe(0);
+  });
+
+  it("a long wait cancelled part way never fires", () => {
+    const clock = virtualClock();
+    const timers = new SessionTimers(clock);
+    let calls = 0;
+    timers.arm("s1", "idle_ttl", MAX_TIMER_MS * 2, () => {
+      calls += 1;
+    });
+    clock.advance(MAX_TIMER_MS + 1);
+    timers.cancel("s1", "idle_ttl");
+    clock.advance(MAX_TIMER_MS * 2);
+    expect(calls).toBe(0);
+    expect(clock.pending()).toBe(0);
+  });
+
+  it("runs a decision's timer effects in order: arm fires its TimerFired data, cancel stops it", () => {
+    const clock = virtualClock();
+    const timers = new SessionTimers(clock);
+    const fired: unknown[] = [];
+    timers.run(
+      "s1",
+      [
+        { kind: "arm_timer", ms: 100, fire: { timer: "response_timeout", progress: "p1" } },
+        { kind: "arm_timer", ms: 50, fire: { timer: "idle_ttl" } },
+        { kind: "cancel_timer", timer: "idle_ttl" },
+      ],
+      (data) => fired.push({ data, at: clock.now() }),
+    );
+    clock.advance(1_000);
+    expect(fired).toEqual([{ data: { timer: "response_timeout", progress: "p1" }, at: 100 }]);
   });
 
   it("cancelAll cancels the named timers of one session only", () => {

@@ -19,7 +19,7 @@ import { createSqliteEventStore } from "../../src/infra/event-store/sqlite.ts";
 import { createSileroVad } from "../../src/infra/vad/index.ts";
 import { type DecodedFrame, decodeClientFrame, peekFrame } from "../../src/protocol/index.ts";
 import { engineLimitsOf, runnerOf, serverLogger } from "../../src/server/server-parts.ts";
-import { virtualClock } from "./virtual-clock.ts";
+import { type VirtualClock, virtualClock } from "./virtual-clock.ts";
 
 /**
  * Driving a session host in process, without a socket (the tests of moves, takeovers, restarts and the upstream
@@ -114,6 +114,11 @@ export interface EngineSessionOptions {
   readonly store?: EventStore;
   /** Real Silero VAD (as the server loads it), optionally wrapped (a gate); absent: no VAD (null). */
   readonly vad?: "silero" | ((silero: VadModel) => VadModel);
+  /**
+   * The engine's clock and timers (response, idle, grace); absent: the real clock. The session's connection keeps
+   * a clock of its own that never moves (its first-message timer never fires).
+   */
+  readonly clock?: VirtualClock;
 }
 
 /** One session of an in-process engine, driven as the realtime socket drives it, with no socket. */
@@ -170,6 +175,7 @@ export const harnessEngine = async (options: EngineSessionOptions = {}): Promise
     model: runner.name,
     sessionMode: config.session_mode,
     limits: engineLimitsOf(config),
+    ...(options.clock === undefined ? {} : { scheduler: options.clock }),
   });
   return {
     engine,
