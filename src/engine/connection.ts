@@ -200,7 +200,9 @@ export class Connection {
         this.engine.touch(host);
         return host.submit(decode, costOf(frame));
       case "expired":
-        this.port.send(handshakeError("unknown_session", `session ${host?.sessionId ?? ""} has expired`));
+        this.port.send(
+          handshakeError("unknown_session", `session ${host?.sessionId ?? ""} has expired`, frame.eventId()),
+        );
         return Promise.resolve();
       case "replaced":
       case "closed":

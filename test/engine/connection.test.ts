@@ -154,4 +154,22 @@ describe("connection", () => {
     expect(port.closedWith).toEqual({ code: ERROR_CODES.internal_error.closeCode, reason: "internal_error" });
     expect(connection.state).toBe("closed");
   });
+
+  it("answers each frame after its session expired with unknown_session, echoing the frame's event_id", async () => {
+    const clock = virtualClock();
+    built = await harnessEngine({ clock });
+    const { port, connection } = await connect({}, built.engine);
+    await until(() => types(port).includes("session.created"), "session.created");
+    await connection.receive(text({ type: "session.update", event_id: "evt_idle", session: { idle_timeout_s: 5 } }));
+    await until(() => types(port).includes("session.updated"), "session.updated");
+    clock.advance(5_000);
+    await until(() => types(port).includes("session.expired"), "session.expired");
+    expect(connection.state).toBe("expired");
+    await connection.receive(text({ type: "input_audio_buffer.clear", event_id: "evt_late" }));
+    const error = port.sent.at(-1) as { type: string; error: Record<string, unknown> };
+    expect(error.type).toBe("error");
+    expect(error.error).toMatchObject({ code: "unknown_session", event_id: "evt_late" });
+    // The socket stays open: the client reads why each frame went unanswered.
+    expect(port.closedWith).toBeNull();
+  });
 });
