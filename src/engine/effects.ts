@@ -193,7 +193,7 @@ const idleTimerEffect = (state: SessionState): TimerEffect => {
 
 /**
  * The response timer after an input: re-armed at the session's `response_timeout_ms` when the active response made
- * progress (or began), cancelled when no response is active any more; null when its progress did not change. A
+ * progress (or began) or the timeout changed, cancelled when no response is active any more; null when its progress did not change. A
  * session rebuilt from its log (restart, takeover) has no timer armed yet, so its first input arms one for a response
  * still active.
  */
@@ -201,7 +201,9 @@ const responseTimerEffect = (input: Input, before: SessionState, after: SessionS
   const rebuilt = input.type === "SessionRecovered" || input.type === "SessionOwned";
   const armed = rebuilt ? null : responseProgressOf(before);
   const progress = responseProgressOf(after);
-  if (progress === armed) return null;
+  // A session.update that changes response_timeout_ms during a response re-arms its timer at the new value.
+  const retimed = progress !== null && after.config.responseTimeoutMs !== before.config.responseTimeoutMs;
+  if (progress === armed && !retimed) return null;
   if (progress === null) return { kind: "cancel_timer", timer: "response_timeout" };
   return { kind: "arm_timer", ms: after.config.responseTimeoutMs, fire: { timer: "response_timeout", progress } };
 };

@@ -57,6 +57,18 @@ describe("timer effects", () => {
     expect(timersOf(ended.effects)).toEqual([{ kind: "cancel_timer", timer: "response_timeout" }]);
   });
 
+  it("a session.update that changes response_timeout_ms during a response re-arms its timer at the new value", () => {
+    const s = effectsAfter([opened(), command(create())], command(update({ responseTimeoutMs: 1_000 })));
+    const progress = responseProgressOf(s.after);
+    expect(timersOf(s.effects)).toEqual([
+      { kind: "arm_timer", ms: 300_000, fire: { timer: "idle_ttl" } },
+      { kind: "arm_timer", ms: 1_000, fire: { timer: "response_timeout", progress } },
+    ]);
+    // Without a response, the new value waits for the next one.
+    const idle = effectsAfter([opened()], command(update({ responseTimeoutMs: 1_000 })));
+    expect(timersOf(idle.effects)).toEqual([{ kind: "arm_timer", ms: 300_000, fire: { timer: "idle_ttl" } }]);
+  });
+
   it("an input that moves no response and no configuration touches no timer", () => {
     const { effects } = effectsAfter([opened(), command(create())], command(update({ temperature: 0.7 })));
     // The update re-arms the idle timer only; the response made no progress.
