@@ -14,6 +14,7 @@ import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "
 import type { DecodeContext } from "./decode-context.ts";
 import { decodeItem } from "./decode-item.ts";
 import { jsonValuesExceededAt, MAX_JSON_VALUES } from "./json-depth.ts";
+import { topLevelString } from "./json-scan.ts";
 import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
 export type { DecodeContext } from "./decode-context.ts";
@@ -321,11 +322,23 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
  * (BEHAVIOUR.md scenario 2).
  */
 /**
- * The `event_id` of a frame that is not parsed (too large, or binary), read from its first 2048 characters: the
- * first `"event_id": "..."` of at most 512 characters without quotes or escapes, else null.
+ * The `event_id` of a frame that is not parsed (too large, malformed, or binary), read from its first 2048
+ * characters: the string value of its top-level `event_id` member (src/protocol/json-scan.ts: one inside a nested
+ * object or a string never counts), unescaped, of 1 to 512 characters; else null.
  */
-export const sniffEventId = (text: string): string | null =>
-  /"event_id"\s*:\s*"([^"\\]{1,512})"/.exec(text.slice(0, 2048))?.[1] ?? null;
+export const sniffEventId = (text: string): string | null => {
+  const raw = topLevelString(text, "event_id", 2048);
+  if (raw === null) return null;
+  let value = raw;
+  if (raw.includes("\\")) {
+    try {
+      value = JSON.parse(`"${raw}"`) as string;
+    } catch {
+      return null;
+    }
+  }
+  return value.length >= 1 && value.length <= 512 ? value : null;
+};
 
 export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeContext): DecodedFrame => {
   if (byteLength > MAX_FRAME_BYTES) {
@@ -350,7 +363,8 @@ export const decodeClientFrame = (text: string, byteLength: number, ctx: DecodeC
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return invalid("invalid_json", `frame is not valid JSON: ${(error as Error).message}`, null, null);
+    // The event_id is echoed when the text holds one before it breaks off (BEHAVIOUR.md, scenario 2).
+    return invalid("invalid_json", `frame is not valid JSON: ${(error as Error).message}`, sniffEventId(text), null);
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     return invalid("invalid_json", "frame must be a JSON object", null, null);

@@ -1,10 +1,12 @@
 import { MAX_FRAME_BYTES, sniffEventId } from "./decode.ts";
+import { topLevelString } from "./json-scan.ts";
 
 /**
  * Frame peeking (issue 34, part 3): what the socket reads of a client frame before the session's codec decodes it,
  * without regular expressions over JSON: its size in bytes, its text (the first 2048 bytes only of a frame over
- * `MAX_FRAME_BYTES`), its kind, read by a bounded tokenizer from the top-level `type` member within the first
- * `PEEK_WINDOW` characters, and its event_id (the protocol's `sniffEventId` over the first 2048 bytes).
+ * `MAX_FRAME_BYTES`), its kind, read from its top-level `type` member wherever it stands (`topLevelString`,
+ * src/protocol/json-scan.ts: strings are skipped at native speed, so an append's audio costs a scan for its closing
+ * quote), and its event_id (the protocol's `sniffEventId` over the first 2048 bytes).
  */
 
 /**
@@ -13,9 +15,6 @@ import { MAX_FRAME_BYTES, sniffEventId } from "./decode.ts";
  * `session.resume` may resume another session than the one opened on connect), `event` (anything else).
  */
 export type FrameKind = "append" | "commit" | "resume" | "event";
-
-/** Characters of a frame's text searched for its top-level `type` (the kind of a frame whose type comes later is `event`). */
-export const PEEK_WINDOW = 300;
 
 /** Bytes of a frame read for its event_id when it is binary or too large to parse. */
 const HEAD_BYTES = 2048;
@@ -29,78 +28,10 @@ const KINDS: Readonly<Record<string, FrameKind>> = {
   "session.resume": "resume",
 };
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COLON = 0x3a;
-const COMMA = 0x2c;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
-
-/** Index of the quote that closes the string opening at `start` (a quote), or -1 when it does not close before `end`. */
-const stringEnd = (text: string, start: number, end: number): number => {
-  for (let i = start + 1; i < end; i += 1) {
-    const c = text.charCodeAt(i);
-    if (c === BACKSLASH) i += 1;
-    else if (c === QUOTE) return i;
-  }
-  return -1;
-};
-
-/** The first index at or after `i` that is not JSON whitespace. */
-const skipSpace = (text: string, i: number, end: number): number => {
-  let j = i;
-  while (j < end) {
-    const c = text.charCodeAt(j);
-    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
-    j += 1;
-  }
-  return j;
-};
-
-/**
- * The raw text (escapes kept) of the string value of the first top-level `type` member of the JSON object `text`
- * begins with, scanning its first `window` characters; null when there is none within them, or it is not a string.
- * Strings are skipped whole (escaped quotes included), so a `"type"` inside a string value or a nested object does
- * not count. Stops at the first top-level `type`: the append fast path reads a few dozen characters.
- */
-export const topLevelType = (text: string, window = PEEK_WINDOW): string | null => {
-  const end = Math.min(text.length, window);
-  let depth = 0;
-  let atKey = false;
-  for (let i = 0; i < end; i += 1) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      const close = stringEnd(text, i, end);
-      if (close < 0) return null;
-      if (depth === 1 && atKey) {
-        atKey = false;
-        const isType = close === i + 5 && text.startsWith("type", i + 1);
-        const colon = skipSpace(text, close + 1, end);
-        if (text.charCodeAt(colon) !== COLON) return null;
-        if (isType) {
-          const value = skipSpace(text, colon + 1, end);
-          if (text.charCodeAt(value) !== QUOTE) return null;
-          const valueEnd = stringEnd(text, value, end);
-          return valueEnd < 0 ? null : text.slice(value + 1, valueEnd);
-        }
-        i = colon;
-      } else i = close;
-    } else if (c === OPEN_OBJECT) {
-      depth += 1;
-      atKey = depth === 1;
-    } else if (c === OPEN_ARRAY) depth += 1;
-    else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) depth -= 1;
-    else if (c === COMMA && depth === 1) atKey = true;
-  }
-  return null;
-};
-
 /** The kind of a frame's text (see `FrameKind`); `event` for a binary frame (null). */
 export const frameKind = (text: string | null): FrameKind => {
   if (text === null) return "event";
-  const type = topLevelType(text);
+  const type = topLevelString(text, "type");
   return type === null ? "event" : (KINDS[type] ?? "event");
 };
 

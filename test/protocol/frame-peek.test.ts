@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { frameEventId, frameKind, PEEK_WINDOW, peekFrame, topLevelType } from "../../src/protocol/frame-peek.ts";
+import { sniffEventId } from "../../src/protocol/decode.ts";
+import { frameEventId, frameKind, peekFrame } from "../../src/protocol/frame-peek.ts";
+import { topLevelString } from "../../src/protocol/json-scan.ts";
 
 /** Frame peeking (issue 34, part 3): a frame's kind, size and event_id before it is decoded, by a bounded tokenizer. */
 describe("frame peek", () => {
@@ -38,16 +40,36 @@ describe("frame peek", () => {
     expect(frameKind('{"typ\\u0065":"session.resume"}')).toBe("event");
     expect(frameKind('{"type":"session.resumed"}')).toBe("event");
     expect(frameKind('{"type":1}')).toBe("event");
-    expect(topLevelType('{"type":"x\\"y"}')).toBe('x\\"y');
+    expect(topLevelString('{"type":"x\\"y"}', "type")).toBe('x\\"y');
   });
 
-  it("reads only the first PEEK_WINDOW characters, so a huge frame costs no more than a small one", () => {
-    const late = `{"pad":"${"x".repeat(PEEK_WINDOW)}","type":"input.commit"}`;
-    expect(frameKind(late)).toBe("event");
-    const huge = `{"type":"input_audio_buffer.append","audio":"${"A".repeat(20 * 1024 * 1024)}"}`;
-    expect(frameKind(huge)).toBe("append");
-    expect(frameKind(`{"type":"push_chunk"${" ".repeat(PEEK_WINDOW)}}`)).toBe("append");
+  it("finds the type wherever it stands: after an append's audio, or a resume's padding (an attack on issue 34)", () => {
+    const audio = "A".repeat(20 * 1024 * 1024);
+    expect(frameKind(`{"audio":"${audio}","event_id":"a201","type":"input_audio_buffer.append"}`)).toBe("append");
+    expect(frameKind(`{"type":"input_audio_buffer.append","audio":"${audio}"}`)).toBe("append");
+    expect(frameKind(`{"pad":"${"x".repeat(400)}","type":"session.resume","session_id":"s"}`)).toBe("resume");
+    expect(frameKind(`{"type":"push_chunk"${" ".repeat(400)}}`)).toBe("append");
+    // Escaped quotes and backslashes before the type are skipped as string content.
+    expect(frameKind(`{"note":"${'\\\\\\"'.repeat(1000)}","type":"input.commit"}`)).toBe("commit");
+    // A text that breaks off or is not an object has no type.
     expect(frameKind(`{"type":"input.com`)).toBe("event");
+    expect(frameKind(`{"a":"${audio}`)).toBe("event");
+    expect(frameKind('["type","input.commit"]')).toBe("event");
+    expect(frameKind('{"a":1}{"type":"input.commit"}')).toBe("event");
+  });
+
+  it("echoes the top-level event_id of a frame it cannot parse, never a nested one (an attack on issue 34)", () => {
+    expect(sniffEventId('{"session":{"type":"x","event_id":"inner"},"type":"session.update","event_id":"outer"}')).toBe(
+      "outer",
+    );
+    expect(sniffEventId('{"a":[{"event_id":"innermany"}],"event_id":"outermany"')).toBe("outermany");
+    expect(sniffEventId('{"event_id":"outer","type":"bogus",')).toBe("outer");
+    expect(sniffEventId('{"event_id":"e\\u0031\\"q"}')).toBe('e1"q');
+    expect(sniffEventId('{"event_\\u0069d":"x"}')).toBeNull();
+    expect(sniffEventId(`{"event_id":"${"e".repeat(513)}"}`)).toBeNull();
+    expect(sniffEventId('{"event_id":""}')).toBeNull();
+    expect(sniffEventId('{"event_id":7}')).toBeNull();
+    expect(sniffEventId('{"note":"\\"event_id\\":\\"fake\\""}')).toBeNull();
   });
 
   it("peeks a text frame's size in bytes, a binary frame's event_id, and a frame over the maximum by its head", () => {
