@@ -236,7 +236,7 @@ export class Connection {
       this.#refuse(
         "invalid_session_resume",
         "this connection was opened with autostart=0: send session.resume first",
-        null,
+        frame.eventId,
       );
       return;
     }

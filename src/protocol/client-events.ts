@@ -6,6 +6,11 @@ import { z } from "zod";
  */
 
 const eventId = z.string().max(512).optional();
+/**
+ * A session id as a client names one (docs/deploy.md, "Limits": the session API's pattern): refused before any
+ * lookup, and never echoed or logged whole.
+ */
+const sessionIdText = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, "must be 1 to 128 of A-Z a-z 0-9 _ . : -");
 const ms = z.number().finite().nonnegative();
 
 const turnDetection = z
@@ -206,8 +211,9 @@ export const clientEventSchemas = {
   "session.event_ack": z.object({ event_id: eventId, server_event_seq: z.number().int().nonnegative() }),
   "session.resume": z.object({
     event_id: eventId,
-    session_id: z.string().min(1),
-    resume_token: z.string().min(1),
+    session_id: sessionIdText,
+    // A resume token is 43 characters of base64url (32 random bytes); 512 leaves room for other servers' tokens.
+    resume_token: z.string().min(1).max(512),
     incarnation: z.number().int().nonnegative().optional(),
     last_received_server_event_seq: z.number().int().nonnegative().optional(),
   }),

@@ -82,7 +82,7 @@ describe("connection", () => {
       ["error", "invalid_json", null],
       ["error", "invalid_session_resume", null],
     ]);
-    expect(port.sent.map((e) => (e.error as { event_id?: string }).event_id ?? null)).toEqual(["bin1", null]);
+    expect(port.sent.map((e) => (e.error as { event_id?: string }).event_id ?? null)).toEqual(["bin1", "e2"]);
     clock.advance(TIMEOUT_MS);
     expect(codes(port)).toEqual(["invalid_json", "invalid_session_resume", "config_timeout"]);
     expect(port.closedWith?.code).toBe(ERROR_CODES.config_timeout.closeCode);
@@ -171,5 +171,30 @@ describe("connection", () => {
     expect(error.error).toMatchObject({ code: "unknown_session", event_id: "evt_late" });
     // The socket stays open: the client reads why each frame went unanswered.
     expect(port.closedWith).toBeNull();
+  });
+
+  it("refuses a resume whose session_id is not an id, before any lookup, without echoing it (an attack on issue 34)", async () => {
+    const { port, connection } = await connect({ autostart: false });
+    for (const [eventId, sessionId] of [
+      ["long", `sess_${"a".repeat(1024 * 1024)}`],
+      ["path", "../../etc/passwd"],
+      ["empty", ""],
+    ] as const) {
+      await connection.receive(
+        text({ type: "session.resume", event_id: eventId, session_id: sessionId, resume_token: "t".repeat(43) }),
+      );
+    }
+    await connection.receive(
+      text({ type: "session.resume", event_id: "token", session_id: "sess_x", resume_token: "t".repeat(513) }),
+    );
+    expect(
+      port.sent.map((e) => [(e.error as { code: string }).code, (e.error as { event_id: string }).event_id]),
+    ).toEqual([
+      ["invalid_session_resume", "long"],
+      ["invalid_session_resume", "path"],
+      ["invalid_session_resume", "empty"],
+      ["invalid_session_resume", "token"],
+    ]);
+    for (const e of port.sent) expect(JSON.stringify(e).length).toBeLessThan(1024);
   });
 });
