@@ -3,13 +3,13 @@
  * without any recursion, in the parser or after it).
  */
 
-/** Bytes of the JSON text that the scan looks at (ASCII). */
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
+/** Bytes (and UTF-16 code units) of a JSON text that the scans look at (ASCII); json-scan.ts reads them too. */
+export const QUOTE = 0x22;
+export const BACKSLASH = 0x5c;
+export const OPEN_BRACKET = 0x5b;
+export const CLOSE_BRACKET = 0x5d;
+export const OPEN_BRACE = 0x7b;
+export const CLOSE_BRACE = 0x7d;
 
 /**
  * Where a JSON text nests objects and arrays deeper than `limit` levels (the outermost value is level 1, as

@@ -1,3 +1,5 @@
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE } from "./json-depth.ts";
+
 /**
  * Reading one top-level member of a JSON object's text without parsing it (frame peeking, src/protocol/frame-peek.ts,
  * and the event_id of a frame that is not parsed, src/protocol/decode.ts): a tokenizer that tracks depth and skips
@@ -7,14 +9,8 @@
  * (a frame's head, malformed JSON) is read up to the break.
  */
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const COLON = 0x3a;
 const COMMA = 0x2c;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
 
 /** Index of the quote that closes the string opening at `start` (a quote), or -1 when it does not close before `end`. */
 const stringEnd = (text: string, start: number, end: number): number => {
@@ -67,13 +63,13 @@ export const topLevelString = (text: string, key: string, end = text.length): st
         }
         i = colon;
       } else i = close;
-    } else if (c === OPEN_OBJECT) {
+    } else if (c === OPEN_BRACE) {
       depth += 1;
       atKey = depth === 1;
-    } else if (c === OPEN_ARRAY) {
+    } else if (c === OPEN_BRACKET) {
       if (depth === 0) return null;
       depth += 1;
-    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       depth -= 1;
       if (depth <= 0) return null;
     } else if (c === COMMA && depth === 1) atKey = true;
