@@ -1,3 +1,4 @@
+import { sniffEventId } from "../../src/protocol/decode.ts";
 import { MAX_FRAME_BYTES, MAX_JSON_DEPTH } from "../../src/protocol/index.ts";
 import { CLOSE_TYPES, type DeepShape, type FrameSpec, type Mutation } from "./fuzz-frames.ts";
 
@@ -27,7 +28,8 @@ export const eventIdOf = (text: string): string | null => {
     const id = (value as Record<string, unknown>).event_id;
     return typeof id === "string" ? id : null;
   } catch {
-    return null;
+    // Malformed JSON echoes the top-level event_id its first 2048 characters hold (BEHAVIOUR.md, scenario 2).
+    return sniffEventId(text);
   }
 };
 
@@ -218,7 +220,8 @@ export const materialize = (spec: FrameSpec, n: number, sessionId: string, liveI
             : ["unknown_event", "bad_event"];
       return {
         data: text,
-        eventId: spec.shape === "array" || spec.shape === "unclosed" ? null : id,
+        // An array has no top-level event_id; an unclosed object echoes the one it starts with.
+        eventId: spec.shape === "array" ? null : id,
         must: must === "any" ? "any" : [...must, "input_backpressure"],
         label: `deep ${spec.shape} ${spec.depth}`,
         type: null,
