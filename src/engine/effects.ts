@@ -193,9 +193,9 @@ const idleTimerEffect = (state: SessionState): TimerEffect => {
 
 /**
  * The response timer after an input: re-armed at the session's `response_timeout_ms` when the active response made
- * progress (or began) or the timeout changed, cancelled when no response is active any more; null when its progress did not change. A
- * session rebuilt from its log (restart, takeover) has no timer armed yet, so its first input arms one for a response
- * still active.
+ * progress (or began) or the timeout changed, cancelled when no response is active any more; null when neither
+ * changed. A session rebuilt from its log (restart, takeover) has no timer armed yet, so its first input arms one for
+ * a response still active.
  */
 const responseTimerEffect = (input: Input, before: SessionState, after: SessionState): TimerEffect | null => {
   const rebuilt = input.type === "SessionRecovered" || input.type === "SessionOwned";

@@ -3,7 +3,7 @@ import type { Capabilities, DetachReason, SessionId } from "../domain/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import { equalDigests, sha256Hex } from "./digest.ts";
 import { downtimeMsOf } from "./downtime.ts";
-import type { Effect } from "./effects.ts";
+import type { Effect, TimerFiring } from "./effects.ts";
 import type { AdmissionRefusal, Engine, EngineDeps, EngineLimits, OpenOptions, ResumeRefusal } from "./engine-api.ts";
 import { DEFAULT_LIMITS, resumeExpired } from "./engine-api.ts";
 import { type HostEvents, hostDepsOf, observeTurnSpans, resumeRefusalOf } from "./engine-hosts.ts";
@@ -64,7 +64,12 @@ class SessionEngine implements Engine, HostEvents {
 
   runTimers(host: SessionHost, effects: readonly Effect[]): void {
     if (host.isClosed || host.isFenced) return;
-    this.timers.run(host.sessionId, effects, (data) => void host.enqueue({ type: "TimerFired", at: this.now(), data }));
+    this.timers.run(host.sessionId, effects, this.timerFired(host));
+  }
+
+  /** How a timer of `host` that fires becomes its `TimerFired` input, at the engine clock's time. */
+  private timerFired(host: SessionHost): (data: TimerFiring) => void {
+    return (data) => void host.enqueue({ type: "TimerFired", at: this.now(), data });
   }
 
   private stopWatch(host: SessionHost): void {
@@ -140,9 +145,8 @@ class SessionEngine implements Engine, HostEvents {
   }
 
   private armGrace(host: SessionHost, ms: number): void {
-    this.timers.arm(host.sessionId, "disconnect_grace", ms, () => {
-      void host.enqueue({ type: "TimerFired", at: this.now(), data: { timer: "disconnect_grace" } });
-    });
+    const fire = this.timerFired(host);
+    this.timers.arm(host.sessionId, "disconnect_grace", ms, () => fire({ timer: "disconnect_grace" }));
   }
 
   /**
