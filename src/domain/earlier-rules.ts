@@ -51,4 +51,10 @@ export interface EarlierRules {
   readonly noUtteranceCarriedOver?: boolean;
   /** Before issue 33, part 3: `ModelListened` names no response, so `response.listen` carries no `response_id`. */
   readonly listenNamesNoResponse?: boolean;
+  /**
+   * Before issue 35, part 4: a `response.create` with nothing to respond to (`nothingToRespondTo`: no item, no
+   * audio, no text, no instructions) starts a response (the echo spoke half a second of silence), where today it is
+   * refused with `response_create_without_input`.
+   */
+  readonly responseWithoutInputAnswered?: boolean;
 }

@@ -72,6 +72,7 @@ export const ERROR_CODES = {
   model_not_found: invalid("No model has that id on this server."),
   response_not_found: invalid("The session has no response with that id."),
   not_found: invalid("No route has that method and path."),
+  not_available: invalid("The route is a turn-based one that a duplex deployment does not serve."),
   forbidden_host: invalid("The Host header names a host this server does not serve (listen.allowed_hosts)."),
   forbidden_origin: invalid("The Origin header names a site this server does not allow (listen.allowed_origins)."),
   request_too_large: invalid("The request body is larger than limits.http_body_bytes."),

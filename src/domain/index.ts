@@ -17,6 +17,7 @@ export * from "./lane.ts";
 export * from "./playback.ts";
 export * from "./profiles.ts";
 export * from "./response-flow.ts";
+export { nothingToRespondTo } from "./response-options.ts";
 export * from "./stage.ts";
 export * from "./stage-output.ts";
 export * from "./state.ts";

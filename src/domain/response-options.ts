@@ -8,7 +8,8 @@ import type { SessionState } from "./state.ts";
  * reference, "Capability negotiation by model"): every `item_reference` of `response.input` must name an item of the
  * conversation (`item_not_found`), tools need a model that calls them (`tool_calls_unsupported`), a `tool_choice`
  * naming a function needs that function among the response's tools (else the session's), and the temperature is
- * within 0..2 (`bad_event`). `param` is the dotted path of the field at fault.
+ * within 0..2 (`bad_event`); a response with nothing to respond to is `response_create_without_input`. `param` is the
+ * dotted path of the field at fault.
  */
 export const responseCreateRefusal = (state: SessionState, command: ResponseCreate): Rejection | null => {
   for (const [i, item] of (command.input ?? []).entries()) {
@@ -53,5 +54,28 @@ export const responseCreateRefusal = (state: SessionState, command: ResponseCrea
   if (t !== null && !(t >= 0 && t <= MAX_TEMPERATURE)) {
     return reject("bad_event", `temperature must be within 0..${MAX_TEMPERATURE}; got ${t}`, "response.temperature");
   }
+  if (nothingToRespondTo(state, command) && state.rules?.responseWithoutInputAnswered !== true) {
+    return reject(
+      "response_create_without_input",
+      "response.create has nothing to respond to: no audio was appended, the conversation holds no item, and neither " +
+        "the session nor the response gives instructions; append audio, create an item, or pass response.input or " +
+        "response.instructions",
+    );
+  }
   return null;
 };
+
+/**
+ * True when a `response.create` would answer nothing (reference/realtime-duplex-api.md, "Errors":
+ * `response_create_without_input`): the session has heard no audio (its input clock is at 0 ms), holds no text
+ * appended with `input.text.append`, its conversation holds no item, the response gives no `input` and no
+ * `instructions`, and the session's instructions are empty. A prompt alone (the session's or the response's
+ * instructions) is something to respond to: a greeting, as OpenAI's models give one.
+ */
+export const nothingToRespondTo = (state: SessionState, command: ResponseCreate): boolean =>
+  state.input.clockMs === 0 &&
+  state.input.text === "" &&
+  state.history.length === 0 &&
+  (command.input ?? []).length === 0 &&
+  (command.instructions ?? "") === "" &&
+  state.config.instructions === "";

@@ -1,5 +1,6 @@
 import { type DomainEvent, emptyLedger, evolve, initialState, laneOf } from "../domain/index.ts";
 import type { EarlierChange, Json } from "./earlier-change.ts";
+import { CHAIN_ERA_CHANGES } from "./earlier-changes-chain.ts";
 import {
   commandOf,
   configLacks,
@@ -15,7 +16,6 @@ import {
   mapData,
   pipe,
   sentBefore,
-  speechInProgressBefore,
   withData,
   withoutKey,
   withoutKeys,
@@ -340,43 +340,5 @@ export const EARLIER_CHANGES: readonly EarlierChange[] = [
       }),
     upcast: withRule("noUtteranceResubmitted"),
   },
-  {
-    // Made after 01b8770 (issue 33, part 2), in the schema-2 era: a log of schema 2 may predate it too.
-    commit: "01b8770",
-    summary:
-      "a restart or takeover gives the new runner the utterance in progress from its start (UtteranceResubmitted{inProgress})",
-    sinceSchema: 2,
-    // On every read of a schema-2 log (resume, recovery, rebuild): a scan, never a fold (issue 33, part 1's review).
-    before: (entries) => {
-      for (let i = 0; i < entries.length; i += 1) {
-        const type = (entries[i] as RecordedEntry).type;
-        if (type !== "SessionRecovered" && type !== "SessionOwned") continue;
-        for (let k = i + 1; k < entries.length && !isInput((entries[k] as RecordedEntry).type); k += 1) {
-          const d = entries[k] as RecordedEntry;
-          if (d.type === "UtteranceResubmitted" && (d.data as { inProgress?: unknown }).inProgress === true)
-            return false;
-          if (d.type === "SessionDetached") {
-            if (speechInProgressBefore(entries, k)) return true;
-            break;
-          }
-        }
-      }
-      // Only a move shows it: a log without one, or without speech at its moves, reads alike under both rules.
-      return null;
-    },
-    upcast: withRule("noUtteranceCarriedOver"),
-  },
-  {
-    // Made after 8d956f0 (issue 33, part 3), in the schema-2 era.
-    commit: "8d956f0",
-    summary:
-      "a listen that ends a precreated response names it (ModelListened.responseId, response.listen's response_id)",
-    sinceSchema: 2,
-    // A scan for the field the change added: every ModelListened of today's logs has it, null or not.
-    before: (entries) => {
-      for (const e of entries) if (e.type === "ModelListened") return !("responseId" in (e.data as Json));
-      return null;
-    },
-    upcast: withRule("listenNamesNoResponse"),
-  },
+  ...CHAIN_ERA_CHANGES,
 ];

@@ -36,7 +36,7 @@ describe("duplex replay FILE --runner CONFIG", () => {
         type: "conversation.item.create",
         item: { type: "message", role: "user", content: [{ type: "input_text", text: "what now?" }] },
       });
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await client.waitFor("response.done", { since: 0 });
       client.send({ type: "session.close" });
       await client.waitFor("session.closed", { since: 0 });

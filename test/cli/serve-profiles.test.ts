@@ -200,7 +200,7 @@ describe("duplex demo when the session ends under it", () => {
       expect(models.data.map((m) => m.id)).toEqual([`upstream:127.0.0.1:${port}`]);
       const client = await RealtimeClient.connect(running.url);
       await client.waitFor("session.created", { since: 0 });
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       const done = await client.waitFor("response.done", { since: 0 });
       expect(done.response).toMatchObject({ status: "completed" });
       await client.close();

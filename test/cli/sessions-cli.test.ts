@@ -156,7 +156,7 @@ describe("duplex show, sessions --errors and --slowest", () => {
     dataDir = server.dataDir;
     const answered = await RealtimeClient.connect(server.url);
     ids.answered = await idOf(answered);
-    answered.send({ type: "response.create" });
+    answered.send({ type: "response.create", response: { instructions: "Answer." } });
     await answered.waitFor("response.done", { since: 0 });
     answered.send({ type: "session.close" });
     await answered.closed;

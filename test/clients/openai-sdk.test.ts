@@ -600,7 +600,7 @@ describe("openai SDK, HTTP routes and refusals", () => {
       await opened(rt);
       rt.send({ type: "session.update", session: { type: "realtime", instructions: `run ${run}` } });
       await events.next("session.updated");
-      rt.send({ type: "response.create" });
+      rt.send({ type: "response.create", response: { instructions: "Answer." } });
       await events.next("response.done");
       expect(events.errors).toEqual([]);
       // The SDK's close() sends close code 1000 and never session.close.

@@ -105,10 +105,24 @@ export const commit = (eventId: string | null = null, createResponse: boolean | 
   createResponse,
 });
 export const clear = (eventId: string | null = null): Command => ({ type: "input_audio_buffer.clear", eventId });
+/**
+ * `response.create` with instructions of its own: something to respond to, also in a session that heard nothing
+ * yet (without any, it is refused with `response_create_without_input`; see `createWithNothing`).
+ */
 export const create = (metadata: Record<string, unknown> | null = null, eventId: string | null = null): Command => ({
   type: "response.create",
   eventId,
   metadata,
+  instructions: RESPONSE_INSTRUCTIONS,
+  modalities: null,
+});
+/** The instructions `create` gives its response. */
+export const RESPONSE_INSTRUCTIONS = "Answer the user.";
+/** `response.create` with nothing of its own: no instructions, no input, no options. */
+export const createWithNothing = (eventId: string | null = null): Command => ({
+  type: "response.create",
+  eventId,
+  metadata: null,
   instructions: null,
   modalities: null,
 });

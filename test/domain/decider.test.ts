@@ -24,6 +24,7 @@ import {
   command,
   commit,
   create,
+  createWithNothing,
   ECHO_CAPABILITIES,
   given,
   opened,
@@ -663,6 +664,49 @@ describe("response.create", () => {
     expect(spoke.after.history).toEqual([
       { id: I1, type: "message", role: "assistant", text: "", audioMs: 0, status: "in_progress", audio: true },
     ]);
+  });
+
+  it("refuses a response.create with nothing to respond to with response_create_without_input, changing nothing", () => {
+    // No audio, no text, no item, no instructions of the session or the response: the echo would speak silence.
+    given(opened())
+      .when(command(createWithNothing("evt_nothing")))
+      .thenRejects("response_create_without_input", "evt_nothing");
+    given(opened(), command(append(320, 0)), command(clear()))
+      .when(command(createWithNothing("evt_heard")))
+      .thenTypes(["ResponseStarted"]);
+  });
+
+  it("answers a response.create once there is something to respond to: text, an item, input, or instructions", () => {
+    const text: Command = { type: "input.text.append", eventId: null, text: "Hello?" };
+    const item: Command = {
+      type: "conversation.item.create",
+      eventId: null,
+      previousItemId: null,
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "Hi" }] },
+    } as unknown as Command;
+    for (const before of [[command(text)], [command(item)], [command(update({ instructions: "Greet the user." }))]]) {
+      given(opened(), ...before)
+        .when(command(createWithNothing()))
+        .thenTypes(["ResponseStarted"]);
+    }
+    const withInput = {
+      ...createWithNothing(),
+      input: [{ type: "message", role: "user", content: [{ type: "input_text", text: "Hi" }] }],
+    } as unknown as Command;
+    given(opened()).when(command(withInput)).thenTypes(["ResponseStarted"]);
+    given(opened()).when(command(create())).thenTypes(["ResponseStarted"]);
+  });
+
+  it("under the rule of an earlier release (responseWithoutInputAnswered), starts a response with nothing heard", () => {
+    const old = opened();
+    const rules = {
+      ...old,
+      data: {
+        ...(old as Extract<Input, { type: "SessionOpened" }>).data,
+        rules: { responseWithoutInputAnswered: true },
+      },
+    } as Input;
+    given(rules).when(command(createWithNothing())).thenTypes(["ResponseStarted"]);
   });
 
   it("rejects a second response while one is active with response_already_active", () => {

@@ -54,7 +54,7 @@ const expectNothingBeyondTheLog = async (store: EventStore, id: string, received
 /** After a resume: the session answers a response.create, completed, and its log replays identically. */
 const expectServedAndReplayable = async (client: RealtimeClient, store: EventStore, id: string): Promise<void> => {
   const since = client.received.length;
-  client.send({ type: "response.create" });
+  client.send({ type: "response.create", response: { instructions: "Answer." } });
   const done = await client.waitFor("response.done", { since, timeoutMs: 20_000 });
   expect(done.response).toMatchObject({ status: "completed" });
   expect(replayEntries(await store.read(streamOf(id))).divergence).toBeNull();
@@ -73,7 +73,7 @@ describe("a failed append", () => {
       await a.waitFor("session.updated", { since: 0 });
 
       failing.add(streamOf(sa.id));
-      a.send({ type: "response.create", event_id: "evt_lost" });
+      a.send({ type: "response.create", event_id: "evt_lost", response: { instructions: "Answer." } });
       const error = await a.waitFor("error", { since: 0 });
       expect(error.error).toMatchObject({ type: "server_error", code: "runtime_append_failed" });
       expect((await a.closed).code).toBe(1011);
@@ -85,7 +85,7 @@ describe("a failed append", () => {
       expect(a.types()).not.toContain("response.created");
 
       // The other session is served while A's stream fails.
-      b.send({ type: "response.create" });
+      b.send({ type: "response.create", response: { instructions: "Answer." } });
       const done = await b.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
       expect(done.response).toMatchObject({ status: "completed" });
       expect(server.engine.get(sa.id)?.isClosed).toBe(false);
@@ -113,7 +113,7 @@ describe("a failed append", () => {
     try {
       const a = await RealtimeClient.connect(server.url);
       const sa = await sessionOf(a);
-      a.send({ type: "response.create" });
+      a.send({ type: "response.create", response: { instructions: "Answer." } });
       const created = await a.waitFor("response.created", { since: 0 });
       failing.add(streamOf(sa.id));
       await a.waitFor("error", { since: 0, timeoutMs: 20_000 });

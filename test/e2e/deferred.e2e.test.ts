@@ -57,7 +57,7 @@ describe("deferred responses", () => {
 
   it("answers an utterance committed during a long answer once that answer ends, without interrupting it", async () => {
     const client = await open();
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     const first = idOf(await client.waitFor("response.created", { since: 0 }));
     await stream(client, new Int16Array(16000));
     await stream(client, interrupt);
@@ -99,7 +99,7 @@ describe("deferred responses", () => {
 
   it("holds at most max_pending_turns_per_session (4) deferred responses; a fifth commit gets input_backpressure", async () => {
     const client = await open();
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await client.waitFor("response.created", { since: 0 });
     // Each commit is processed before the next is sent: the bound at work is the session's, not the mailbox's.
     for (let n = 1; n <= 5; n += 1) {

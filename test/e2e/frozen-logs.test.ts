@@ -254,6 +254,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     revision: 35,
     input: "SessionRecovered",
   },
+  responseWithoutInputAnswered: {
+    file: "../../test/fixtures/earlier-releases/response-create-without-input.jsonl",
+    revision: 4,
+    input: "CommandReceived",
+  },
 };
 
 /** `steps` with `rule` taken out of the rules the upcaster named (in the input and in the decision it made). */

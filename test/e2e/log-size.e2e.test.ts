@@ -12,7 +12,7 @@ describe("the model's audio in the log", () => {
       const client = await RealtimeClient.connect(server.url);
       const created = await client.waitFor("session.created", { since: 0 });
       const id = String((created.session as { id: string }).id);
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await client.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
       await client.close();
 

@@ -236,7 +236,11 @@ describe("a log recorded before the utterance in progress was carried over", () 
     // It predates 01b8770 and, history being a line, every change after it.
     const since = EARLIER_CHANGES.findIndex((c) => c.commit === "01b8770");
     expect(replay.earlierRelease?.before).toEqual(EARLIER_CHANGES.slice(since).map((c) => c.commit));
-    expect(foldLog(entries).state.rules).toEqual({ noUtteranceCarriedOver: true, listenNamesNoResponse: true });
+    expect(foldLog(entries).state.rules).toEqual({
+      noUtteranceCarriedOver: true,
+      listenNamesNoResponse: true,
+      responseWithoutInputAnswered: true,
+    });
     // The same session before its move shows nothing of it: a server of today moving it carries the utterance over.
     const beforeMove = entries.slice(
       0,

@@ -34,7 +34,7 @@ describe("output audio formats", () => {
     const client = await RealtimeClient.connect(server.url);
     client.send({ type: "session.update", session: { output_audio_format: format } });
     const updated = await client.waitFor("session.updated", { since: 0 });
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     const done = await client.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
     const deltas = client.received
       .filter((r) => r.event.type === "response.output_audio.delta")
@@ -97,7 +97,7 @@ describe("output audio formats", () => {
     client.send({ type: "session.update", session: { output_audio_format: "pcm16" } });
     const since = client.received.length;
     await client.waitFor("session.updated", { since });
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await client.waitFor("response.done", { since, timeoutMs: 10_000 });
     const pcm = client.received
       .slice(since)

@@ -113,7 +113,7 @@ describe("model profiles on the echo runner", () => {
       item: { type: "message", role: "user", content: [{ type: "input_text", text: "hi" }] },
     });
     const mark = client.received.length;
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     const done = await client.waitFor("response.done", { since: mark });
     const itemId = String(((done.response as { output: { id: string }[] }).output[0] ?? { id: "" }).id);
     expect(

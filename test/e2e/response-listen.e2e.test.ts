@@ -38,7 +38,7 @@ describe("response.listen", () => {
 
   it("that ends a precreated response names it, with the epoch, and its response.done follows", async () => {
     const { client, sessionId } = await open();
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     const created = await client.waitFor("response.created", { since: 0 });
     const id = (created.response as { id: string }).id;
     const listen = await client.waitFor("response.listen", { since: 0 });

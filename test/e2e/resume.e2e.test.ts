@@ -278,7 +278,7 @@ describe("the resume journal's limits", () => {
   const answeredThenDropped = async (url: string) => {
     const client = await RealtimeClient.connect(url);
     const { id, token } = await open(client);
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await client.waitFor("response.done", { since: 0, timeoutMs: 20_000 });
     await client.waitFor("rate_limits.updated", { since: 0 });
     const head = client.lastSeq();

@@ -305,7 +305,7 @@ describe("HTTP routes", () => {
       expect(metrics).toMatch(/duplex_engine_added_seconds_count 0\n/);
 
       // Engine-added latency: every runner output whose events went to the socket is observed once.
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await client.waitFor("response.done", { timeoutMs: 20_000 });
       const deltas = client.types().filter((t) => t === "response.output_audio.delta").length;
       const created = await client.waitFor("session.created", { since: 0 });

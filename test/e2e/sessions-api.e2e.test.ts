@@ -62,7 +62,7 @@ describe("the session API", () => {
     base = `http://127.0.0.1:${server.port}/v1/sessions`;
     const closed = await RealtimeClient.connect(server.url);
     ids.closed = await idOf(closed);
-    closed.send({ type: "response.create" });
+    closed.send({ type: "response.create", response: { instructions: "Answer." } });
     await closed.waitFor("response.done", { since: 0 });
     closed.send({ type: "session.close" });
     await closed.closed;

@@ -78,11 +78,13 @@ describe("a client that stops reading", () => {
     await until("session.created", () => slow.frames.some((f) => f.type === "session.created"));
     const created = slow.frames[0] as ServerEvent & { session: { id: string }; resume_token: string };
     expect(created.type).toBe("session.created");
-    slow.ws.send(JSON.stringify({ type: "response.create", response: { output_modalities: ["audio"] } }));
+    slow.ws.send(
+      JSON.stringify({ type: "response.create", response: { instructions: "Answer.", output_modalities: ["audio"] } }),
+    );
     tcpOf(slow.ws).pause();
 
     const others = await Promise.all(Array.from({ length: 10 }, () => RealtimeClient.connect(server.url)));
-    for (const client of others) client.send({ type: "response.create" });
+    for (const client of others) client.send({ type: "response.create", response: { instructions: "Answer." } });
     const done = await Promise.all(others.map((c) => c.waitFor("response.done", { since: 0, timeoutMs: 60_000 })));
     for (const event of done) expect(event.response).toMatchObject({ status: "completed" });
     for (const client of others) expect(audioBytes(client.received.map((r) => r.event))).toBe(OTHER_ANSWER_MS * 48);

@@ -218,7 +218,7 @@ describe.skipIf(url === null)("the node log after a takeover", () => {
       await host.submit(frame({ type: "input_audio_buffer.append", audio: tone }));
       clock.now += 500;
       await host.submit(frame({ type: "input_audio_buffer.commit" }));
-      await host.submit(frame({ type: "response.create" }));
+      await host.submit(frame({ type: "response.create", response: { instructions: "Answer." } }));
       await until(() => sent.filter((e) => e.type === "response.done").length > answered, "response.done");
       await host.settled();
     };

@@ -206,7 +206,7 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
     try {
       const client = await RealtimeClient.connect(server.url);
       const id = String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id);
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await client.waitFor("response.done", { since: 0 });
       client.send({ type: "session.close" });
       await client.closed;
@@ -348,7 +348,7 @@ describe.skipIf(!available)("the timeline page in Chromium", () => {
       await client.waitFor("session.updated", { since: 0 });
       client.send({ type: `${RLO}bogus` });
       await client.waitFor("error", { since: 0 });
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await client.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
       client.send({ type: "session.close" });
       await client.closed;

@@ -60,7 +60,7 @@ describe("input transcripts", () => {
   it("a transcript still arrives for its item after a response.create and a cancel 300 ms later", async () => {
     const client = await open();
     const u1 = await commit(client);
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await new Promise((resolve) => setTimeout(resolve, 300));
     client.send({ type: "response.cancel" });
     await expect.poll(() => transcripts(client).length, { timeout: 5000 }).toBe(1);

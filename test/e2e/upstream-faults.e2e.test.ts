@@ -93,7 +93,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
       }, 200);
     });
     const { a, client } = await front(upstream.url);
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     const done = await ask(client, { type: "response.cancel" }, "response.done");
     expect(done.response).toMatchObject({ status: "cancelled" });
     await expect.poll(() => upstream.received.map((f) => f.type)).toContain("response.cancel");
@@ -112,7 +112,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
       send({ type: "response.output_audio.delta", delta: AUDIO, sample_rate_hz: 0 });
     });
     const { a, client } = await front(upstream.url);
-    const error = await ask(client, { type: "response.create" }, "error");
+    const error = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "error");
     expect(error.error).toMatchObject({
       code: "upstream_protocol_error",
       message: expect.stringContaining("sample_rate_hz 0"),
@@ -135,7 +135,11 @@ describe("the upstream runner against a misbehaving upstream", () => {
       send({ type: "response.done", response: { id: "resp_up_1", status: "completed" } });
     });
     const { a, client } = await front(upstream.url);
-    const transcript = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    const transcript = await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio_transcript.done",
+    );
     expect(transcript.transcript).toBe("Hello there, how are you?");
     const done = await client.waitFor("response.done", { since: 0 });
     expect(done.response).toMatchObject({ status: "completed" });
@@ -165,7 +169,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
       });
     });
     const { a, client } = await front(upstream.url);
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "cancelled", status_details: { reason: "turn_detected" } });
     expect(client.types()).toContain("output_audio_buffer.cleared");
     // The next turn works.
@@ -186,7 +190,11 @@ describe("the upstream runner against a misbehaving upstream", () => {
       type: "conversation.item.create",
       item: { type: "message", role: "user", content: [{ type: "input_text", text: "still there?" }] },
     });
-    const transcript = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    const transcript = await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio_transcript.done",
+    );
     expect(transcript.transcript).toBe("Sure, here is my answer.");
     expect(await replays(a, client)).toBe(true);
   });
@@ -216,7 +224,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
     await expect.poll(() => b.engine.sessions().filter((h) => h.current.phase === "open").length).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 100));
     swallow = true;
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await new Promise((resolve) => setTimeout(resolve, 100));
     for (const link of links) link.destroy();
     swallow = false;
@@ -244,7 +252,11 @@ describe("the upstream runner against a misbehaving upstream", () => {
       }
     });
     const { a, client } = await front(upstream.url);
-    await ask(client, { type: "response.create" }, "response.output_audio_transcript.delta");
+    await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio_transcript.delta",
+    );
     const done = await ask(client, { type: "response.cancel" }, "response.done");
     expect(done.response).toMatchObject({ status: "cancelled" });
     // The late events reach A's log as inputs, and nothing of them reaches the client.
@@ -280,7 +292,7 @@ describe("the upstream runner against a misbehaving upstream", () => {
       });
     });
     const { a, client } = await front(upstream.url);
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({
       status: "failed",
       status_details: {
@@ -329,8 +341,8 @@ describe("the upstream runner against a misbehaving upstream", () => {
     };
     const bad = await open("garbage");
     const good = await open("be good");
-    bad.send({ type: "response.create" });
-    good.send({ type: "response.create" });
+    bad.send({ type: "response.create", response: { instructions: "Answer." } });
+    good.send({ type: "response.create", response: { instructions: "Answer." } });
     const error = await bad.waitFor("error", { since: 0 });
     expect(error.error).toMatchObject({ code: "upstream_protocol_error" });
     await bad.waitFor("session.closed", { since: 0 });

@@ -106,7 +106,7 @@ describe("the upstream runner against a model server that behaves as real ones d
       await sleep(100);
     }
     await outage;
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     expect(client.types()).not.toContain("error");
     // One upstream session, resumed, not a new one; each of the 25 appends reached it exactly once.
@@ -154,7 +154,7 @@ describe("the upstream runner against a model server that behaves as real ones d
       timeoutMs: 10_000,
     });
     expect(failed).toMatchObject({ item_id: short.item_id, error: { code: "upstream_commit_refused" } });
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     expect(model.sessions).toHaveLength(1);
     expect(await upstreamSessions(a, client)).toHaveLength(2);
@@ -172,7 +172,7 @@ describe("the upstream runner against a model server that behaves as real ones d
     model.cutAfter("session.heartbeat");
     model.drop();
     await expect.poll(async () => (await upstreamSessions(a, client)).length, { timeout: 10_000 }).toBe(2);
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     expect(client.types()).not.toContain("error");
     // Two markers reached the model: the one cut, and the one that ended the resume; never a made-up cancel.
@@ -196,7 +196,7 @@ describe("the upstream runner against a model server that behaves as real ones d
         { extra_body: { auto_response: false } },
       );
       await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       await expect.poll(() => model.sessions[0]?.active ?? null).not.toBeNull();
       model.drop();
       const done = await client.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
@@ -213,7 +213,11 @@ describe("the upstream runner against a model server that behaves as real ones d
       expect(session?.frames.some((f) => f.type === "session.heartbeat")).toBe(true);
       expect(client.types()).not.toContain("error");
       // And the session goes on after the resume: a second answer.
-      const again = await ask(client, { type: "response.create" }, "response.done");
+      const again = await ask(
+        client,
+        { type: "response.create", response: { instructions: "Answer." } },
+        "response.done",
+      );
       expect(again.response).toMatchObject({ status: "completed" });
       await client.close();
       expect(await replays(a, client)).toBe(true);
@@ -361,7 +365,7 @@ describe("the upstream runner against a model server that behaves as real ones d
       parameters: { type: "object", properties: {} },
     }));
     const { a, client } = await front(model.url, "duplex", {}, { tools });
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     const calls = client.received
       .filter((r) => r.event.type === "response.function_call_arguments.done")
       .map((r) => [r.event.call_id, r.event.name, r.event.arguments]);
@@ -398,7 +402,11 @@ describe("the upstream runner against a model server that behaves as real ones d
       const tools = [{ type: "function", name: "get_weather", parameters: { type: "object", properties: {} } }];
       const { a, client } = await front(model.url, dialect, {}, { tools });
       await ask(client, userText("weather in Paris?"), "conversation.item.done");
-      const done = await ask(client, { type: "response.create" }, "response.done");
+      const done = await ask(
+        client,
+        { type: "response.create", response: { instructions: "Answer." } },
+        "response.done",
+      );
       const args = client.received.find((r) => r.event.type === "response.function_call_arguments.done")?.event;
       expect(args).toMatchObject({ call_id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' });
       expect(done.response).toMatchObject({
@@ -429,7 +437,7 @@ describe("the upstream runner against a model server that behaves as real ones d
         ],
       });
       const { a, client } = await front(model.url, dialect, {}, { extra_body: { auto_response: false } });
-      client.send({ type: "response.create" });
+      client.send({ type: "response.create", response: { instructions: "Answer." } });
       client.send({ type: "input.text.append", text: "and then?" });
       const committed = await ask(
         client,
@@ -471,7 +479,7 @@ describe("the upstream runner against a model server that behaves as real ones d
       ],
     });
     const { a, client } = await front(model.url, "duplex", {}, { extra_body: { auto_response: false } });
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     client.send({ type: "input.text.append", text: "and then?" });
     const committed = await ask(
       client,
@@ -552,7 +560,7 @@ describe("the upstream runner against a model server that behaves as real ones d
       /** Asks for a response and waits for its end: what it said. */
       const transcriptOf = async (c: RealtimeClient) => {
         const since = c.received.length;
-        await ask(c, { type: "response.create" }, "response.done");
+        await ask(c, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
         return (await c.waitFor("response.output_audio_transcript.done", { since })).transcript;
       };
       await ask(client, userText("my name is Ada"), "conversation.item.done");

@@ -79,9 +79,14 @@ describe("the upstream runner after a restart of this server", () => {
       );
       const token = String((sentBefore.find((e) => e.type === "session.created") as Sent).resume_token);
       await ask(host, sentBefore, userText("my name is Ada"), "conversation.item.done");
-      expect(await ask(host, sentBefore, { type: "response.create" }, "response.done")).toEqual([
-        "I know 1 user texts.",
-      ]);
+      expect(
+        await ask(
+          host,
+          sentBefore,
+          { type: "response.create", response: { instructions: "Answer." } },
+          "response.done",
+        ),
+      ).toEqual(["I know 1 user texts."]);
       // The client played the answer's 100 ms out before the process died.
       const answered = sentBefore.findLast((e) => e.type === "response.done") as { response: { id: string } };
       await ask(
@@ -116,7 +121,9 @@ describe("the upstream runner after a restart of this server", () => {
       await until(() => sent.some((e) => e.type === "session.resumed"), "session.resumed");
       // The first command after the restart opens the new runner; it is a user item of its own.
       await ask(resumed, sent, userText("I live in Lisbon"), "conversation.item.done");
-      expect(await ask(resumed, sent, { type: "response.create" }, "response.done")).toEqual(["I know 2 user texts."]);
+      expect(
+        await ask(resumed, sent, { type: "response.create", response: { instructions: "Answer." } }, "response.done"),
+      ).toEqual(["I know 2 user texts."]);
 
       // A new model session (the upstream token was in the dead process's memory), given each item once, in order
       // (the stub keeps no items of its own answers).
@@ -199,7 +206,7 @@ describe("the upstream runner and the client's assistant messages", () => {
     await step(assistantText("Hello, I am the model."), "conversation.item.done");
     await step(userText("What did you say?"), "conversation.item.done");
     await step(assistantText("I said hello."), "conversation.item.done");
-    await step({ type: "response.create" }, "response.done");
+    await step({ type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(model.sessions).toHaveLength(1);
     expect(model.sessions[0]?.items.map((i) => [i.role, i.text])).toEqual([
       ["assistant", "Hello, I am the model."],

@@ -66,7 +66,7 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: { instructions: "Be brief." } });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("hi"), "conversation.item.done");
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     const transcript = await client.waitFor("response.output_audio_transcript.done", { since: 0 });
     expect(transcript.transcript).toBe("Sure, here is my answer.");
@@ -86,7 +86,7 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("hi"), "conversation.item.done");
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     const responseId = String((done.response as { id: string }).id);
     const acked = await ask(
       client,
@@ -130,7 +130,11 @@ describe("the upstream runner", () => {
     const created = await client.waitFor("session.created", { since: 0 });
     expect(created.session).toMatchObject({ capabilities: { implementation_level: "turn_based" } });
     await ask(client, userText("hi"), "conversation.item.done");
-    const transcript = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    const transcript = await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio_transcript.done",
+    );
     expect(transcript.transcript).toBe("Sure, here is my answer.");
     await client.close();
     expect(await replaysOffline(a, client)).toBe(true);
@@ -208,7 +212,11 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("tell me"), "conversation.item.done");
-    await ask(client, { type: "response.create" }, "response.output_audio.delta");
+    await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio.delta",
+    );
     await b.close();
     const done = await client.waitFor("response.done", { since: 0, timeoutMs: 10_000 });
     expect(done.response).toMatchObject({
@@ -252,7 +260,11 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("go on"), "conversation.item.done");
-    await ask(client, { type: "response.create" }, "response.output_audio.delta");
+    await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio.delta",
+    );
     for (const link of links) link.destroy();
     const done = await client.waitFor("response.done", { since: 0, timeoutMs: 15_000 });
     expect(done.response).toMatchObject({ status: "completed" });
@@ -293,7 +305,7 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("hi"), "conversation.item.done");
-    const done = await ask(client, { type: "response.create" }, "response.done");
+    const done = await ask(client, { type: "response.create", response: { instructions: "Answer." } }, "response.done");
     expect(done.response).toMatchObject({ status: "completed" });
     const entries = await withKey.store.read(streamOf(sessionIdOf(client)));
     expect(JSON.stringify(entries)).not.toContain(key);
@@ -321,7 +333,11 @@ describe("the upstream runner", () => {
     client.send({ type: "session.update", session: {} });
     await client.waitFor("session.updated", { since: 0 });
     await ask(client, userText("hi"), "conversation.item.done");
-    const transcript = await ask(client, { type: "response.create" }, "response.output_audio_transcript.done");
+    const transcript = await ask(
+      client,
+      { type: "response.create", response: { instructions: "Answer." } },
+      "response.output_audio_transcript.done",
+    );
     expect(transcript.transcript).toBe("Sure, here is my answer.");
     await client.close();
     const untrusted = await start({ runner: { kind: "upstream", url: b.url, dialect: "duplex" } });

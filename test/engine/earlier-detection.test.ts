@@ -258,6 +258,13 @@ const RECORDERS: Readonly<Record<string, () => Promise<RecordedEntry[]>>> = {
     await answered(r, 1);
     return close(r);
   },
+  "turn lane, a response.create with nothing heard refused, then a greeting asked for": async () => {
+    const r = await openSession("turn", "echo", null);
+    await text(r, { type: "response.create", event_id: "evt_nothing" });
+    await text(r, { type: "response.create", response: { instructions: "Greet the user." } });
+    await answered(r, 1);
+    return close(r);
+  },
   "turn lane, a tool call and its output answered, then a restart": async () => {
     const r = await openSession("turn", "tools", null);
     await text(r, {

@@ -33,7 +33,10 @@ describe("model-facing fields", () => {
     });
     const client = session;
     const tool = { type: "function", name: "get_weather", parameters: { type: "object" } };
-    void client.send({ type: "session.update", session: { tools: [tool], tool_choice: "required" } });
+    void client.send({
+      type: "session.update",
+      session: { instructions: "Answer.", tools: [tool], tool_choice: "required" },
+    });
     const updated = await client.waitFor("session.updated", { since: 0 });
     expect(updated.session).toMatchObject({
       tools: [{ type: "function", name: "get_weather", description: "", parameters: { type: "object" } }],

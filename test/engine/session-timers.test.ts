@@ -41,7 +41,10 @@ describe("session timers on a virtual clock", () => {
     const clock = virtualClock(1_700_000_000_000);
     const s = await openEngineSession({ runner: createScriptedRunner(STALL, { speedFactor: 100 }), clock });
     try {
-      await s.send({ type: "session.update", session: { extra_body: { response_timeout_ms: 400 } } });
+      await s.send({
+        type: "session.update",
+        session: { instructions: "Answer.", extra_body: { response_timeout_ms: 400 } },
+      });
       const updated = await s.waitFor("session.updated");
       expect(updated.session).toMatchObject({ extra_body: { response_timeout_ms: 400 } });
       await s.send({ type: "response.create" });

@@ -72,7 +72,7 @@ describe("the pages the server serves", () => {
     base = `http://127.0.0.1:${server.port}`;
     const client = await RealtimeClient.connect(server.url);
     id = String(((await client.waitFor("session.created", { since: 0 })).session as { id: string }).id);
-    client.send({ type: "response.create" });
+    client.send({ type: "response.create", response: { instructions: "Answer." } });
     await client.waitFor("response.done", { since: 0 });
     client.send({ type: "session.close" });
     await client.closed;

@@ -96,7 +96,10 @@ const openEchoSession = (
     emit({ kind: "end_of_turn", epoch: unitEpoch });
   };
 
-  /** Speaks the turn it answers (its own commit's, else the last one heard, else half a second of silence). */
+  /**
+   * Speaks the turn it answers (its own commit's, else the last one heard, else half a second of silence: a response
+   * to instructions alone, as the session refuses one with nothing at all to respond to).
+   */
   const respond = (unit: Extract<RunnerUnit, { kind: "respond" }>): void => {
     if (!unit.modalities.includes("audio")) {
       // An answer to given input (`response.input`) echoes its last text, else what the session said.

@@ -1,0 +1,75 @@
+import { nothingToRespondTo, type ResponseCreate } from "../domain/index.ts";
+import type { EarlierChange, Json } from "./earlier-change.ts";
+import { commandOf, foldSteps, isInput, speechInProgressBefore, withRule } from "./earlier-log-edits.ts";
+import type { RecordedEntry } from "./ports/index.ts";
+
+/**
+ * The changes made since the hash chain came in (log schema 2), oldest first: each `sinceSchema: 2`, so that a log
+ * of schema 2 is looked at for them too (see earlier-releases.ts). The tail of `EARLIER_CHANGES`.
+ */
+export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
+  {
+    // Made after 01b8770 (issue 33, part 2), in the schema-2 era: a log of schema 2 may predate it too.
+    commit: "01b8770",
+    summary:
+      "a restart or takeover gives the new runner the utterance in progress from its start (UtteranceResubmitted{inProgress})",
+    sinceSchema: 2,
+    // On every read of a schema-2 log (resume, recovery, rebuild): a scan, never a fold (issue 33, part 1's review).
+    before: (entries) => {
+      for (let i = 0; i < entries.length; i += 1) {
+        const type = (entries[i] as RecordedEntry).type;
+        if (type !== "SessionRecovered" && type !== "SessionOwned") continue;
+        for (let k = i + 1; k < entries.length && !isInput((entries[k] as RecordedEntry).type); k += 1) {
+          const d = entries[k] as RecordedEntry;
+          if (d.type === "UtteranceResubmitted" && (d.data as { inProgress?: unknown }).inProgress === true)
+            return false;
+          if (d.type === "SessionDetached") {
+            if (speechInProgressBefore(entries, k)) return true;
+            break;
+          }
+        }
+      }
+      // Only a move shows it: a log without one, or without speech at its moves, reads alike under both rules.
+      return null;
+    },
+    upcast: withRule("noUtteranceCarriedOver"),
+  },
+  {
+    // Made after 8d956f0 (issue 33, part 3), in the schema-2 era.
+    commit: "8d956f0",
+    summary:
+      "a listen that ends a precreated response names it (ModelListened.responseId, response.listen's response_id)",
+    sinceSchema: 2,
+    // A scan for the field the change added: every ModelListened of today's logs has it, null or not.
+    before: (entries) => {
+      for (const e of entries) if (e.type === "ModelListened") return !("responseId" in (e.data as Json));
+      return null;
+    },
+    upcast: withRule("listenNamesNoResponse"),
+  },
+  {
+    // Made after 06f0d69 (issue 35, part 4), in the schema-2 era; test/fixtures/earlier-releases/
+    // response-create-without-input.jsonl is 6045fad's recording of it.
+    commit: "06f0d69",
+    summary: "a response.create with nothing to respond to is refused (response_create_without_input)",
+    sinceSchema: 2,
+    // Only a response.create shows it: a scan for one first, then a fold for the state it was decided in.
+    before: (entries) =>
+      !entries.some((e) => commandOf(e) === "response.create")
+        ? null
+        : foldSteps(entries, (input, decisions, before) => {
+            if (commandOf(input) !== "response.create") return null;
+            const command = (input.data as { command: ResponseCreate }).command;
+            if (before.phase !== "open" || before.response !== null || !nothingToRespondTo(before, command))
+              return null;
+            if (decisions.some((d) => d.type === "ResponseStarted")) return true;
+            return decisions.some(
+              (d) =>
+                d.type === "RequestRejected" && (d.data as { code?: unknown }).code === "response_create_without_input",
+            )
+              ? false
+              : null;
+          }),
+    upcast: withRule("responseWithoutInputAnswered"),
+  },
+];
