@@ -11,6 +11,7 @@ import { chatCompletionsHandler } from "./chat-completions.ts";
 import { limitConnections } from "./connection-limits.ts";
 import { DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
 import type { ServerMetrics } from "./metrics.ts";
+import { NOT_AVAILABLE_ROUTES, refuseNotAvailable } from "./not-available.ts";
 import { noSniff } from "./page-security.ts";
 import { registerRealtimeRoutes, upgradeOf } from "./realtime/routes.ts";
 import type { OutputLimits } from "./realtime/socket-writer.ts";
@@ -266,6 +267,12 @@ const registerHttpRoutes = (app: App, options: AppOptions): void => {
       ...(options.store === undefined ? {} : { store: options.store }),
     }),
   );
+
+  // The turn-based routes a duplex deployment does not serve answer "not available", not a bare 404.
+  for (const [method, url] of NOT_AVAILABLE_ROUTES) {
+    const refuse = refuseNotAvailable(method, url);
+    app.route({ method, url, ...keyed, onRequest: refuse, handler: refuse });
+  }
 
   if (options.store !== undefined) {
     const api = sessionsApi({ engine: options.engine, store: options.store, wholeLogReads: reads });
