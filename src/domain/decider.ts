@@ -1,7 +1,7 @@
 import { type Decision, decisionBuilder, decisionOf } from "./builder.ts";
 import { decideCommand } from "./command-decider.ts";
 import { type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
-import type { DomainEvent, Input } from "./events.ts";
+import type { CloseReason, DomainEvent, Input } from "./events.ts";
 import { evolve } from "./evolve.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { speechInProgress } from "./input-flow.ts";
@@ -46,6 +46,13 @@ const withEarlierDefaults = (
   };
 };
 
+/** The reason a session ends with when a lease timer fires (BEHAVIOUR.md, "Defaults and limits"). */
+const EXPIRY_REASONS = {
+  idle_ttl: "idle_ttl_expired",
+  disconnect_grace: "disconnect_grace_expired",
+  max_lifetime: "max_lifetime_expired",
+} as const satisfies Record<string, CloseReason>;
+
 /** `SessionOpened`: the session is created with its default configuration (once; a second opening decides nothing). */
 const decideSessionOpened = (state: SessionState, input: Extract<Input, { type: "SessionOpened" }>): Decision => {
   if (state.phase !== "new") return decisionOf(state, []);
@@ -76,6 +83,7 @@ const decideSessionOpened = (state: SessionState, input: Extract<Input, { type: 
         attachmentGeneration: 1,
         resumeTokenSha256: input.data.resumeTokenSha256,
         ...(input.data.maxPendingTurns === undefined ? {} : { maxPendingTurns: input.data.maxPendingTurns }),
+        ...(input.data.maxLifetimeS === undefined ? {} : { lifetimeEndsAt: input.at + input.data.maxLifetimeS * 1000 }),
         ...(input.data.rules === undefined ? {} : { rules: input.data.rules }),
       },
     },
@@ -188,10 +196,7 @@ export const decision = (state: SessionState, input: Input): Decision => {
         return b.decision();
       }
       cancelResponse(b, input.at, "session_closed");
-      b.push({
-        type: "SessionClosed",
-        data: { reason: input.data.timer === "idle_ttl" ? "idle_ttl_expired" : "disconnect_grace_expired" },
-      });
+      b.push({ type: "SessionClosed", data: { reason: EXPIRY_REASONS[input.data.timer] } });
       return b.decision();
     }
     case "AttachmentChanged":

@@ -63,6 +63,11 @@ export type DomainEvent =
         readonly resumeTokenSha256: string | null;
         /** Deferred responses a session may hold (absent in older logs: 4). */
         readonly maxPendingTurns?: number;
+        /**
+         * When the session's maximum lifetime ends (ms since the Unix epoch, engine clock): `SessionOpened.at` plus
+         * `maxLifetimeS`; absent: no limit.
+         */
+        readonly lifetimeEndsAt?: number;
         /** `SessionOpened.rules`, kept by the session (absent: today's). */
         readonly rules?: EarlierRules;
       }
@@ -367,9 +372,17 @@ export type CloseReason =
   | "client_closed"
   | "idle_ttl_expired"
   | "disconnect_grace_expired"
+  | "max_lifetime_expired"
   | "disconnect"
   | "runner_failed"
   | "unused"
   | "resource_exhausted";
+
+/**
+ * True for the reasons of a lease timer (idle TTL, disconnect grace, maximum lifetime): the client is told with
+ * `session.expired{reason}` rather than `session.closed`.
+ */
+export const isExpiry = (reason: CloseReason): boolean =>
+  reason === "idle_ttl_expired" || reason === "disconnect_grace_expired" || reason === "max_lifetime_expired";
 
 export type DomainEventType = DomainEvent["type"];

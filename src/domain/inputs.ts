@@ -38,6 +38,11 @@ export type Input = (
         readonly responseTimeoutMs?: number;
         /** The deployment's `max_pending_turns_per_session`: deferred responses at most (absent in older logs: 4). */
         readonly maxPendingTurns?: number;
+        /**
+         * The deployment's `max_session_lifetime_s`: the session ends this many seconds after it opened, however
+         * active (absent, in older logs and when it is off: no limit).
+         */
+        readonly maxLifetimeS?: number;
         /** The rules of the earlier release that recorded the session, as the upcaster fills them (absent: today's). */
         readonly rules?: EarlierRules;
         /**
@@ -63,7 +68,7 @@ export type Input = (
     >
   | Message<
       "TimerFired",
-      | { readonly timer: "idle_ttl" | "disconnect_grace" }
+      | { readonly timer: "idle_ttl" | "disconnect_grace" | "max_lifetime" }
       | {
           /**
            * The active response made no progress for `response_timeout_ms`: `progress` is what it had made when the

@@ -18,6 +18,7 @@ export const SESSION_EVOLVERS = {
     resumeTokenSha256: event.data.resumeTokenSha256,
     attached: true,
     maxPendingTurns: event.data.maxPendingTurns ?? DEFAULT_MAX_PENDING_TURNS,
+    ...(event.data.lifetimeEndsAt === undefined ? {} : { lifetimeEndsAt: event.data.lifetimeEndsAt }),
     ...(event.data.rules === undefined ? {} : { rules: event.data.rules }),
   }),
   SessionConfigured: (state, event) => ({ ...state, config: withConfigDefaults(event.data.config) }),

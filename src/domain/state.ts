@@ -127,6 +127,8 @@ export interface SessionState {
   readonly deferredTurns: readonly DeferredTurn[];
   /** `max_pending_turns_per_session`: deferred responses at most. */
   readonly maxPendingTurns: number;
+  /** When the session's maximum lifetime ends (ms since the Unix epoch; absent: no limit). */
+  readonly lifetimeEndsAt?: number;
   /** The rules of the earlier release that recorded the session (absent: today's). */
   readonly rules?: EarlierRules;
 }

@@ -209,6 +209,19 @@ const responseTimerEffect = (input: Input, before: SessionState, after: SessionS
 };
 
 /**
+ * The maximum-lifetime timer (`max_session_lifetime_s`): armed when the session is created, and again when it is
+ * rebuilt from its log (a restart, a takeover: that host has none armed), for what is left of it until
+ * `lifetimeEndsAt` (at once when that passed while no node served it); null otherwise, and for a session without one.
+ */
+const lifetimeTimerEffect = (input: Input, events: readonly DomainEvent[], after: SessionState): TimerEffect | null => {
+  const endsAt = after.lifetimeEndsAt;
+  if (endsAt === undefined || after.phase !== "open") return null;
+  const rebuilt = input.type === "SessionRecovered" || input.type === "SessionOwned";
+  if (!rebuilt && !events.some((e) => e.type === "SessionCreated")) return null;
+  return { kind: "arm_timer", ms: Math.max(0, endsAt - input.at), fire: { timer: "max_lifetime" } };
+};
+
+/**
  * The effect of each kind of domain event that has one (null: not this time). An event kind not named here has no
  * effect: the runner is not told of it.
  */
@@ -267,5 +280,7 @@ export const effectsOf = (
     effects.push(idleTimerEffect(after));
   const responseTimer = responseTimerEffect(input, before, after);
   if (responseTimer !== null) effects.push(responseTimer);
+  const lifetimeTimer = lifetimeTimerEffect(input, events, after);
+  if (lifetimeTimer !== null) effects.push(lifetimeTimer);
   return effects;
 };

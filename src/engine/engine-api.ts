@@ -23,6 +23,11 @@ export interface EngineLimits {
   /** ms a response may go without model output before it ends failed (30000); a session may set its own. */
   readonly responseTimeoutMs: number;
   /**
+   * `max_session_lifetime_s`: seconds a session may live from its opening, however active (null: no limit, the
+   * default); then it ends `max_lifetime_expired`.
+   */
+  readonly maxLifetimeS: number | null;
+  /**
    * The resume journal's retention (BEHAVIOUR.md, "Defaults and limits"): missed events are replayed while the
    * session has been detached for at most this many seconds (60); null keeps them for as long as the session lives.
    */
@@ -52,6 +57,7 @@ export const DEFAULT_LIMITS: EngineLimits = {
   maxPendingInputBytes: 16 * 1024 * 1024,
   maxPendingTurns: 4,
   responseTimeoutMs: 30_000,
+  maxLifetimeS: null,
   resumeReplayTtlS: 60,
   resumeReplayMaxBytes: null,
   eventsPerS: 100,

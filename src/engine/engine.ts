@@ -59,7 +59,7 @@ class SessionEngine implements Engine, HostEvents {
   }
 
   private clearTimers(id: string): void {
-    this.timers.cancelAll(id, ["idle_ttl", "disconnect_grace", "response_timeout"]);
+    this.timers.cancelAll(id, ["idle_ttl", "disconnect_grace", "response_timeout", "max_lifetime"]);
   }
 
   runTimers(host: SessionHost, effects: readonly Effect[]): void {
@@ -244,6 +244,7 @@ class SessionEngine implements Engine, HostEvents {
         idleTimeoutS: limits.idleTtlS,
         responseTimeoutMs: limits.responseTimeoutMs,
         maxPendingTurns: limits.maxPendingTurns,
+        ...(limits.maxLifetimeS === null ? {} : { maxLifetimeS: limits.maxLifetimeS }),
         ...(nodeId === null ? {} : { node: nodeId }),
       },
     });

@@ -1,3 +1,4 @@
+import { isExpiry } from "../domain/index.ts";
 import type { EventEnvelope } from "../projections/index.ts";
 import type { SessionHost } from "./session-host.ts";
 
@@ -92,7 +93,7 @@ export const logLifecycle = (
         );
         return;
       case "SessionClosed": {
-        const expired = event.data.reason === "idle_ttl_expired" || event.data.reason === "disconnect_grace_expired";
+        const expired = isExpiry(event.data.reason);
         log.info(
           {
             sessionId,

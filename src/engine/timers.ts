@@ -32,7 +32,7 @@ export const realScheduler: Scheduler = {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** A session's timer names: one of each is armed at a time. */
-export type TimerName = "idle_ttl" | "disconnect_grace" | "response_timeout";
+export type TimerName = "idle_ttl" | "disconnect_grace" | "response_timeout" | "max_lifetime";
 
 /** The armed timers of every session on this engine, keyed by session id and timer name. */
 export class SessionTimers {

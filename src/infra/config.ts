@@ -64,6 +64,11 @@ export const configSchema = z
         resume_replay_max_bytes: z.number().int().positive().nullable().default(null),
         /** ms a response may go without model output before it ends failed (`response_timeout`). */
         response_timeout_ms: z.number().int().min(100).default(30_000),
+        /**
+         * Seconds a session may live from its opening, however active (null: no limit, the default); at it the
+         * session ends with `session.expired{reason: max_lifetime_expired}`.
+         */
+        max_session_lifetime_s: z.number().min(1).nullable().default(null),
       })
       .strict()
       .prefault({}),

@@ -98,6 +98,7 @@ export const endingOfReason = (reason: unknown): string => {
     client_closed: "closed (socket 1000)",
     idle_ttl_expired: "expired (idle)",
     disconnect_grace_expired: "expired (no resume)",
+    max_lifetime_expired: "expired (max lifetime)",
     disconnect: "disconnected",
     runner_failed: "failed (runner)",
     resource_exhausted: "closed (disk full)",

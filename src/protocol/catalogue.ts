@@ -131,7 +131,7 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
     "session.expired",
     3,
     ["session_id", "incarnation", "reason"],
-    "Lease ran out (idle_ttl_expired, disconnect_grace_expired).",
+    "Lease ran out (idle_ttl_expired, disconnect_grace_expired, max_lifetime_expired).",
   ),
   s("session.resync_required", 3, ["session_id", "reason"], "Replay impossible; start a new session."),
   s("input_audio_buffer.speech_started", 1, ["audio_start_ms", "item_id"], "Speech onset detected."),

@@ -3,6 +3,7 @@
  * `session.heartbeat_ack`, `runtime.control` and the `error` of a rejected request (reference/realtime-duplex-api.md,
  * "Server to client").
  */
+import { isExpiry } from "../domain/index.ts";
 import { errorBody } from "./error-events.ts";
 import { type FlowRenderers, renderNothing } from "./render-context.ts";
 import { sessionObject } from "./session-object.ts";
@@ -63,7 +64,7 @@ export const SESSION_RENDERERS = {
     },
   ],
   SessionClosed: (ctx, event) =>
-    event.data.reason === "idle_ttl_expired" || event.data.reason === "disconnect_grace_expired"
+    isExpiry(event.data.reason)
       ? [{ type: "session.expired", session_id: ctx.sessionId, incarnation: 0, reason: event.data.reason }]
       : [{ type: "session.closed", session_id: ctx.sessionId, reason: event.data.reason }],
 } satisfies FlowRenderers;

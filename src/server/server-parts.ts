@@ -103,6 +103,7 @@ export const engineLimitsOf = (config: DeployConfig): NonNullable<EngineDeps["li
   maxPendingInputBytes: config.duplex_session.max_pending_input_bytes_per_session,
   maxPendingTurns: config.duplex_session.max_pending_turns_per_session,
   responseTimeoutMs: config.duplex_session.response_timeout_ms,
+  maxLifetimeS: config.duplex_session.max_session_lifetime_s,
   resumeReplayTtlS: config.duplex_session.resume_replay_ttl_s,
   resumeReplayMaxBytes: config.duplex_session.resume_replay_max_bytes,
   eventsPerS: config.limits.events_per_s,

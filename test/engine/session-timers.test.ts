@@ -115,4 +115,38 @@ describe("session timers on a virtual clock", () => {
       await s.close();
     }
   });
+
+  it("max_session_lifetime_s ends a busy session at its lifetime, with its own reason, whatever its activity", async () => {
+    const clock = virtualClock(1_700_000_000_000);
+    const s = await openEngineSession({
+      runner: createScriptedRunner(QUIET),
+      clock,
+      config: { duplex_session: { max_session_lifetime_s: 10 } },
+    });
+    try {
+      await s.send({ type: "session.update", session: { instructions: "Answer.", idle_timeout_s: null } });
+      await s.waitFor("session.updated");
+      await settle();
+      // Busy all along: a client event every 2 s.
+      for (let t = 0; t < 4; t += 1) {
+        clock.advance(2_000);
+        await s.send({ type: "input_audio_buffer.clear" });
+        await settle();
+      }
+      clock.advance(1_999);
+      await settle();
+      expect(s.host.isClosed).toBe(false);
+      clock.advance(1);
+      const expired = await s.waitFor("session.expired");
+      expect(expired).toMatchObject({ type: "session.expired", reason: "max_lifetime_expired" });
+      expect(s.types().filter((t) => t === "session.expired" || t === "session.closed")).toEqual(["session.expired"]);
+      const log = await s.log();
+      const fired = log.filter((e) => e.type === "TimerFired");
+      expect(fired.map((e) => [e.data, e.metadata.at])).toEqual([[{ timer: "max_lifetime" }, 1_700_000_010_000]]);
+      expect(log.at(-1)).toMatchObject({ type: "SessionClosed", data: { reason: "max_lifetime_expired" } });
+      expect(replayEntries(log).ok).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
 });

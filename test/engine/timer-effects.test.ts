@@ -108,4 +108,41 @@ describe("timer effects", () => {
     expect(cancelled.after.response).toBeNull();
     expect(timersOf(cancelled.effects)).toEqual([]);
   });
+
+  it("a session with max_session_lifetime_s arms its lifetime timer when created, and for what is left when rebuilt", () => {
+    const base = opened();
+    const limited = {
+      ...base,
+      data: { ...(base as Extract<Input, { type: "SessionOpened" }>).data, maxLifetimeS: 60 },
+    } as Input;
+    const created = effectsAfter([], limited);
+    expect(created.after.lifetimeEndsAt).toBe(limited.at + 60_000);
+    expect(timersOf(created.effects)).toEqual([
+      { kind: "arm_timer", ms: 300_000, fire: { timer: "idle_ttl" } },
+      { kind: "arm_timer", ms: 60_000, fire: { timer: "max_lifetime" } },
+    ]);
+    // Any later input leaves it as armed: activity does not extend a lifetime.
+    expect(
+      timersOf(effectsAfter([limited], command(create())).effects).map((t) => t.kind === "arm_timer" && t.fire.timer),
+    ).toEqual(["response_timeout"]);
+    const recovered: Input = { type: "SessionRecovered", at: limited.at + 45_000, data: { reason: "server_restart" } };
+    expect(timersOf(effectsAfter([limited], recovered).effects)).toContainEqual({
+      kind: "arm_timer",
+      ms: 15_000,
+      fire: { timer: "max_lifetime" },
+    });
+    // Rebuilt after its lifetime ran out while no node served it: it fires at once.
+    const late: Input = { type: "SessionOwned", at: limited.at + 90_000, data: { node: "node-2", epoch: 2 } };
+    expect(timersOf(effectsAfter([limited], late).effects)).toContainEqual({
+      kind: "arm_timer",
+      ms: 0,
+      fire: { timer: "max_lifetime" },
+    });
+    // Without the limit, no lifetime timer at all.
+    expect(
+      timersOf(effectsAfter([], opened()).effects).some(
+        (t) => t.kind === "arm_timer" && t.fire.timer === "max_lifetime",
+      ),
+    ).toBe(false);
+  });
 });
