@@ -375,6 +375,7 @@ export type CloseReason =
   | "max_lifetime_expired"
   | "disconnect"
   | "runner_failed"
+  | "model_busy"
   | "unused"
   | "resource_exhausted";
 

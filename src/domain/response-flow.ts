@@ -198,7 +198,8 @@ export const endSession = (
   endResponse(b, at, "failed", "model_failure", { code, message });
   b.push({ type: "RunnerFailed", data: { operation, code, message } });
   b.push(...settleEstimatedItems(b.state, at));
-  b.push({ type: "SessionClosed", data: { reason: "runner_failed" } });
+  // A model server that refused the session at its own capacity is a retryable refusal, not a failure.
+  b.push({ type: "SessionClosed", data: { reason: code === "duplex_session_busy" ? "model_busy" : "runner_failed" } });
 };
 
 /**

@@ -106,15 +106,35 @@ export type StageOutput =
       readonly message: string;
     };
 
-/** Why a model stage was lost (the error code its session ends with). */
-export type StageLossCode = "upstream_unavailable" | "upstream_protocol_error";
+/**
+ * Why a model stage was lost (the error code its session ends with): `duplex_session_busy` when the model server
+ * refused the session at its own capacity (reference, "Errors": its `max_sessions`), a retryable refusal.
+ */
+export type StageLossCode = "upstream_unavailable" | "upstream_protocol_error" | "duplex_session_busy";
+
+/** Every `StageLossCode`. */
+export const STAGE_LOSS_CODES: readonly StageLossCode[] = [
+  "upstream_unavailable",
+  "upstream_protocol_error",
+  "duplex_session_busy",
+];
 
 /** OpenAI's reasons of an `incomplete` response. */
 export type IncompleteReason = "max_output_tokens" | "content_filter";
 export const INCOMPLETE_REASONS: readonly IncompleteReason[] = ["max_output_tokens", "content_filter"];
 
-/** Why a user item has no transcript (error codes of the table). */
-export type TranscriptFailureCode = "upstream_commit_refused" | "transcription_failed";
+/**
+ * Why a user item has no transcript (error codes of the table): `commit_aborted` when the model server aborted the
+ * commit (reference, "Errors"), `upstream_commit_refused` for any other refusal of it.
+ */
+export type TranscriptFailureCode = "upstream_commit_refused" | "transcription_failed" | "commit_aborted";
+
+/** Every `TranscriptFailureCode`. */
+export const TRANSCRIPT_FAILURE_CODES: readonly TranscriptFailureCode[] = [
+  "upstream_commit_refused",
+  "transcription_failed",
+  "commit_aborted",
+];
 
 /**
  * Why `value` is not a `StageOutput` a decider can take, or null when it is one: a known `kind`, a non-negative
@@ -158,7 +178,7 @@ export const stageOutputProblem = (value: unknown): string | null => {
         ? null
         : `incomplete: reason must be one of ${INCOMPLETE_REASONS.join(", ")}, got ${JSON.stringify(o.reason)}`;
     case "input_transcript_failed":
-      if (o.code !== "upstream_commit_refused" && o.code !== "transcription_failed") {
+      if (!(TRANSCRIPT_FAILURE_CODES as readonly unknown[]).includes(o.code)) {
         return `input_transcript_failed: unknown code ${JSON.stringify(o.code)}`;
       }
       if (o.itemId !== undefined && typeof o.itemId !== "string")
@@ -174,7 +194,7 @@ export const stageOutputProblem = (value: unknown): string | null => {
       }
       return text("sessionId");
     case "stage_lost":
-      return o.code === "upstream_unavailable" || o.code === "upstream_protocol_error"
+      return (STAGE_LOSS_CODES as readonly unknown[]).includes(o.code)
         ? text("message")
         : `stage_lost: unknown code ${JSON.stringify(o.code)}`;
     default:

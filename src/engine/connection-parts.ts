@@ -149,11 +149,13 @@ export const logWhenCreated = (
 /**
  * How a connection closes when its session ends (`reason`: the session's close reason): 1011 when the model runner
  * failed; 1013 (try again later, as a refused admission says) when the server ran short of disk for the session's
- * log; 1000 otherwise.
+ * log or the model server refused the session at its capacity (`model_busy`); 1000 otherwise.
  */
 export const closeOfEnd = (reason: string | null): { code: number | undefined; reason: string } =>
   reason === "runner_failed"
     ? { code: 1011, reason: "model runner failed" }
     : reason === "resource_exhausted"
       ? { code: ERROR_CODES.resource_exhausted.closeCode, reason: "resource_exhausted" }
-      : { code: 1000, reason: "session closed" };
+      : reason === "model_busy"
+        ? { code: ERROR_CODES.duplex_session_busy.closeCode, reason: "duplex_session_busy" }
+        : { code: 1000, reason: "session closed" };

@@ -101,6 +101,7 @@ export const endingOfReason = (reason: unknown): string => {
     max_lifetime_expired: "expired (max lifetime)",
     disconnect: "disconnected",
     runner_failed: "failed (runner)",
+    model_busy: "failed (model at capacity)",
     resource_exhausted: "closed (disk full)",
     unused: "unused",
   };

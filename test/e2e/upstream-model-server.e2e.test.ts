@@ -606,4 +606,59 @@ describe("the upstream runner against a model server that behaves as real ones d
     },
     60_000,
   );
+
+  it("a model server at its own capacity: the new session ends duplex_session_busy (retryable, 1013), the others go on", async () => {
+    const model = await stub({ dialect: "duplex", maxSessions: 1 });
+    const { a, client } = await front(model.url, "duplex");
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    const second = await RealtimeClient.connect(a.url);
+    second.send({ type: "session.update", session: {} });
+    const error = await second.waitFor("error", { since: 0, timeoutMs: 10_000 });
+    expect(error.error).toMatchObject({
+      type: "rate_limit_error",
+      code: "duplex_session_busy",
+      message: expect.stringContaining("duplex session capacity reached (max_sessions=1)"),
+    });
+    expect(await second.closed).toMatchObject({ code: 1013 });
+    expect(second.received.map((r) => r.event.type)).not.toContain("response.created");
+    // The session the model server holds is served as before.
+    client.send(userText("Hello"));
+    const done = await ask(client, { type: "response.create" }, "response.done");
+    expect(done.response).toMatchObject({ status: "completed" });
+    expect(await replays(a, second)).toBe(true);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
+
+  it("a commit the model server aborts: the item gets commit_aborted, no transcript, and the session goes on", async () => {
+    const model = await stub({ dialect: "duplex" });
+    const { a, client } = await front(
+      model.url,
+      "duplex",
+      {},
+      { input_audio_format: "pcm16", input_sample_rate_hz: 16000, extra_body: { auto_response: false } },
+    );
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    model.behave({ commitRefusal: "commit_aborted" });
+    for (let n = 0; n < 3; n += 1) client.send({ type: "input_audio_buffer.append", audio: chunk(n) });
+    const committed = await ask(client, { type: "input_audio_buffer.commit" }, "input_audio_buffer.committed");
+    const failed = await client.waitFor("conversation.item.input_audio_transcription.failed", {
+      since: 0,
+      timeoutMs: 10_000,
+    });
+    expect(failed).toMatchObject({
+      item_id: committed.item_id,
+      error: { type: "server_error", code: "commit_aborted", message: expect.stringContaining("aborted the commit") },
+    });
+    model.behave({ commitRefusal: null });
+    for (let n = 3; n < 6; n += 1) client.send({ type: "input_audio_buffer.append", audio: chunk(n) });
+    const next = await ask(
+      client,
+      { type: "input_audio_buffer.commit" },
+      "conversation.item.input_audio_transcription.completed",
+    );
+    expect(next).toMatchObject({ transcript: "utterance 1" });
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
 });

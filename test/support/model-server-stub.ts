@@ -41,6 +41,12 @@ export interface StubOptions {
    * `ignores`: a cancel of no active response (or naming another) is ignored, without a word.
    */
   readonly cancel?: "refuses" | "reference" | "ignores";
+  /**
+   * Live sessions at most (default: no cap): a session beyond it is refused as the reference's duplex server refuses
+   * one at `duplex_session.max_sessions` (`error{rate_limit_error, duplex_session_busy}` before any session.created,
+   * then the socket closes 1013).
+   */
+  readonly maxSessions?: number;
 }
 
 export type StubFrame = { readonly type: string } & Record<string, unknown>;
@@ -74,6 +80,8 @@ export interface StubBehaviour {
   readonly incomplete?: boolean;
   /** The shortest commit taken (ms). */
   readonly minCommitMs?: number;
+  /** Every commit is refused with this code (the reference's `commit_aborted`, say); null: commits are taken. */
+  readonly commitRefusal?: string | null;
 }
 
 export interface ModelServerStub {
@@ -112,6 +120,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
   const graceMs = options.graceMs ?? 30_000;
   let minCommitMs = options.minCommitMs ?? 100;
   let incomplete = false;
+  let commitRefusal: string | null = null;
   let cutAfterType: string | null = null;
   /** The socket whose writes are swallowed while its last frame is handled. */
   let muted: WebSocket | null = null;
@@ -177,6 +186,11 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       }
       case "input_audio_buffer.commit": {
         const ms = (s.bufferBytes / 2 / inputRate) * 1000;
+        if (commitRefusal !== null) {
+          s.bufferBytes = 0;
+          refuse(s, frame, commitRefusal, `the commit was aborted (${commitRefusal})`);
+          return;
+        }
         if (ms < minCommitMs) {
           refuse(s, frame, "input_audio_buffer_commit_empty", `buffer too small: ${ms.toFixed(0)} ms`);
           return;
@@ -308,6 +322,14 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       if (session === null) {
         if (resumeOnly && frame.type === "session.resume") session = resume(socket, frame);
         else if (!resumeOnly && frame.type === "session.update") {
+          const live = sessions.filter((x) => !x.closed).length;
+          if (options.maxSessions !== undefined && live >= options.maxSessions) {
+            const message = `duplex session capacity reached (max_sessions=${options.maxSessions})`;
+            const error = { type: "rate_limit_error", code: "duplex_session_busy", message };
+            socket.send(JSON.stringify({ type: "error", error }));
+            socket.close(1013);
+            return;
+          }
           session = open(socket);
           session.frames.push(frame);
         }
@@ -364,6 +386,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
     behave(behaviour) {
       if (behaviour.incomplete !== undefined) incomplete = behaviour.incomplete;
       if (behaviour.minCommitMs !== undefined) minCommitMs = behaviour.minCommitMs;
+      if (behaviour.commitRefusal !== undefined) commitRefusal = behaviour.commitRefusal;
     },
     sessions,
     userTexts,

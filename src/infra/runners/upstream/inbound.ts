@@ -65,11 +65,15 @@ export const createInbound = (
     if (refused?.kind === "respond") {
       emit({ kind: "failure", epoch: refused.epoch, message: `the upstream refused response.create: ${what}` });
     } else if (refused?.kind === "commit") {
+      // The reference's own code for an aborted commit reaches the client as it is; any other refusal is ours.
+      const aborted = str(error?.code) === "commit_aborted";
       emit({
         kind: "input_transcript_failed",
         epoch: turns.epoch(),
-        code: "upstream_commit_refused",
-        message: `the upstream refused the commit of this item (${what}); it has no transcript`,
+        code: aborted ? "commit_aborted" : "upstream_commit_refused",
+        message: aborted
+          ? `the model server aborted the commit of this item (${what}); it has no transcript`
+          : `the upstream refused the commit of this item (${what}); it has no transcript`,
         ...(refused.itemId === undefined ? {} : { itemId: refused.itemId }),
       });
     }

@@ -40,6 +40,12 @@ export interface UpstreamLink {
   close(): void;
 }
 
+/**
+ * Error codes with which a model server refuses a new session at its own capacity (reference, "Errors": its
+ * `duplex_session.max_sessions`): the session here ends `duplex_session_busy`, a retryable refusal (1013).
+ */
+const AT_CAPACITY = new Set(["duplex_session_busy", "resource_exhausted"]);
+
 /** Error codes with which the upstream says its session is gone: retrying the same token cannot help. */
 const GONE = new Set([
   "session_resume_expired",
@@ -233,6 +239,8 @@ class LinkConnection implements UpstreamLink {
     if (this.phase === "connecting" || this.phase === "resuming") {
       const message = str(event.error) ?? str(error?.message) ?? "refused";
       if (this.phase === "resuming") this.retryOrLose(`the upstream refused the resume: ${message}`);
+      else if (code !== null && AT_CAPACITY.has(code))
+        this.lose("duplex_session_busy", `the model server is at capacity (${code}): ${message}`);
       else this.lose("upstream_unavailable", `the upstream refused the session: ${message}`);
       return true;
     }
@@ -327,6 +335,7 @@ class LinkConnection implements UpstreamLink {
     const why = `the upstream answered the upgrade with HTTP ${status}`;
     // A 5xx (or 408, 429) is a server that will be back; 401, 403, 404 will not change with a retry.
     if (this.phase === "resuming" && (status >= 500 || status === 408 || status === 429)) this.retryOrLose(why);
+    else if (status === 429) this.lose("duplex_session_busy", `${why}: the model server is at capacity`);
     else this.lose("upstream_unavailable", why);
   }
 
