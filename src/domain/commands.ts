@@ -1,4 +1,4 @@
-import type { SessionPatch, ToolChoice, ToolDefinition } from "./config.ts";
+import type { AudioFormat, SessionPatch, ToolChoice, ToolDefinition } from "./config.ts";
 import type { ErrorCode } from "./errors.ts";
 import type { ItemId, ResponseId } from "./ids.ts";
 
@@ -84,6 +84,13 @@ export interface ResponseCreate extends Base<"response.create"> {
   readonly temperature?: number | null;
   /** `max_output_tokens` / `max_response_output_tokens` of this response. */
   readonly maxOutputTokens?: number | "inf" | null;
+  /**
+   * `response.voice` / `response.audio.output.voice`, when the client gave one (absent otherwise, and in logs recorded
+   * before it was read): it must be the session's voice (`responseCreateRefusal`).
+   */
+  readonly voice?: string | null;
+  /** `response.output_audio_format` / `response.audio.output.format`, parsed, when given: it must be the session's. */
+  readonly outputAudio?: AudioFormat;
 }
 
 /** One entry of `response.input`: an item given in full, or a reference to an item of the conversation. */

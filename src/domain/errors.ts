@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   response_already_active: invalid("A response is already active."),
   response_not_active: invalid("No response is active."),
   response_create_without_input: invalid("response.create needs input to respond to."),
+  response_override_unsupported: invalid("A response cannot change what the session sets for every response."),
   input_audio_buffer_empty: invalid("input_audio_buffer.commit requires a non-empty input audio buffer."),
   item_not_found: invalid("No item has that id."),
   missing_item_id: invalid("The event needs an item_id."),

@@ -54,6 +54,8 @@ export const responseCreateRefusal = (state: SessionState, command: ResponseCrea
   if (t !== null && !(t >= 0 && t <= MAX_TEMPERATURE)) {
     return reject("bad_event", `temperature must be within 0..${MAX_TEMPERATURE}; got ${t}`, "response.temperature");
   }
+  const overridden = overrideRefusal(state, command);
+  if (overridden !== null) return overridden;
   if (nothingToRespondTo(state, command) && state.rules?.responseWithoutInputAnswered !== true) {
     return reject(
       "response_create_without_input",
@@ -79,3 +81,29 @@ export const nothingToRespondTo = (state: SessionState, command: ResponseCreate)
   (command.input ?? []).length === 0 &&
   (command.instructions ?? "") === "" &&
   state.config.instructions === "";
+
+/**
+ * Why a response's own voice or output format is refused, or null: a response speaks in the session's voice and
+ * format (the runner and the engine's output conversion are the session's), so one that names another is refused
+ * (`response_override_unsupported` for the voice, `unsupported_audio_format` for the format) rather than ignored;
+ * naming the session's own is taken.
+ */
+const overrideRefusal = (state: SessionState, command: ResponseCreate): Rejection | null => {
+  if (command.voice !== undefined && command.voice !== state.config.voice) {
+    return reject(
+      "response_override_unsupported",
+      `response.voice ${JSON.stringify(command.voice)} is not the session's voice (${JSON.stringify(state.config.voice)}): a response speaks in the session's voice; change it with session.update`,
+      "response.voice",
+    );
+  }
+  const format = command.outputAudio;
+  const session = state.config.outputAudio;
+  if (format !== undefined && (format.format !== session.format || format.rate !== session.rate)) {
+    return reject(
+      "unsupported_audio_format",
+      `response.output_audio_format ${format.format} at ${format.rate} Hz is not the session's (${session.format} at ${session.rate} Hz): a response is sent in the session's output format; change it with session.update`,
+      "response.output_audio_format",
+    );
+  }
+  return null;
+};

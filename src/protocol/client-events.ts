@@ -188,7 +188,22 @@ export const clientEventSchemas = {
         temperature: z.number().finite().optional(),
         max_output_tokens: maxTokens.optional(),
         max_response_output_tokens: maxTokens.optional(),
+        // The voice and the output format of one response (beta spellings, and GA's `audio.output`): the decider
+        // takes the session's own and refuses another (ResponseCreate.voice, .outputAudio).
+        voice: z.string().min(1).max(256).nullable().optional(),
+        output_audio_format: z.union([z.string(), gaFormat]).optional(),
+        audio: z
+          .object({
+            output: z
+              .object({ format: gaFormat.optional(), voice: z.string().min(1).max(256).nullable().optional() })
+              .strict()
+              .optional(),
+          })
+          .strict()
+          .optional(),
       })
+      // A field the response does not have is refused, naming it: a misspelt override is never ignored.
+      .strict()
       .optional(),
   }),
   "response.cancel": z.object({ event_id: eventId, response_id: z.string().optional() }),

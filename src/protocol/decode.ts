@@ -15,7 +15,7 @@ import type { DecodeContext } from "./decode-context.ts";
 import { decodeItem } from "./decode-item.ts";
 import { jsonValuesExceededAt, MAX_JSON_VALUES } from "./json-depth.ts";
 import { topLevelString } from "./json-scan.ts";
-import { inputFormatOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
+import { inputFormatOf, responseAudioOf, sessionPatchOf, toolsOf } from "./session-patch.ts";
 
 export type { DecodeContext } from "./decode-context.ts";
 
@@ -193,6 +193,8 @@ const decodeResponseCreate = (
 ): DecodedFrame => {
   const type = "response.create" as const;
   const r = event.response;
+  const audio = r === undefined ? {} : responseAudioOf(r);
+  if ("code" in audio) return invalid(audio.code, audio.message, eventId, type, audio.param);
   let input: ResponseInputItem[] | null = null;
   if (r?.input !== undefined) {
     input = [];
@@ -218,6 +220,7 @@ const decodeResponseCreate = (
     toolChoice: r?.tool_choice ?? null,
     temperature: r?.temperature ?? null,
     maxOutputTokens: r?.max_output_tokens ?? r?.max_response_output_tokens ?? null,
+    ...audio,
   };
 };
 

@@ -1,5 +1,13 @@
 import type { z } from "zod";
-import type { ErrorCode, RefAudioInput, SessionPatch, ToolDefinition, TracingConfig } from "../domain/index.ts";
+import type {
+  AudioFormat,
+  ErrorCode,
+  RefAudioInput,
+  Rejection,
+  SessionPatch,
+  ToolDefinition,
+  TracingConfig,
+} from "../domain/index.ts";
 import { parseAudioFormat, toAudioFormat } from "./audio-formats.ts";
 import { base64ByteLength, isStandardBase64 } from "./base64.ts";
 import type { sessionSchema } from "./client-events.ts";
@@ -176,4 +184,30 @@ export const sessionPatchOf = (
   const native = session.extra_body?.native_duplex ?? session.extra_body?.minicpmo45_native_duplex;
   if (native !== undefined) patch.nativeDuplex = native;
   return patch;
+};
+
+/**
+ * The voice and output format a `response.create` names for its response (`voice` / `output_audio_format`, or GA's
+ * `audio.output.voice` / `.format`), each only when given, the format parsed as `session.update` parses it; a format
+ * that is none is refused with its code and `param`. The decider refuses one that is not the session's.
+ */
+export const responseAudioOf = (response: {
+  readonly voice?: string | null;
+  readonly output_audio_format?: Parameters<typeof parseAudioFormat>[0];
+  readonly audio?: {
+    readonly output?: { readonly format?: Parameters<typeof parseAudioFormat>[0]; readonly voice?: string | null };
+  };
+}): { voice?: string | null; outputAudio?: AudioFormat } | Rejection => {
+  const out: { voice?: string | null; outputAudio?: AudioFormat } = {};
+  const voice = response.voice !== undefined ? response.voice : response.audio?.output?.voice;
+  if (voice !== undefined) out.voice = voice;
+  const declared = response.audio?.output?.format ?? response.output_audio_format;
+  if (declared !== undefined) {
+    const param =
+      response.audio?.output?.format === undefined ? "response.output_audio_format" : "response.audio.output.format";
+    const format = parseAudioFormat(declared, DEFAULT_FORMAT_RATE_HZ);
+    if ("code" in format) return { ...format, param };
+    out.outputAudio = toAudioFormat(format);
+  }
+  return out;
 };
