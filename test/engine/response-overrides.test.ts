@@ -90,14 +90,14 @@ describe("response.create overrides", () => {
       "error",
     );
     expect(refused.error).toMatchObject({ type: "invalid_request_error", code: "bad_event", event_id: "evt_typo" });
-    expect(refused.error.message).toContain("instrutions");
+    expect((refused.error as { message: string }).message).toContain("instrutions");
     const nested = await ask(
       session,
       { type: "response.create", event_id: "evt_nested", response: { audio: { output: { speed: 2 } } } },
       "error",
     );
     expect(nested.error).toMatchObject({ code: "bad_event", event_id: "evt_nested" });
-    expect(nested.error.message).toContain("speed");
+    expect((nested.error as { message: string }).message).toContain("speed");
     expect(session.types()).not.toContain("response.created");
   });
 });
