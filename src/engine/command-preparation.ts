@@ -54,7 +54,7 @@ export class CommandPreparation {
             eventType: "input_audio_buffer.append",
           };
         }
-        return this.prepareAppend(frame, state);
+        return audioEndRefusal(frame, state) ?? this.prepareAppend(frame, state);
       case "session.update": {
         const clip = frame.patch.refAudio;
         // The clip's digest is stamped before the command is recorded: the decider compares clips by it.
@@ -112,3 +112,32 @@ export class CommandPreparation {
     };
   }
 }
+
+/**
+ * How far (ms) an append's `audio_end_ms` may be from where it ends on the session's input clock: the clock counts
+ * the audio after resampling to the runner's rate, whose filter may hold back a few ms until later chunks.
+ */
+export const AUDIO_END_TOLERANCE_MS = 10;
+
+/**
+ * The refusal of an append whose `audio_end_ms` (reference, "input_audio_buffer.append") is not where its audio ends
+ * on the session's input clock (`state.input.clockMs` plus the chunk's duration), as `bad_event` naming both; null
+ * when it agrees or says nothing. Checked before the audio is resampled or run through VAD, so a refused append
+ * changes nothing, there either.
+ */
+const audioEndRefusal = (
+  frame: Extract<DecodedFrame, { type: "input_audio_buffer.append" }>,
+  state: SessionState,
+): Extract<Command, { type: "invalid" }> | null => {
+  if (frame.audioEndMs === null) return null;
+  const endsAt = state.input.clockMs + (frame.pcm16.byteLength / 2 / frame.sampleRateHz) * 1000;
+  if (Math.abs(frame.audioEndMs - endsAt) <= AUDIO_END_TOLERANCE_MS) return null;
+  return {
+    type: "invalid",
+    eventId: frame.eventId,
+    code: "bad_event",
+    message: `audio_end_ms ${frame.audioEndMs} is not where this audio ends on the session's input clock (${Math.round(endsAt)} ms: ${Math.round(state.input.clockMs)} ms appended before it)`,
+    param: "audio_end_ms",
+    eventType: "input_audio_buffer.append",
+  };
+};

@@ -302,3 +302,23 @@ export const encodeAudio = (format: WireAudioFormat, samples: Int16Array): Uint8
     }
   }
 };
+
+/** How far (ms) a client's `duration_ms` may be from the duration of the bytes it sent: rounding only. */
+export const DURATION_TOLERANCE_MS = 1;
+
+/**
+ * Why an append's `duration_ms` (the duplex extension; reference, "input_audio_buffer.append") is not the duration of
+ * its audio (`samples` at `rate`, `bytes` of `encoding`), or null when it is, within `DURATION_TOLERANCE_MS`, or
+ * absent.
+ */
+export const durationMismatch = (
+  durationMs: number | undefined,
+  samples: number,
+  bytes: number,
+  encoding: string,
+  rate: number,
+): string | null => {
+  const actualMs = (samples / rate) * 1000;
+  if (durationMs === undefined || Math.abs(durationMs - actualMs) <= DURATION_TOLERANCE_MS) return null;
+  return `duration_ms ${durationMs} is not the duration of the audio sent (${actualMs} ms: ${bytes} bytes of ${encoding} at ${rate} Hz)`;
+};

@@ -8,7 +8,7 @@ import {
   type ResponseInputItem,
   SUPPORTED_INPUT_RATES,
 } from "../domain/index.ts";
-import { decodeAudio, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
+import { decodeAudio, durationMismatch, encodeAudio, parseAudioFormat } from "./audio-formats.ts";
 import { decodeStandardBase64, isStandardBase64 } from "./base64.ts";
 import { CLIENT_EVENT_ALIASES, type ClientEventType, clientEventSchemas } from "./client-events.ts";
 import type { DecodeContext } from "./decode-context.ts";
@@ -61,6 +61,11 @@ export interface DecodedAppend {
    * where the model consumes video; elsewhere frames are ignored, bad or not (reference, "Capability negotiation").
    */
   readonly videoFramesError: { readonly message: string; readonly param: string } | null;
+  /**
+   * `audio_end_ms` of the duplex extension: where the client says this chunk ends on the session's input clock (ms),
+   * or null. The session checks it against its own clock (src/engine/command-preparation.ts).
+   */
+  readonly audioEndMs: number | null;
 }
 
 /**
@@ -131,6 +136,8 @@ const decodeAppend = (
   }
   const samples = decodeAudio({ encoding: format.encoding, rate }, bytes);
   if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
+  const wrongDuration = durationMismatch(event.duration_ms, samples.length, bytes.length, format.encoding, rate);
+  if (wrongDuration !== null) return invalid("bad_event", wrongDuration, eventId, type, "duration_ms");
   const videoFrames: Uint8Array[] = [];
   let videoFramesError: DecodedAppend["videoFramesError"] = null;
   for (const [i, frame] of (event.video_frames ?? []).entries()) {
@@ -151,6 +158,7 @@ const decodeAppend = (
     isSpeech: event.is_speech ?? null,
     videoFrames: videoFramesError === null ? videoFrames : [],
     videoFramesError,
+    audioEndMs: event.audio_end_ms ?? null,
   };
 };
 

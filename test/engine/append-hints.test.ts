@@ -1,0 +1,85 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { replayEntries } from "../../src/replay/index.ts";
+import { type EngineSession, openEngineSession } from "../support/engine-session.ts";
+
+/**
+ * The timing hints of the duplex extension's `input_audio_buffer.append` (reference/realtime-duplex-api.md,
+ * "input_audio_buffer.append": `duration_ms`, `audio_end_ms`; issue 35, part 3): each is checked against the bytes
+ * and the session's input clock, a mismatch is `bad_event` naming the field, and a refused append changes nothing
+ * (the clock, the buffer and the log's audio stay as they were). In process, on the echo, 16 kHz PCM16.
+ */
+let session: EngineSession | null = null;
+afterEach(async () => {
+  await session?.close();
+  session = null;
+});
+
+/** `ms` of 16 kHz PCM16 silence, base64. */
+const audio = (ms: number): string => Buffer.alloc(ms * 32).toString("base64");
+
+const opened = async () => {
+  const s = await openEngineSession();
+  await s.send({
+    type: "session.update",
+    session: { turn_detection: null, input_audio_format: "pcm16", input_sample_rate_hz: 16000 },
+  });
+  await s.waitFor("session.updated");
+  return s;
+};
+
+const append = (s: EngineSession, eventId: string, ms: number, extra: Record<string, unknown>) =>
+  s.send({ type: "input_audio_buffer.append", event_id: eventId, audio: audio(ms), ...extra });
+
+/** The `error` events sent since `since`, by the event id they echo. */
+const errorsSince = (s: EngineSession, since: number) =>
+  s.sent
+    .slice(since)
+    .filter((e) => e.type === "error")
+    .map((e) => e.error as Record<string, unknown>);
+
+describe("append timing hints", () => {
+  it("takes duration_ms and audio_end_ms that agree with the bytes and the input clock", async () => {
+    session = await opened();
+    const since = session.sent.length;
+    await append(session, "evt_1", 200, { duration_ms: 200, audio_end_ms: 200 });
+    await append(session, "evt_2", 200, { duration_ms: 200, audio_end_ms: 400 });
+    await append(session, "evt_3", 100, { duration_ms: 100.4 });
+    await session.send({ type: "input_audio_buffer.commit", event_id: "evt_commit" });
+    const committed = await session.waitFor("input_audio_buffer.committed", { since });
+    expect(errorsSince(session, since)).toEqual([]);
+    expect(committed).toMatchObject({ type: "input_audio_buffer.committed" });
+    const log = await session.log();
+    const buffered = log.filter((e) => e.type === "AudioBuffered").map((e) => (e.data as { clockMs: number }).clockMs);
+    expect(buffered).toEqual([200, 400, 500]);
+  });
+
+  it("refuses a duration_ms the bytes do not have, and an audio_end_ms off the input clock, each naming the field", async () => {
+    session = await opened();
+    const since = session.sent.length;
+    await append(session, "evt_ok", 200, { audio_end_ms: 200 });
+    await append(session, "evt_long", 200, { duration_ms: 300 });
+    await append(session, "evt_late", 200, { audio_end_ms: 1200 });
+    await append(session, "evt_early", 200, { audio_end_ms: 200 });
+    await session.send({ type: "session.heartbeat" });
+    await session.waitFor("session.heartbeat_ack", { since });
+    const errors = errorsSince(session, since);
+    expect(errors.map((e) => [e.event_id, e.code, e.param])).toEqual([
+      ["evt_long", "bad_event", "duration_ms"],
+      ["evt_late", "bad_event", "audio_end_ms"],
+      ["evt_early", "bad_event", "audio_end_ms"],
+    ]);
+    expect(String(errors[0]?.message)).toContain("duration_ms 300 is not the duration of the audio sent (200 ms");
+    expect(String(errors[1]?.message)).toContain("audio_end_ms 1200 is not where this audio ends");
+    // The refused appends changed nothing: the clock is where the one taken left it, and the next agrees with it.
+    const log = await session.log();
+    expect(log.filter((e) => e.type === "AudioBuffered").map((e) => (e.data as { clockMs: number }).clockMs)).toEqual([
+      200,
+    ]);
+    const later = session.sent.length;
+    await append(session, "evt_next", 200, { duration_ms: 200, audio_end_ms: 400 });
+    await session.send({ type: "session.heartbeat" });
+    await session.waitFor("session.heartbeat_ack", { since: later });
+    expect(errorsSince(session, later)).toEqual([]);
+    expect(replayEntries(await session.log()).ok).toBe(true);
+  });
+});
