@@ -110,6 +110,10 @@ const decideBargeIn = (
   if (state.response !== null) cancelResponse(b, at, "barge_in");
   else b.push({ type: "EpochAdvanced", data: { epoch: state.epoch + 1, reason: "barge_in" } });
   dropDeferredResponses(b, "barge_in");
+  // Sessions recorded before issue 35, part 1 told the client nothing of the signal itself (EarlierRules).
+  if (state.rules?.noTurnEvents !== true) {
+    b.push({ type: "TurnSignalled", data: { event: "barge_in", source: command.type, turnState: b.state.turnState } });
+  }
   return b.decision();
 };
 

@@ -57,4 +57,9 @@ export interface EarlierRules {
    * refused with `response_create_without_input`.
    */
   readonly responseWithoutInputAnswered?: boolean;
+  /**
+   * Before issue 35, part 1: a client's barge-in signal (`barge_in`, `turn.signal{event: "barge_in"}`) is taken without
+   * a word of its own (no `TurnSignalled`, no `turn.event`).
+   */
+  readonly noTurnEvents?: boolean;
 }

@@ -13,6 +13,7 @@ import type { DetachReason, RunnerOperation } from "./inputs.ts";
 import type { Message } from "./message.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
 import type { IncompleteReason, StageLossCode, TranscriptFailureCode } from "./stage.ts";
+import type { TurnState } from "./state.ts";
 
 export type { FunctionCallItem, HistoryItem } from "./history-item.ts";
 export type { DeliveredAudio, DetachReason, Input, InputType, RunnerOperation } from "./inputs.ts";
@@ -285,6 +286,14 @@ export type DomainEvent =
       }
     >
   | Message<"RuntimeControlReported", { readonly signal: string; readonly supported: boolean; readonly detail: string }>
+  /**
+   * The session took a client's turn-taking signal (`barge_in`, or `turn.signal{event: "barge_in"}`; the newest
+   * reference revision's `turn.event`): `source` names the command, `turnState` is the turn state after it.
+   */
+  | Message<
+      "TurnSignalled",
+      { readonly event: "barge_in"; readonly source: "barge_in" | "turn.signal"; readonly turnState: TurnState }
+    >
   | Message<"EventsAcknowledged", { readonly seq: number }>
   | Message<
       "SessionResumed",

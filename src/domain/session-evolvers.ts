@@ -41,5 +41,6 @@ export const SESSION_EVOLVERS = {
   RequestRejected: unchanged,
   HeartbeatAcknowledged: unchanged,
   RuntimeControlReported: unchanged,
+  TurnSignalled: unchanged,
   EventsAcknowledged: unchanged,
 } satisfies FlowEvolvers;

@@ -72,4 +72,28 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
           }),
     upcast: withRule("responseWithoutInputAnswered"),
   },
+  {
+    // Made after 2309318 (issue 35, part 1), in the schema-2 era; test/fixtures/earlier-releases/barge-in-signals.jsonl
+    // is a2ef72d's recording of it.
+    commit: "2309318",
+    summary: "a client's barge-in signal is told back as turn.event (TurnSignalled)",
+    sinceSchema: 2,
+    // A scan: a barge-in signal the session took shows which rule decided it.
+    before: (entries) => {
+      for (let i = 0; i < entries.length; i += 1) {
+        const command = (entries[i]?.data as { command?: { type?: string; event?: string } } | undefined)?.command;
+        const signal =
+          entries[i]?.type === "CommandReceived" &&
+          (command?.type === "barge_in" || (command?.type === "turn.signal" && command.event === "barge_in"));
+        if (!signal) continue;
+        const decisions: RecordedEntry[] = [];
+        for (let k = i + 1; k < entries.length && !isInput((entries[k] as RecordedEntry).type); k += 1)
+          decisions.push(entries[k] as RecordedEntry);
+        if (decisions.some((d) => d.type === "TurnSignalled")) return false;
+        if (decisions.length > 0 && !decisions.some((d) => d.type === "RequestRejected")) return true;
+      }
+      return null;
+    },
+    upcast: withRule("noTurnEvents"),
+  },
 ];

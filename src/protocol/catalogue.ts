@@ -114,7 +114,7 @@ export const CLIENT_EVENTS: readonly CatalogueEntry[] = [
 
 const ids = ["response_id", "item_id", "output_index", "content_index"];
 
-/** The 42 server events. Every one also carries `event_id`, `server_event_seq` (but session.created) and `epoch`. */
+/** The 44 server events. Every one also carries `event_id`, `server_event_seq` (but session.created) and `epoch`. */
 export const SERVER_EVENTS: readonly CatalogueEntry[] = [
   s("session.created", 2, ["session", "incarnation", "attachment_generation", "resume_token"], "Session opened."),
   s("session.updated", 2, ["session"], "Effective session config after every session.update."),
@@ -203,6 +203,12 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
     "How overlapping input was handled.",
   ),
   s("runtime.control", 3, ["session_id", "result"], "Diagnostic: a control signal was partially unsupported."),
+  s(
+    "turn.event",
+    3,
+    ["session_id", "event", "turn_state"],
+    "A turn-taking signal the session took (barge_in, turn.signal), with the turn state and epoch after it.",
+  ),
   s("error", 2, ["error"], "Error envelope."),
 ];
 

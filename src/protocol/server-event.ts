@@ -80,6 +80,7 @@ export type ServerEvent =
   | { readonly type: "session.closed"; readonly session_id: SessionId; readonly reason: string }
   | { readonly type: "session.heartbeat_ack"; readonly session_id: SessionId }
   | { readonly type: "runtime.control"; readonly session_id: SessionId; readonly result: JsonObject }
+  | { readonly type: "turn.event"; readonly session_id: SessionId; readonly event: string; readonly turn_state: string }
   | { readonly type: "input_audio_buffer.speech_started"; readonly audio_start_ms: number; readonly item_id: ItemId }
   | { readonly type: "input_audio_buffer.speech_stopped"; readonly audio_end_ms: number; readonly item_id: ItemId }
   | { readonly type: "input_audio_buffer.cleared" }

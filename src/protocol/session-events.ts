@@ -63,6 +63,9 @@ export const SESSION_RENDERERS = {
       result: { signal: event.data.signal, supported: event.data.supported, detail: event.data.detail },
     },
   ],
+  TurnSignalled: (ctx, event) => [
+    { type: "turn.event", session_id: ctx.sessionId, event: event.data.event, turn_state: event.data.turnState },
+  ],
   SessionClosed: (ctx, event) =>
     isExpiry(event.data.reason)
       ? [{ type: "session.expired", session_id: ctx.sessionId, incarnation: 0, reason: event.data.reason }]

@@ -166,7 +166,13 @@ describe("a commit while a response is active is deferred (BEHAVIOUR.md, Turn-ta
 
   it("answers the barging utterance at a barge-in: the deferred responses are dropped, their items stay", () => {
     const w = given(...oneDeferred()).when(command({ type: "barge_in", eventId: null }));
-    expect(types(w.events)).toEqual(["EpochAdvanced", "ResponseEnded", "HistoryCommitted", "DeferredResponsesDropped"]);
+    expect(types(w.events)).toEqual([
+      "EpochAdvanced",
+      "ResponseEnded",
+      "HistoryCommitted",
+      "DeferredResponsesDropped",
+      "TurnSignalled",
+    ]);
     expect(ofType(w.events, "DeferredResponsesDropped")[0]?.data).toEqual({ itemIds: [U1], reason: "barge_in" });
     expect(w.after.response).toBeNull();
     expect(w.after.deferredTurns).toEqual([]);

@@ -199,7 +199,33 @@ describe("capability gates of a model profile", () => {
     }
     expect(types(given(opened(MINICPMO)).when(command({ type: "barge_in", eventId: null })).events)).toEqual([
       "EpochAdvanced",
+      "TurnSignalled",
     ]);
+  });
+
+  it("tells a barge-in signal it took back as TurnSignalled (turn.event), after the cancel, with the turn state after", () => {
+    const w = given(opened(MINICPMO), command(create())).when(
+      command({ type: "turn.signal", eventId: "evt_t", event: "barge_in", payload: null }),
+    );
+    expect(types(w.events).at(-1)).toBe("TurnSignalled");
+    expect(types(w.events)).toContain("ResponseEnded");
+    expect(w.events.at(-1)).toEqual({
+      type: "TurnSignalled",
+      // The response it cut has ended: the turn is idle again (with no response it stays barge_in, below).
+      data: { event: "barge_in", source: "turn.signal", turnState: "idle" },
+    });
+    // A signal it does not take (runtime.control) or refuses is no turn-taking signal taken.
+    const unknown = given(opened(MINICPMO)).when(
+      command({ type: "turn.signal", eventId: null, event: "user_turn_end", payload: null }),
+    );
+    expect(types(unknown.events)).toEqual(["RuntimeControlReported"]);
+  });
+
+  it("under the rule of an earlier release (noTurnEvents), takes a barge-in without TurnSignalled", () => {
+    const old = opened(MINICPMO);
+    const data = (old as Extract<Input, { type: "SessionOpened" }>).data;
+    const ruled = { ...old, data: { ...data, rules: { noTurnEvents: true } } } as Input;
+    expect(types(given(ruled).when(command({ type: "barge_in", eventId: null })).events)).toEqual(["EpochAdvanced"]);
   });
 
   it("refuses overlap_policy barge_in_on_speech without barge-in, and server VAD on a model-native model without it", () => {

@@ -254,6 +254,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     revision: 35,
     input: "SessionRecovered",
   },
+  noTurnEvents: {
+    file: "../../test/fixtures/earlier-releases/barge-in-signals.jsonl",
+    revision: 11,
+    input: "CommandReceived",
+  },
   responseWithoutInputAnswered: {
     file: "../../test/fixtures/earlier-releases/response-create-without-input.jsonl",
     revision: 4,

@@ -265,6 +265,15 @@ const RECORDERS: Readonly<Record<string, () => Promise<RecordedEntry[]>>> = {
     await answered(r, 1);
     return close(r);
   },
+  "model-native lane, a turn.signal barge-in during a response, then a barge_in with none": async () => {
+    const r = await openSession("native", "echo", null);
+    await text(r, { type: "session.update", session: { instructions: "Tell a long story." } });
+    await text(r, { type: "response.create" });
+    await text(r, { type: "turn.signal", event: "barge_in", payload: { source: "client_vad" } });
+    await answered(r, 1);
+    await text(r, { type: "barge_in" });
+    return close(r);
+  },
   "turn lane, a tool call and its output answered, then a restart": async () => {
     const r = await openSession("turn", "tools", null);
     await text(r, {

@@ -170,6 +170,7 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
     { type: "OverlapDecided", data: { action: "drop", reason: "r", policy: "listen_only", overlapMs: 0 } },
   ],
   RuntimeControlReported: [{ type: "RuntimeControlReported", data: { signal: "x", supported: false, detail: "d" } }],
+  TurnSignalled: [{ type: "TurnSignalled", data: { event: "barge_in", source: "turn.signal", turnState: "barge_in" } }],
   EventsAcknowledged: [{ type: "EventsAcknowledged", data: { seq: 1 } }],
   ModelListened: [{ type: "ModelListened", data: { reason: "model_listen" } }],
   EpochAdvanced: [{ type: "EpochAdvanced", data: { epoch: 1, reason: "barge_in" } }],
@@ -214,11 +215,11 @@ const SAMPLES: Record<DomainEventType, DomainEvent[]> = {
 const ctx = { sessionId: SESSION, capabilities: ECHO_CAPABILITIES, epoch: 0, turnId: 1 };
 
 describe("event catalogue", () => {
-  it("lists 21 client and 43 server events, each once", () => {
+  it("lists 21 client and 44 server events, each once", () => {
     expect(CLIENT_EVENTS).toHaveLength(21);
-    expect(SERVER_EVENTS).toHaveLength(43);
+    expect(SERVER_EVENTS).toHaveLength(44);
     expect(new Set(CLIENT_EVENTS.map((e) => e.type)).size).toBe(21);
-    expect(new Set(SERVER_EVENTS.map((e) => e.type)).size).toBe(43);
+    expect(new Set(SERVER_EVENTS.map((e) => e.type)).size).toBe(44);
   });
 
   it("docs/wire.md is the table rendered (npm run docs:wire)", () => {

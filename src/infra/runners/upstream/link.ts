@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { WebSocket } from "ws";
 import type { StageLossCode } from "../../../domain/index.ts";
 import { createDelivery, type Delivery } from "./delivery.ts";
-import { type ResumePolicy, resumeDelayMs } from "./resume-policy.ts";
+import { AT_CAPACITY, GONE, type ResumePolicy, resumeDelayMs } from "./resume-policy.ts";
 import { type Json, obj, str } from "./wire-json.ts";
 
 /** What the link needs to reach the upstream. Times in ms. */
@@ -39,20 +39,6 @@ export interface UpstreamLink {
   /** Ends the upstream session (`session.close`, then close 1000); nothing is reported after it. */
   close(): void;
 }
-
-/**
- * Error codes with which a model server refuses a new session at its own capacity (reference, "Errors": its
- * `duplex_session.max_sessions`): the session here ends `duplex_session_busy`, a retryable refusal (1013).
- */
-const AT_CAPACITY = new Set(["duplex_session_busy", "resource_exhausted"]);
-
-/** Error codes with which the upstream says its session is gone: retrying the same token cannot help. */
-const GONE = new Set([
-  "session_resume_expired",
-  "invalid_resume_token",
-  "unsupported_session_resume",
-  "unknown_session",
-]);
 
 /**
  * The upstream link of one session. It connects (the first frame opens a duplex session, which answers with

@@ -28,3 +28,17 @@ export const resumeDelayMs = (policy: ResumePolicy, attempts: number, random: ()
   const step = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** attempts);
   return step / 2 + random() * (step / 2);
 };
+
+/**
+ * Error codes with which a model server refuses a new session at its own capacity (reference, "Errors": its
+ * `duplex_session.max_sessions`): the session here ends `duplex_session_busy`, a retryable refusal (1013).
+ */
+export const AT_CAPACITY = new Set(["duplex_session_busy", "resource_exhausted"]);
+
+/** Error codes with which the upstream says its session is gone: retrying the same token cannot help. */
+export const GONE = new Set([
+  "session_resume_expired",
+  "invalid_resume_token",
+  "unsupported_session_resume",
+  "unknown_session",
+]);
