@@ -1,6 +1,6 @@
 import { nothingToRespondTo, type ResponseCreate } from "../domain/index.ts";
 import type { EarlierChange, Json } from "./earlier-change.ts";
-import { commandOf, foldSteps, isInput, speechInProgressBefore, withRule } from "./earlier-log-edits.ts";
+import { commandOf, foldSteps, isInput, speechInProgressBefore, withoutKey, withRule } from "./earlier-log-edits.ts";
 import type { RecordedEntry } from "./ports/index.ts";
 
 /**
@@ -95,5 +95,13 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
       return null;
     },
     upcast: withRule("noTurnEvents"),
+  },
+  {
+    // Made after cab8338 (issue 35, part 1), in the schema-2 era: the wire alone, which no field of a log shows.
+    commit: "cab8338",
+    summary: "overlap.decision carries its details under metadata too (the reference's newest revision)",
+    sinceSchema: 2,
+    before: () => null,
+    wire: (event) => (event.type === "overlap.decision" ? withoutKey(event, ["metadata"]) : event),
   },
 ];

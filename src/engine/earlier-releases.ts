@@ -19,8 +19,9 @@ import type { RecordedEntry } from "./ports/index.ts";
  *   after an upgrade alike, as it keeps the configuration it was created with;
  * - `wire` turns a server event as rendered today into the bytes that release sent, and `wireRules` numbers the
  *   events as it did, so that the recorded SHA-256 of each server event still compares equal. Only entries written
- *   without a hash chain get them (`metadata.renderedBefore`): the entries a chain-era server appended to an old
- *   session after an upgrade carry a digest, and were rendered as today.
+ *   without a hash chain get them (`metadata.renderedBefore`); an entry of the chain's era was rendered by the
+ *   release that appended it, and a replay compares its digests with today's rendering, then with the rendering
+ *   before each wire change of that era in turn (`chainEraWireJson`).
  *
  * Nothing is written back; every function here is pure.
  */
@@ -77,3 +78,23 @@ export const earlierWireRulesOf = (commits: readonly string[] | undefined): Earl
   }
   return rules;
 };
+
+/**
+ * The changes of the wire made since the hash chain came in (`sinceSchema: 2` with a `wire`), oldest first. An entry
+ * of the chain's era was rendered by the release that appended it, which no field of it names (a session spans an
+ * upgrade: its early entries were rendered before a change, its later ones after), so a replay that finds a
+ * recorded digest other than today's rendering compares it with each earlier release's in turn (`chainEraWireJson`).
+ */
+export const CHAIN_ERA_WIRE_COMMITS: readonly string[] = EARLIER_CHANGES.filter(
+  (c) => (c.sinceSchema ?? 1) >= 2 && c.wire !== undefined,
+).map((c) => c.commit);
+
+/**
+ * A server event's JSON text as each release of the chain's era before today rendered it, newest first: before the
+ * newest wire change, before the two newest, ..., before all of them (history is a line). Empty while the chain's
+ * era has no wire change. @throws SyntaxError when `json` is not JSON.
+ */
+export const chainEraWireJson = (json: string): string[] =>
+  CHAIN_ERA_WIRE_COMMITS.map((_c, i) =>
+    earlierWireJson(json, CHAIN_ERA_WIRE_COMMITS.slice(CHAIN_ERA_WIRE_COMMITS.length - 1 - i)),
+  );

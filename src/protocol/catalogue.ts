@@ -199,7 +199,7 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
   s(
     "overlap.decision",
     3,
-    ["session_id", "policy", "action", "reason", "overlap_ms"],
+    ["session_id", "policy", "action", "reason", "overlap_ms", "metadata"],
     "How overlapping input was handled.",
   ),
   s("runtime.control", 3, ["session_id", "result"], "Diagnostic: a control signal was partially unsupported."),

@@ -268,6 +268,14 @@ export const RESPONSE_RENDERERS = {
             reason: event.data.reason,
             overlap_ms: Math.round(event.data.overlapMs),
             buffer_audio: true,
+            // The newest reference revision carries the details under metadata as well (issue 35, part 1).
+            metadata: {
+              policy: event.data.policy,
+              action: event.data.action,
+              reason: event.data.reason,
+              overlap_ms: Math.round(event.data.overlapMs),
+              buffer_audio: true,
+            },
           },
         ],
   RunnerFailed: (_ctx, event) => [errorBody(event.data.code, event.data.message, null, null)],

@@ -164,6 +164,8 @@ export type ServerEvent =
       readonly reason: string;
       readonly overlap_ms: number;
       readonly buffer_audio: boolean;
+      /** The same details again (the newest reference revision's place for them). */
+      readonly metadata: JsonObject;
     };
 
 /** Every server event type the renderer emits. */

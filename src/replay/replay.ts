@@ -1,6 +1,6 @@
 import type { SessionState } from "../domain/index.ts";
 import { verifyChain } from "../engine/chain.ts";
-import { earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "../engine/earlier-releases.ts";
+import { chainEraWireJson, earlierChangesOf, earlierWireJson, earlierWireRulesOf } from "../engine/earlier-releases.ts";
 import { digestOf, type RecordedStep, stepsOf, type WireDigest } from "../engine/log.ts";
 import type { RecordedEntry } from "../engine/ports/index.ts";
 import { INITIAL_SNAPSHOT, stepSession } from "../engine/step.ts";
@@ -113,6 +113,25 @@ export const replayEntries = (entries: readonly RecordedEntry[]): ReplayResult =
 };
 
 /**
+ * Today's digest of a server event of the chain's era, or, when the recorded one (`recorded`) is another, the digest
+ * of the rendering of the earlier release of that era that matches it (`chainEraWireJson`): the entry was appended
+ * by that release. Today's digest when none matches (the divergence names it).
+ */
+const chainEraMatch = (
+  today: WireDigest | undefined,
+  replayed: { readonly type: string; readonly seq: number | null; readonly json: string } | undefined,
+  recorded: WireDigest | undefined,
+): WireDigest | undefined => {
+  if (today === undefined || replayed === undefined || recorded === undefined || today.sha256 === recorded.sha256)
+    return today;
+  for (const json of chainEraWireJson(replayed.json)) {
+    const earlier = digestOf({ ...replayed, json });
+    if (earlier.sha256 === recorded.sha256) return earlier;
+  }
+  return today;
+};
+
+/**
  * Replays recorded steps (see `replayEntries`, which reads them from a log). Each decision's server events are
  * compared as the release that recorded it rendered them (`renderedBefore`). `sessionId` is the session the replay
  * opened (null when none).
@@ -160,8 +179,8 @@ export const replaySteps = (steps: readonly RecordedStep[]): ReplayResult => {
           : replayed.wire.map((w) => digestOf({ ...w, json: earlierWireJson(w.json, recorded.renderedBefore) }));
       const wireCount = Math.max(digests.length, recorded.wire.length);
       for (let w = 0; w < wireCount; w += 1) {
-        const a = digests[w];
         const e = recorded.wire[w];
+        const a = recorded.renderedBefore === undefined ? chainEraMatch(digests[w], replayed.wire[w], e) : digests[w];
         if (a === undefined || e === undefined || a.sha256 !== e.sha256 || a.seq !== e.seq || a.type !== e.type) {
           return result({
             revision: step.revision,
