@@ -47,14 +47,21 @@ const decideSessionUpdate = (
   }
   const config = applySessionPatch(state.config, command.patch, state.capabilities);
   if ("code" in config) return refuse(config);
+  return decisionOf(state, [{ type: "SessionConfigured", data: { config, view: sessionSnapshotOf(state) } }]);
+};
+
+/**
+ * What the session object shows of `state` (`session.updated`, `session.resumed`): its turn state, the active
+ * response and the playback ledger of the active (else the last) response.
+ */
+export const sessionSnapshotOf = (state: SessionState): SessionSnapshot => {
   const last = Object.values(state.audio).at(-1);
-  const view: SessionSnapshot = {
+  return {
     turnState: state.turnState,
     activeResponseId: state.response?.id ?? null,
     activeResponseTurnId: state.response?.turnId ?? null,
     playback: (state.response === null ? last : state.audio[state.response.itemId])?.ledger ?? emptyLedger,
   };
-  return decisionOf(state, [{ type: "SessionConfigured", data: { config, view } }]);
 };
 
 /** `response.cancel`: ends the active response (named or not), then the next deferred one starts. */

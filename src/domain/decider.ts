@@ -1,5 +1,5 @@
 import { type Decision, decisionBuilder, decisionOf } from "./builder.ts";
-import { decideCommand } from "./command-decider.ts";
+import { decideCommand, sessionSnapshotOf } from "./command-decider.ts";
 import { type Capabilities, defaultSessionConfig, type SessionConfig } from "./config.ts";
 import type { CloseReason, DomainEvent, Input } from "./events.ts";
 import { evolve } from "./evolve.ts";
@@ -110,6 +110,10 @@ const decideAttachmentChanged = (
         lastReceivedSeq: input.data.lastReceivedSeq ?? 0,
         // Only a detach that said why (logs before reasons were recorded say nothing, and replay so).
         ...(state.detachReason === undefined ? {} : { detachReason: state.detachReason }),
+        // Sessions recorded before issue 35, part 1 resumed without the session object (EarlierRules).
+        ...(state.rules?.resumedWithoutSession === true
+          ? {}
+          : { config: state.config, view: sessionSnapshotOf(state) }),
       },
     });
   } else if (input.data.change === "closed") {

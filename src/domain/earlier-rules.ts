@@ -62,4 +62,6 @@ export interface EarlierRules {
    * a word of its own (no `TurnSignalled`, no `turn.event`).
    */
   readonly noTurnEvents?: boolean;
+  /** Before issue 35, part 1: `SessionResumed` carries no session (no `config`, no `view`; no `session.resumed.session`). */
+  readonly resumedWithoutSession?: boolean;
 }

@@ -3,6 +3,7 @@
  * state folds (evolve.ts) and the wire renders (protocol/server-events.ts). The inputs, the message envelope and
  * history's items live beside it (inputs.ts, message.ts, history-item.ts) and are importable from here too.
  */
+import type { CloseReason } from "./close-reasons.ts";
 import type { AudioEncoding, Capabilities, SessionConfig } from "./config.ts";
 import type { EarlierRules } from "./earlier-rules.ts";
 import type { EndpointerState } from "./endpointing.ts";
@@ -303,6 +304,12 @@ export type DomainEvent =
         readonly lastReceivedSeq: number;
         /** Why the socket before this one was detached, when its detach said (`SessionDetached.reason`). */
         readonly detachReason?: DetachReason;
+        /**
+         * The session as it stands at the resume, for `session.resumed.session` (the reference's newest revision):
+         * its configuration and what the session object shows of its state. Absent in logs recorded before it.
+         */
+        readonly config?: SessionConfig;
+        readonly view?: SessionSnapshot;
       }
     >
   | Message<
@@ -370,29 +377,6 @@ export type DomainEvent =
     >
   | Message<"SessionClosed", { readonly reason: CloseReason }>;
 
-/**
- * Why a session ended: the client closed it (`session_close`, or `client_closed`: its socket closed with 1000), or its
- * lease ran out (rendered as `session.expired`), or its runner
- * cannot resume and the socket dropped (`disconnect`), or its runner failed (`runner_failed`), or the session opened on
- * connect was never used (`unused`), or the server ran short of disk for its log (`resource_exhausted`).
- */
-export type CloseReason =
-  | "session_close"
-  | "client_closed"
-  | "idle_ttl_expired"
-  | "disconnect_grace_expired"
-  | "max_lifetime_expired"
-  | "disconnect"
-  | "runner_failed"
-  | "model_busy"
-  | "unused"
-  | "resource_exhausted";
-
-/**
- * True for the reasons of a lease timer (idle TTL, disconnect grace, maximum lifetime): the client is told with
- * `session.expired{reason}` rather than `session.closed`.
- */
-export const isExpiry = (reason: CloseReason): boolean =>
-  reason === "idle_ttl_expired" || reason === "disconnect_grace_expired" || reason === "max_lifetime_expired";
+export { type CloseReason, isExpiry } from "./close-reasons.ts";
 
 export type DomainEventType = DomainEvent["type"];

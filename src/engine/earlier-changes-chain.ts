@@ -104,4 +104,16 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
     before: () => null,
     wire: (event) => (event.type === "overlap.decision" ? withoutKey(event, ["metadata"]) : event),
   },
+  {
+    // Made after 4d10185 (issue 35, part 1), in the schema-2 era.
+    commit: "4d10185",
+    summary: "session.resumed carries the session object (SessionResumed.config and .view)",
+    sinceSchema: 2,
+    // A scan for the field the change added: every SessionResumed of today's logs has it.
+    before: (entries) => {
+      for (const e of entries) if (e.type === "SessionResumed") return !("config" in (e.data as Json));
+      return null;
+    },
+    upcast: withRule("resumedWithoutSession"),
+  },
 ];

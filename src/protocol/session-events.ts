@@ -51,6 +51,16 @@ export const SESSION_RENDERERS = {
       resume_token: event.data.resumeTokenSha256 === null ? null : REDACTED_RESUME_TOKEN,
       // Why the last socket was let go of (ours, issue 33, part 3): a slow reader learns it was cut for that.
       ...(event.data.detachReason === undefined ? {} : { detach_reason: event.data.detachReason }),
+      // The session as it stands (the reference's newest revision); absent in logs recorded before it.
+      ...(event.data.config === undefined
+        ? {}
+        : {
+            session: sessionObject({
+              ...ctx,
+              config: event.data.config,
+              ...(event.data.view ? { view: event.data.view } : {}),
+            }),
+          }),
     },
   ],
   SessionDetached: renderNothing,

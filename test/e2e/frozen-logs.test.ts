@@ -259,6 +259,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     revision: 11,
     input: "CommandReceived",
   },
+  resumedWithoutSession: {
+    file: "../../test/fixtures/earlier-releases/move-mid-speech-native.jsonl",
+    revision: 37,
+    input: "AttachmentChanged",
+  },
   responseWithoutInputAnswered: {
     file: "../../test/fixtures/earlier-releases/response-create-without-input.jsonl",
     revision: 4,

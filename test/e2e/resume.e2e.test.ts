@@ -49,6 +49,15 @@ describe("session resume", () => {
     const resumed = await second.waitFor("session.resumed");
     // The resume is told why its last socket was let go of: it dropped.
     expect(resumed).toMatchObject({ session_id: id, attachment_generation: 2, detach_reason: "disconnect" });
+    // The session as it stands at the resume (the reference's newest revision): mid-response, open.
+    expect(resumed.session).toMatchObject({
+      object: "realtime.session",
+      id,
+      state: "open",
+      turn_state: expect.stringMatching(/^assistant_(generating|playing)$/),
+      active_response_id: expect.stringMatching(/^resp_/),
+      epoch: resumed.epoch,
+    });
     expect(resumed.resume_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(resumed.resume_token).not.toBe(token);
     await second.waitFor((e) => e.type === "response.done", { since: 0, timeoutMs: 20_000 });
