@@ -43,7 +43,7 @@ const normalRounds = async (url: string, sessions: number): Promise<number[]> =>
     const measured = await Promise.all(
       clients.map(async (client) => {
         const sent = performance.now();
-        client.send({ type: "response.create" });
+        client.send({ type: "response.create", response: { instructions: "Answer." } });
         await client.waitFor("response.output_audio.delta", { since: 0, timeoutMs: 60_000 });
         const ms = performance.now() - sent;
         await client.waitFor("response.done", { since: 0, timeoutMs: 60_000 });
@@ -77,7 +77,10 @@ const stalledReader = (port: number): Promise<{ drain(timeoutMs: number): Promis
         socket.off("data", onData);
         socket.pause();
         const payload = Buffer.from(
-          JSON.stringify({ type: "response.create", response: { output_modalities: ["audio"] } }),
+          JSON.stringify({
+            type: "response.create",
+            response: { instructions: "Answer.", output_modalities: ["audio"] },
+          }),
         );
         const mask = Buffer.from([1, 2, 3, 4]);
         const masked = Buffer.from(payload.map((b, i) => b ^ (mask[i % 4] as number)));

@@ -71,16 +71,16 @@ export const responseCreateRefusal = (state: SessionState, command: ResponseCrea
  * True when a `response.create` would answer nothing (reference/realtime-duplex-api.md, "Errors":
  * `response_create_without_input`): the session has heard no audio (its input clock is at 0 ms), holds no text
  * appended with `input.text.append`, its conversation holds no item, the response gives no `input` and no
- * `instructions`, and the session's instructions are empty. A prompt alone (the session's or the response's
+ * `instructions`, and the session's instructions are empty (whitespace alone is empty: it says nothing). A prompt alone (the session's or the response's
  * instructions) is something to respond to: a greeting, as OpenAI's models give one.
  */
 export const nothingToRespondTo = (state: SessionState, command: ResponseCreate): boolean =>
   state.input.clockMs === 0 &&
-  state.input.text === "" &&
+  state.input.text.trim() === "" &&
   state.history.length === 0 &&
   (command.input ?? []).length === 0 &&
-  (command.instructions ?? "") === "" &&
-  state.config.instructions === "";
+  (command.instructions ?? "").trim() === "" &&
+  state.config.instructions.trim() === "";
 
 /**
  * Why a response's own voice or output format is refused, or null: a response speaks in the session's voice and

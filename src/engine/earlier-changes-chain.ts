@@ -58,6 +58,9 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
       !entries.some((e) => commandOf(e) === "response.create")
         ? null
         : foldSteps(entries, (input, decisions, before) => {
+            // Audio heard is heard for good (the input clock never goes back): no later response.create answers
+            // nothing, so the fold need go no further than the first audio.
+            if (before.input.clockMs > 0) return "stop";
             if (commandOf(input) !== "response.create") return null;
             const command = (input.data as { command: ResponseCreate }).command;
             if (before.phase !== "open" || before.response !== null || !nothingToRespondTo(before, command))

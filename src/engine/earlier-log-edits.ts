@@ -137,11 +137,12 @@ export const fromResponseStart = (key: string, after: string | null, pick: (star
 
 /**
  * Folds the recorded decisions and calls `visit` with each input and its decisions, and the state before them;
- * returns the first verdict `visit` gives that is not null.
+ * returns the first verdict `visit` gives that is not null, or null when it says `stop` (no later input can show
+ * anything: the fold ends there) or the log ends.
  */
 export const foldSteps = (
   entries: readonly RecordedEntry[],
-  visit: (input: RecordedEntry, decisions: readonly RecordedEntry[], before: SessionState) => boolean | null,
+  visit: (input: RecordedEntry, decisions: readonly RecordedEntry[], before: SessionState) => boolean | null | "stop",
 ): boolean | null => {
   let state = initialState;
   let i = 0;
@@ -151,6 +152,7 @@ export const foldSteps = (
     while (j < entries.length && !isInput((entries[j] as RecordedEntry).type)) j += 1;
     const decisions = entries.slice(i + 1, j);
     const verdict = isInput(input.type) ? visit(input, decisions, state) : null;
+    if (verdict === "stop") return null;
     if (verdict !== null) return verdict;
     for (const d of decisions) state = evolve(state, { type: d.type, data: d.data } as DomainEvent);
     i = j;

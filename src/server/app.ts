@@ -9,7 +9,7 @@ import type { AuthLockoutOptions } from "./auth-lockout.ts";
 import { type BrowserRefusal, createBrowserPolicy } from "./browser-policy.ts";
 import { chatCompletionsHandler } from "./chat-completions.ts";
 import { limitConnections } from "./connection-limits.ts";
-import { DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
+import { closeUnreadBody, DEFAULT_HTTP_BODY_BYTES, registerBoundedJsonParser } from "./json-body.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import { NOT_AVAILABLE_ROUTES, refuseNotAvailable } from "./not-available.ts";
 import { noSniff } from "./page-security.ts";
@@ -194,7 +194,8 @@ const decideAccess = (app: App, options: AppOptions, gate: ReturnType<typeof cre
     // One Host, and a path as the target (RFC 9112, 3.2: a server refuses a request with two Host fields; the
     // absolute form is for proxies, and its authority could differ from the Host the browser rules read).
     const malformed = hostFieldProblem(request.raw);
-    if (malformed !== null) return reply.code(400).send(handshakeErrorBody("bad_event", malformed));
+    if (malformed !== null)
+      return closeUnreadBody(request, reply).code(400).send(handshakeErrorBody("bad_event", malformed));
     const preflight = browser.preflight(request.method, request.headers);
     if (preflight !== null) return reply.code(204).headers(preflight).send();
     // No route matched: the not-found answer is keyed like the routes, so it tells a client without a key nothing
@@ -205,7 +206,8 @@ const decideAccess = (app: App, options: AppOptions, gate: ReturnType<typeof cre
     const upgrading = upgradeOf(request.raw) !== undefined;
     const refusal = await decide(request.raw, access ?? "api_keys", upgrading);
     if (refusal !== null) {
-      return reply
+      // Refused before its body is read: an unauthenticated upload is not drained either.
+      return closeUnreadBody(request, reply)
         .code(refusal.status)
         .headers(refusal.headers)
         .send(handshakeErrorBody(refusal.code, refusal.message));

@@ -285,6 +285,15 @@ export const framesOf = (
         break;
     }
   }
+  // Nothing to answer (no message with content, blank instructions): refused before a session opens for it.
+  if (items.length === 0 && instructions.join("").trim() === "") {
+    throw new ChatError(
+      400,
+      "response_create_without_input",
+      "messages: nothing to answer: no message has content (give a user message with text or audio)",
+      "messages",
+    );
+  }
   const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? null;
   const session: Record<string, unknown> = {
     type: "realtime",

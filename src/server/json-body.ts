@@ -2,6 +2,8 @@ import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import type {
   FastifyBaseLogger,
   FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
   RawReplyDefaultExpression,
   RawRequestDefaultExpression,
   RawServerBase,
@@ -174,4 +176,16 @@ const whyNotJson = (text: string): string => {
   } catch (error) {
     return `the body is not JSON: ${(error as Error).message}`;
   }
+};
+
+/**
+ * For an answer sent before the request's body is read (a refusal from an `onRequest` hook): `connection: close`
+ * when the request has a body (a `content-length` other than 0, or `transfer-encoding`), so that node does not read
+ * and discard the rest of an upload of any size on a connection kept alive. Returns `reply`.
+ */
+export const closeUnreadBody = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+  const length = request.headers["content-length"];
+  if (request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0"))
+    reply.header("connection", "close");
+  return reply;
 };

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { handshakeErrorBody } from "../protocol/index.ts";
+import { closeUnreadBody } from "./json-body.ts";
 
 /**
  * The turn-based routes of an OpenAI-compatible model server (vLLM's and vLLM-Omni's) that a duplex deployment does
@@ -42,12 +43,14 @@ const SERVED = "/v1/realtime (alias /v1/duplex), POST /v1/chat/completions, /v1/
  * JSON one is, and costs nothing.
  */
 export const refuseNotAvailable =
-  (method: string, url: string) => async (_request: FastifyRequest, reply: FastifyReply) =>
-    reply
+  (method: string, url: string) => async (request: FastifyRequest, reply: FastifyReply) => {
+    // A body is never read: the connection closes after the answer, so what is left of an upload is not drained.
+    return closeUnreadBody(request, reply)
       .code(400)
       .send(
         handshakeErrorBody(
           "not_available",
-          `${method} ${url} is not available: this server runs a full-duplex session model and serves ${SERVED}`,
+          `${method} ${request.url.split("?")[0] ?? url} is not available: this server runs a full-duplex session model and serves ${SERVED}`,
         ),
       );
+  };

@@ -674,6 +674,11 @@ describe("response.create", () => {
     given(opened(), command(append(320, 0)), command(clear()))
       .when(command(createWithNothing("evt_heard")))
       .thenTypes(["ResponseStarted"]);
+    // Whitespace says nothing: blank instructions of the session or the response, or blank text, are no input.
+    const blankText: Command = { type: "input.text.append", eventId: null, text: "  " };
+    given(opened(), command(update({ instructions: " \n " })), command(blankText))
+      .when(command({ ...createWithNothing("evt_blank"), instructions: "\t" } as Command))
+      .thenRejects("response_create_without_input", "evt_blank");
   });
 
   it("answers a response.create once there is something to respond to: text, an item, input, or instructions", () => {

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, type Engine, type EventStore } from "../../src/engine/index.ts";
@@ -89,5 +90,36 @@ describe("the routes a duplex deployment does not serve", () => {
     const models = await app.inject({ method: "GET", url: "/v1/models", headers: bearer });
     expect(models.statusCode).toBe(200);
     expect(models.json()).toMatchObject({ object: "list", data: [{ id: "echo" }] });
+  });
+
+  it("closes the connection after refusing an upload it never reads, with a key or without (no 2 GiB drained)", async () => {
+    const address = await app.listen({ port: 0, host: "127.0.0.1" });
+    const port = Number(new URL(address).port);
+    /** Declares a 2 GiB body, sends 64 KiB of it, and reads what comes back until the server closes the socket. */
+    const upload = (headers: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, "127.0.0.1");
+        let answer = "";
+        socket.on("data", (d) => {
+          answer += d.toString("latin1");
+        });
+        socket.on("error", () => undefined);
+        socket.on("close", () => resolve(answer));
+        socket.setTimeout(15_000, () => {
+          socket.destroy();
+          reject(new Error(`the server kept the connection open; it answered: ${answer.slice(0, 200)}`));
+        });
+        socket.write(
+          `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}Content-Type: application/json\r\nContent-Length: 2147483648\r\n\r\n`,
+        );
+        socket.write(Buffer.alloc(64 * 1024, 0x20));
+      });
+    const keyed = await upload(`Authorization: Bearer ${KEY}\r\n`);
+    expect(keyed).toMatch(/^HTTP\/1\.1 400 /);
+    expect(keyed.toLowerCase()).toContain("connection: close");
+    expect(keyed).toContain('"not_available"');
+    const unkeyed = await upload("");
+    expect(unkeyed).toMatch(/^HTTP\/1\.1 401 /);
+    expect(unkeyed.toLowerCase()).toContain("connection: close");
   });
 });

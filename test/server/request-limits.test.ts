@@ -269,6 +269,26 @@ describe("chat completions' input_audio limits", () => {
   });
 });
 
+describe("chat completions with nothing to answer", () => {
+  it("refuses messages without content (empty or blank) with 400 response_create_without_input, opening no session", async () => {
+    h = await harness();
+    for (const content of ["", "   "]) {
+      const reply = await h.chat({ model: "echo", messages: [{ role: "system", content }] });
+      expect(reply.statusCode).toBe(400);
+      expect(reply.json()).toMatchObject({
+        error: {
+          type: "invalid_request_error",
+          code: "response_create_without_input",
+          param: "messages",
+          message: expect.stringContaining("nothing to answer"),
+        },
+      });
+    }
+    expect(await h.sessions()).toBe(0);
+    await expectBystanderAnswered(h);
+  });
+});
+
 describe("chat completions' JSON body limits", () => {
   it("refuses a 200,000-deep body with 400 invalid_json at once, opening no session, and answers the next request", async () => {
     h = await harness();
