@@ -110,14 +110,8 @@ export type StageOutput =
  * Why a model stage was lost (the error code its session ends with): `duplex_session_busy` when the model server
  * refused the session at its own capacity (reference, "Errors": its `max_sessions`), a retryable refusal.
  */
-export type StageLossCode = "upstream_unavailable" | "upstream_protocol_error" | "duplex_session_busy";
-
-/** Every `StageLossCode`. */
-export const STAGE_LOSS_CODES: readonly StageLossCode[] = [
-  "upstream_unavailable",
-  "upstream_protocol_error",
-  "duplex_session_busy",
-];
+export const STAGE_LOSS_CODES = ["upstream_unavailable", "upstream_protocol_error", "duplex_session_busy"] as const;
+export type StageLossCode = (typeof STAGE_LOSS_CODES)[number];
 
 /** OpenAI's reasons of an `incomplete` response. */
 export type IncompleteReason = "max_output_tokens" | "content_filter";
@@ -127,14 +121,8 @@ export const INCOMPLETE_REASONS: readonly IncompleteReason[] = ["max_output_toke
  * Why a user item has no transcript (error codes of the table): `commit_aborted` when the model server aborted the
  * commit (reference, "Errors"), `upstream_commit_refused` for any other refusal of it.
  */
-export type TranscriptFailureCode = "upstream_commit_refused" | "transcription_failed" | "commit_aborted";
-
-/** Every `TranscriptFailureCode`. */
-export const TRANSCRIPT_FAILURE_CODES: readonly TranscriptFailureCode[] = [
-  "upstream_commit_refused",
-  "transcription_failed",
-  "commit_aborted",
-];
+export const TRANSCRIPT_FAILURE_CODES = ["upstream_commit_refused", "transcription_failed", "commit_aborted"] as const;
+export type TranscriptFailureCode = (typeof TRANSCRIPT_FAILURE_CODES)[number];
 
 /**
  * Why `value` is not a `StageOutput` a decider can take, or null when it is one: a known `kind`, a non-negative

@@ -271,10 +271,8 @@ const registerHttpRoutes = (app: App, options: AppOptions): void => {
   );
 
   // The turn-based routes a duplex deployment does not serve answer "not available", not a bare 404.
-  for (const [method, url] of NOT_AVAILABLE_ROUTES) {
-    const refuse = refuseNotAvailable(method, url);
-    app.route({ method, url, ...keyed, onRequest: refuse, handler: refuse });
-  }
+  for (const [method, url] of NOT_AVAILABLE_ROUTES)
+    app.route({ method, url, ...keyed, onRequest: refuseNotAvailable, handler: refuseNotAvailable });
 
   if (options.store !== undefined) {
     const api = sessionsApi({ engine: options.engine, store: options.store, wholeLogReads: reads });

@@ -37,20 +37,20 @@ export const NOT_AVAILABLE_ROUTES: readonly (readonly ["GET" | "POST" | "DELETE"
 const SERVED = "/v1/realtime (alias /v1/duplex), POST /v1/chat/completions, /v1/models and /health";
 
 /**
- * The refusal of `method url`: 400 `not_available`, the envelope naming what this server serves. app.ts registers
- * each route of the table with `access: "api_keys"` and this as its `onRequest` hook (and handler): after the key
- * check and before any body is read or parsed, so a multipart upload of `/v1/audio/transcriptions` is refused as a
- * JSON one is, and costs nothing.
+ * The refusal of a request to one of `NOT_AVAILABLE_ROUTES`: 400 `not_available`, the envelope naming its method and
+ * path and what this server serves. app.ts registers each route of the table with `access: "api_keys"` and this as
+ * its `onRequest` hook (and handler): after the key check and before any body is read or parsed, so a multipart
+ * upload of `/v1/audio/transcriptions` is refused as a JSON one is, and costs nothing.
  */
-export const refuseNotAvailable =
-  (method: string, url: string) => async (request: FastifyRequest, reply: FastifyReply) => {
-    // A body is never read: the connection closes after the answer, so what is left of an upload is not drained.
-    return closeUnreadBody(request, reply)
-      .code(400)
-      .send(
-        handshakeErrorBody(
-          "not_available",
-          `${method} ${request.url.split("?")[0] ?? url} is not available: this server runs a full-duplex session model and serves ${SERVED}`,
-        ),
-      );
-  };
+export const refuseNotAvailable = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+  const path = request.url.split("?")[0];
+  // A body is never read: the connection closes after the answer, so what is left of an upload is not drained.
+  return closeUnreadBody(request, reply)
+    .code(400)
+    .send(
+      handshakeErrorBody(
+        "not_available",
+        `${request.method} ${path} is not available: this server runs a full-duplex session model and serves ${SERVED}`,
+      ),
+    );
+};
