@@ -64,4 +64,10 @@ export interface EarlierRules {
   readonly noTurnEvents?: boolean;
   /** Before issue 35, part 1: `SessionResumed` carries no session (no `config`, no `view`; no `session.resumed.session`). */
   readonly resumedWithoutSession?: boolean;
+  /**
+   * Before issue 35, part 1: no session tool ledger (tool-ledger.ts). A `function_call_output` of any call id enters
+   * history however often, a `function_call` item or a model's call may repeat a call id, and a model's call with an
+   * empty id or name is delivered.
+   */
+  readonly noToolLedger?: boolean;
 }

@@ -21,3 +21,4 @@ export { nothingToRespondTo } from "./response-options.ts";
 export * from "./stage.ts";
 export * from "./stage-output.ts";
 export * from "./state.ts";
+export * from "./tool-ledger.ts";

@@ -3,12 +3,13 @@ import type { ItemCreate } from "./commands.ts";
 import { type Rejection, reject } from "./errors.ts";
 import type { HistoryItem } from "./events.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
+import { itemLedgerRefusal } from "./tool-ledger.ts";
 
 /**
  * Conversation items the client manages (reference/realtime-duplex-api.md, "conversation.item.create / retrieve /
  * delete"): items enter history after `previous_item_id` (which must exist), ids are derived when the client gives
- * none, and an id already in history is refused. A `function_call_output` may answer a call of an earlier
- * conversation (clients replay their chat context), so its `call_id` is not checked against history.
+ * none, and an id already in history is refused. A `function_call` or `function_call_output` is checked against the
+ * session tool ledger (tool-ledger.ts): a client replaying its chat context creates each call before its output.
  */
 export const createItem = (b: DecisionBuilder, command: ItemCreate): Rejection | null => {
   const s = b.state;
@@ -24,6 +25,9 @@ export const createItem = (b: DecisionBuilder, command: ItemCreate): Rejection |
     return reject("bad_event", `item id ${id} is already in the conversation`, "item.id");
   }
   const { item } = command;
+  // Sessions recorded before issue 35, part 1 had no ledger (EarlierRules).
+  const refusal = s.rules?.noToolLedger === true ? null : itemLedgerRefusal(s, item);
+  if (refusal !== null) return refusal;
   b.push({
     type: "ItemCreated",
     data: { item: historyItemOf(id, item), previousItemId: command.previousItemId ?? s.lastItemId },

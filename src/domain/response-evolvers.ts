@@ -5,6 +5,7 @@
 import type { HistoryItem } from "./events.ts";
 import { type FlowEvolvers, unchanged, updateAudio } from "./evolver.ts";
 import type { ItemId } from "./ids.ts";
+import { withCallOpened } from "./tool-ledger.ts";
 
 /** The history entry of an assistant message item while its response runs. */
 const openAssistantItem = (itemId: ItemId, modalities: readonly ("audio" | "text")[]): HistoryItem => ({
@@ -127,13 +128,20 @@ export const RESPONSE_EVOLVERS = {
       name: call.name,
       arguments: call.arguments,
     };
+    // Every call the model makes opens in the tool ledger at the epoch it was made in (out-of-band ones too).
+    const toolCalls = withCallOpened(state.toolCalls ?? [], call, state.epoch);
     if (event.data.outOfBand === true) {
       return state.response === null
-        ? state
-        : { ...state, response: { ...state.response, functionCalls: [...state.response.functionCalls, call] } };
+        ? { ...state, toolCalls }
+        : {
+            ...state,
+            toolCalls,
+            response: { ...state.response, functionCalls: [...state.response.functionCalls, call] },
+          };
     }
     return {
       ...state,
+      toolCalls,
       lastItemId: call.itemId,
       history: [...state.history, item],
       response:

@@ -18,6 +18,7 @@ import {
   startResponse,
 } from "./response-flow.ts";
 import type { StageOutput } from "./stage.ts";
+import { modelCallRefusal } from "./tool-ledger.ts";
 
 /**
  * Opens a response for model output that came while none is active: only in the model-native lane, where the model
@@ -90,6 +91,22 @@ const deliverToolCall = (b: DecisionBuilder, at: number, output: Extract<StageOu
     b.push({
       type: "MalformedFunctionCall",
       data: { callId: output.callId, name: output.name, arguments: output.arguments },
+    });
+    return;
+  }
+  // The tool ledger refuses a call it cannot open (an empty id or name, an id already a call), and the client is told;
+  // sessions recorded before issue 35, part 1 delivered it (EarlierRules).
+  const refusal = b.state.rules?.noToolLedger === true ? null : modelCallRefusal(b.state, output.callId, output.name);
+  if (refusal !== null) {
+    b.push({
+      type: "RequestRejected",
+      data: {
+        code: refusal.code,
+        message: refusal.message,
+        param: refusal.param ?? null,
+        clientEventId: null,
+        commandType: null,
+      },
     });
     return;
   }

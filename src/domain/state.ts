@@ -5,6 +5,7 @@ import type { FunctionCallItem, HistoryItem } from "./history-item.ts";
 import type { ItemId, ResponseId, SessionId } from "./ids.ts";
 import type { DetachReason } from "./inputs.ts";
 import type { AudioTextMark, PlaybackLedger } from "./playback.ts";
+import type { ToolCallRow } from "./tool-ledger.ts";
 
 export type { EarlierRules } from "./earlier-rules.ts";
 
@@ -110,6 +111,8 @@ export interface SessionState {
   readonly response: ActiveResponse | null;
   readonly audio: Readonly<Record<string, AssistantAudio>>;
   readonly history: readonly HistoryItem[];
+  /** The session tool ledger: the function calls of the session, oldest first (tool-ledger.ts; absent: none). */
+  readonly toolCalls?: readonly ToolCallRow[];
   /** `estimated` until the client's first `playback.ack` (BEHAVIOUR.md, "Playback truth", ours). */
   readonly playbackMode: "estimated" | "acknowledged";
   /** The socket generation that holds the session (1 at creation, + 1 per resume). */

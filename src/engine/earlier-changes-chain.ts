@@ -1,4 +1,12 @@
-import { nothingToRespondTo, type ResponseCreate } from "../domain/index.ts";
+import {
+  type ItemCreate,
+  itemLedgerRefusal,
+  modelCallRefusal,
+  nothingToRespondTo,
+  type ResponseCreate,
+  type SessionState,
+  type StageOutput,
+} from "../domain/index.ts";
 import type { EarlierChange, Json } from "./earlier-change.ts";
 import { commandOf, foldSteps, isInput, speechInProgressBefore, withoutKey, withRule } from "./earlier-log-edits.ts";
 import type { RecordedEntry } from "./ports/index.ts";
@@ -119,4 +127,48 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
     },
     upcast: withRule("resumedWithoutSession"),
   },
+  {
+    // Made after LEDGER_COMMIT (issue 35, part 1), in the schema-2 era; test/fixtures/earlier-releases/
+    // tool-ledger-unchecked.jsonl is d5d0edc's recording of it.
+    commit: "LEDGER_COMMIT",
+    summary: "the session tool ledger refuses a function call or output it cannot take (unknown_function_call, ...)",
+    sinceSchema: 2,
+    // Only a function call or output shows it: a scan for one first, then a fold for the ledger it was decided by.
+    before: (entries) =>
+      !entries.some((e) => toolEntry(e) !== null)
+        ? null
+        : foldSteps(entries, (input, decisions, before) => {
+            const refusal = ledgerRefusalOf(input, before);
+            if (refusal === null) return null;
+            if (decisions.some((d) => d.type === "ItemCreated" || d.type === "FunctionCallDelivered")) return true;
+            return decisions.some(
+              (d) => d.type === "RequestRejected" && (d.data as { code?: unknown }).code === refusal,
+            )
+              ? false
+              : null;
+          }),
+    upcast: withRule("noToolLedger"),
+  },
 ];
+
+/** The client's function item, or the model's named call, that `entry` brings the session; else null. */
+const toolEntry = (entry: RecordedEntry): ItemCreate["item"] | StageOutput | null => {
+  if (commandOf(entry) === "conversation.item.create") {
+    const item = (entry.data as { command: ItemCreate }).command.item;
+    return item.type === "function_call" || item.type === "function_call_output" ? item : null;
+  }
+  if (entry.type !== "StageOutputReceived") return null;
+  const output = (entry.data as { output: StageOutput }).output;
+  return output.kind === "tool_call" && output.callId !== null && output.name !== null ? output : null;
+};
+
+/** The code today's tool ledger refuses `input` with in the state `before` it, or null when it takes it. */
+const ledgerRefusalOf = (input: RecordedEntry, before: SessionState): string | null => {
+  const tool = toolEntry(input);
+  if (tool === null || before.phase !== "open") return null;
+  if ("kind" in tool) {
+    if (tool.kind !== "tool_call" || tool.callId === null || tool.name === null) return null;
+    return modelCallRefusal(before, tool.callId, tool.name)?.code ?? null;
+  }
+  return itemLedgerRefusal(before, tool)?.code ?? null;
+};

@@ -38,6 +38,7 @@ const R2 = "resp_01234567_2";
 const I1 = `item_${R1}`;
 const I2 = `item_${R2}`;
 const U1 = "item_01234567_u1";
+const U2 = "item_01234567_u2";
 
 const PERSONAPLEX = withProfile(ECHO_CAPABILITIES, MODEL_PROFILES.personaplex);
 const NEMOTRON = withProfile(ECHO_CAPABILITIES, MODEL_PROFILES.nemotron_voicechat);
@@ -167,7 +168,16 @@ describe("model-facing session fields", () => {
   });
 
   it("hands a function_call_output item to the runner", () => {
-    const s = given(opened(TOOLS)).state;
+    const s = given(
+      opened(TOOLS),
+      command({
+        type: "conversation.item.create",
+        eventId: null,
+        previousItemId: null,
+        itemId: "item_call" as ItemId,
+        item: { type: "function_call", callId: "call_1", name: "get_weather", arguments: "{}" },
+      }),
+    ).state;
     const effects = effectsOfForTest(
       s,
       command({
@@ -181,7 +191,7 @@ describe("model-facing session fields", () => {
     expect(effects).toEqual([
       {
         kind: "submit",
-        unit: { kind: "function_call_output", epoch: 0, itemId: U1, callId: "call_1", output: '{"ok":true}' },
+        unit: { kind: "function_call_output", epoch: 0, itemId: U2, callId: "call_1", output: '{"ok":true}' },
       },
     ]);
   });
@@ -532,7 +542,6 @@ describe("a stalled model (BEHAVIOUR.md, Defaults and limits: response_timeout_m
 });
 
 describe("input transcripts (BEHAVIOUR.md, Turn-taking: a transcript belongs to the item it transcribes)", () => {
-  const U2 = "item_01234567_u2";
   const transcript = (itemId: string, text: string, epoch = 0) =>
     stage({ kind: "input_transcript", epoch, transcript: text, itemId });
   const turnLane = [opened(), command(update({ autoResponse: false }))];

@@ -269,6 +269,11 @@ const RULE_PROOF: Readonly<Record<keyof EarlierRules, { file: string; revision: 
     revision: 4,
     input: "CommandReceived",
   },
+  noToolLedger: {
+    file: "../../test/fixtures/earlier-releases/tool-ledger-unchecked.jsonl",
+    revision: 4,
+    input: "CommandReceived",
+  },
 };
 
 /** `steps` with `rule` taken out of the rules the upcaster named (in the input and in the decision it made). */

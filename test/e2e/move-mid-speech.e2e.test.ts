@@ -242,6 +242,7 @@ describe("a log recorded before the utterance in progress was carried over", () 
       responseWithoutInputAnswered: true,
       noTurnEvents: true,
       resumedWithoutSession: true,
+      noToolLedger: true,
     });
     // The same session before its move shows nothing of it: a server of today moving it carries the utterance over.
     const beforeMove = entries.slice(

@@ -274,7 +274,7 @@ const RECORDERS: Readonly<Record<string, () => Promise<RecordedEntry[]>>> = {
     await text(r, { type: "barge_in" });
     return close(r);
   },
-  "turn lane, a tool call and its output answered, then a restart": async () => {
+  "turn lane, a tool call and its output answered (then refused as a duplicate), then a restart": async () => {
     const r = await openSession("turn", "tools", null);
     await text(r, {
       type: "conversation.item.create",
@@ -288,6 +288,10 @@ const RECORDERS: Readonly<Record<string, () => Promise<RecordedEntry[]>>> = {
     });
     await text(r, { type: "response.create" });
     await answered(r, 2);
+    await text(r, {
+      type: "conversation.item.create",
+      item: { type: "function_call_output", call_id: "call_weather_1", output: '{"temp_c":19}' },
+    });
     await move(r, "restart", "tools");
     return close(r);
   },
