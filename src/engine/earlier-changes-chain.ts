@@ -128,9 +128,9 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
     upcast: withRule("resumedWithoutSession"),
   },
   {
-    // Made after LEDGER_COMMIT (issue 35, part 1), in the schema-2 era; test/fixtures/earlier-releases/
+    // Made after 925ba1d (issue 35, part 1), in the schema-2 era; test/fixtures/earlier-releases/
     // tool-ledger-unchecked.jsonl is d5d0edc's recording of it.
-    commit: "LEDGER_COMMIT",
+    commit: "925ba1d",
     summary: "the session tool ledger refuses a function call or output it cannot take (unknown_function_call, ...)",
     sinceSchema: 2,
     // Only a function call or output shows it: a scan for one first, then a fold for the ledger it was decided by.
