@@ -261,9 +261,9 @@ export type RunnerUnit =
   | { readonly kind: "text"; readonly epoch: number; readonly text: string }
   | {
       /**
-       * An assistant message the client placed in the conversation (`conversation.item.create`; a chat request's
-       * earlier answer named by its `audio.id`): the model keeps it as its own earlier words and answers nothing
-       * for it. A runner whose model keeps no conversation ignores it.
+       * An assistant message or a function call the client placed in the conversation (`conversation.item.create`;
+       * a chat request's earlier answer named by its `audio.id`, or its `tool_calls`): the model keeps it as its own
+       * earlier words and answers nothing for it. A runner whose model keeps no conversation ignores it.
        */
       readonly kind: "item";
       readonly epoch: number;

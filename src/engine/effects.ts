@@ -155,8 +155,9 @@ const itemEffect = (event: EventOf<"ItemCreated">, c: EffectContext): Effect | n
     };
   if (item.text !== "" && item.role !== "assistant")
     return { kind: "submit", unit: { kind: "text", epoch, text: item.text } };
-  // The model's own earlier words, as the client says them (issue 33, part 4): it keeps them, answers none.
-  if (item.type === "message" && item.role === "assistant")
+  // The model's own earlier words, as the client says them (issue 33, part 4): it keeps them, answers none. A call
+  // the client places is one of them too: a model server's tool ledger takes an output only for a call it was given.
+  if ((item.type === "message" && item.role === "assistant") || item.type === "function_call")
     return { kind: "submit", unit: { kind: "item", epoch, item } };
   return null;
 };

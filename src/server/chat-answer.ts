@@ -21,6 +21,9 @@ interface Collected {
 
 type Event = Record<string, unknown> & { type: string };
 
+/** The tool ledger's refusals of a call the model made (tool-ledger.ts): told, never delivered, no request's fault. */
+const MODEL_CALL_REFUSALS: ReadonlySet<ErrorCode> = new Set(["duplicate_function_call", "invalid_function_call"]);
+
 const usageOf = (done: Record<string, unknown> | null) => {
   const usage = (done?.usage ?? null) as { input_tokens?: number; output_tokens?: number } | null;
   const prompt = usage?.input_tokens ?? 0;
@@ -206,6 +209,8 @@ export class ChatAnswer {
       case "error": {
         const error = event.error as { code?: ErrorCode; message?: string; param?: string | null };
         const code = error.code ?? "internal_error";
+        // A call of the model's that the tool ledger refused was never delivered: the answer goes on without it.
+        if (MODEL_CALL_REFUSALS.has(code) && (event.error as { event_id?: unknown }).event_id == null) return;
         this.settle(new ChatError(statusOf(code), code, error.message ?? code, error.param ?? null));
         return;
       }

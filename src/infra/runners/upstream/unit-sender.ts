@@ -72,7 +72,7 @@ export const createUnitSender = (
         send({ type: "input_audio_buffer.clear" });
         return;
       case "item": {
-        // An assistant message the client placed (as a seed's items are given): the model's earlier words.
+        // An assistant message or a function call the client placed (as a seed's items are given): the model's own.
         const item = itemJson(unit.item);
         if (item !== null) send({ type: "conversation.item.create", item });
         return;
