@@ -149,6 +149,14 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
           }),
     upcast: withRule("noToolLedger"),
   },
+  {
+    // Made after SESSION_CLOSED_COMMIT (issue 35, part 1), in the schema-2 era: the wire alone.
+    commit: "SESSION_CLOSED_COMMIT",
+    summary: "session.closed carries the native event under event (session_id, epoch, reason)",
+    sinceSchema: 2,
+    before: () => null,
+    wire: (event) => (event.type === "session.closed" ? withoutKey(event, ["event"]) : event),
+  },
 ];
 
 /** The client's function item, or the model's named call, that `entry` brings the session; else null. */

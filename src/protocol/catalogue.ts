@@ -119,7 +119,12 @@ export const SERVER_EVENTS: readonly CatalogueEntry[] = [
   s("session.created", 2, ["session", "incarnation", "attachment_generation", "resume_token"], "Session opened."),
   s("session.updated", 2, ["session"], "Effective session config after every session.update."),
   s("session.heartbeat_ack", 3, ["session_id"], "Reply to session.heartbeat."),
-  s("session.closed", 3, ["session_id", "reason"], "Last event of a closed session."),
+  s(
+    "session.closed",
+    3,
+    ["session_id", "reason", "event"],
+    "Last event of a closed session; `event` is the native event (session_id, epoch, reason).",
+  ),
   s(
     "session.resumed",
     3,

@@ -77,7 +77,17 @@ export type ServerEvent =
       readonly incarnation: number;
       readonly reason: string;
     }
-  | { readonly type: "session.closed"; readonly session_id: SessionId; readonly reason: string }
+  | {
+      readonly type: "session.closed";
+      readonly session_id: SessionId;
+      readonly reason: string;
+      readonly event: {
+        readonly type: "session.closed";
+        readonly session_id: SessionId;
+        readonly epoch: number;
+        readonly reason: string;
+      };
+    }
   | { readonly type: "session.heartbeat_ack"; readonly session_id: SessionId }
   | { readonly type: "runtime.control"; readonly session_id: SessionId; readonly result: JsonObject }
   | { readonly type: "turn.event"; readonly session_id: SessionId; readonly event: string; readonly turn_state: string }

@@ -79,5 +79,13 @@ export const SESSION_RENDERERS = {
   SessionClosed: (ctx, event) =>
     isExpiry(event.data.reason)
       ? [{ type: "session.expired", session_id: ctx.sessionId, incarnation: 0, reason: event.data.reason }]
-      : [{ type: "session.closed", session_id: ctx.sessionId, reason: event.data.reason }],
+      : [
+          {
+            type: "session.closed",
+            session_id: ctx.sessionId,
+            reason: event.data.reason,
+            // The native event under `event`, as the reference's newest revision wraps it (its epoch included).
+            event: { type: "session.closed", session_id: ctx.sessionId, epoch: ctx.epoch, reason: event.data.reason },
+          },
+        ],
 } satisfies FlowRenderers;

@@ -45,7 +45,12 @@ const statusOf = (state: SessionState, callId: string) => {
 describe("the session tool ledger", () => {
   it("opens a model's call at the epoch it was made in, and completes it with its output", () => {
     const made = given(opened(TOOLS), command(create()), modelCall("call_1")).state;
-    expect(toolCallOf(made, "call_1")).toMatchObject({ callId: "call_1", name: "get_weather", epoch: 0, status: "open" });
+    expect(toolCallOf(made, "call_1")).toMatchObject({
+      callId: "call_1",
+      name: "get_weather",
+      epoch: 0,
+      status: "open",
+    });
     const answered = given(opened(TOOLS), command(create()), modelCall("call_1")).when(command(output("call_1")));
     expect(answered.events.map((e) => e.type)).toEqual(["ItemCreated"]);
     expect(statusOf(answered.after, "call_1")).toBe("completed");
@@ -58,7 +63,9 @@ describe("the session tool ledger", () => {
   });
 
   it("refuses an output that answers no call of the session: unknown_function_call, nothing in history", () => {
-    given(opened(TOOLS)).when(command(output("call_never_made", "evt_o"))).thenRejects("unknown_function_call", "evt_o");
+    given(opened(TOOLS))
+      .when(command(output("call_never_made", "evt_o")))
+      .thenRejects("unknown_function_call", "evt_o");
   });
 
   it("refuses a second output for an answered call: duplicate_function_call_output, the call stays completed", () => {
