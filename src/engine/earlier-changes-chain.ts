@@ -150,8 +150,8 @@ export const CHAIN_ERA_CHANGES: readonly EarlierChange[] = [
     upcast: withRule("noToolLedger"),
   },
   {
-    // Made after SESSION_CLOSED_COMMIT (issue 35, part 1), in the schema-2 era: the wire alone.
-    commit: "SESSION_CLOSED_COMMIT",
+    // Made after 0508ff2 (issue 35, part 1), in the schema-2 era: the wire alone.
+    commit: "0508ff2",
     summary: "session.closed carries the native event under event (session_id, epoch, reason)",
     sinceSchema: 2,
     before: () => null,
