@@ -132,6 +132,13 @@ const decideCommit = (
   command: Extract<Command, { type: "input_audio_buffer.commit" }>,
   refuse: (rejection: Rejection) => Decision,
 ): Decision => {
+  if (command.declaredSilence === true) {
+    // Nothing reaches the model: what was buffered is dropped, and the model keeps listening (no user item).
+    if (state.input.bufferedBytes > 0 || state.input.text !== "")
+      b.push({ type: "InputCleared", data: { clockMs: state.input.clockMs } });
+    b.push({ type: "ModelListened", data: { reason: "client_declared_silence", responseId: null } });
+    return b.decision();
+  }
   if (state.input.bufferedBytes === 0 && state.input.text === "") {
     return refuse(
       reject("input_audio_buffer_empty", "input_audio_buffer.commit needs buffered audio; the buffer is empty"),

@@ -58,6 +58,11 @@ export interface AudioAppend extends Base<"input_audio_buffer.append"> {
 export interface AudioCommit extends Base<"input_audio_buffer.commit"> {
   /** `response_create` / `create_response` of the commit, or null to follow the session. */
   readonly createResponse: boolean | null;
+  /**
+   * `is_speech: false` (the duplex extension, "silence/noise declaration"): the client says the buffered audio is
+   * not speech. Its audio is dropped unheard and the session answers `response.listen` (absent: a commit).
+   */
+  readonly declaredSilence?: true;
 }
 
 export type AudioClear = Base<"input_audio_buffer.clear">;

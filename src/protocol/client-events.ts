@@ -168,7 +168,9 @@ export const clientEventSchemas = {
   }),
   "input_audio_buffer.commit": z.object({
     event_id: eventId,
+    // The duplex extension: every commit here is final; `is_speech: false` declares the buffer silence or noise.
     final: z.boolean().optional(),
+    is_speech: z.boolean().optional(),
     response_create: z.boolean().optional(),
     create_response: z.boolean().optional(),
   }),

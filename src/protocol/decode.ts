@@ -252,7 +252,8 @@ const decodeKnown = (type: ClientEventType, raw: unknown, eventId: string | null
       return decodeAppend(parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>, eventId, ctx);
     case "input_audio_buffer.commit": {
       const event = parsed.data as z.infer<(typeof clientEventSchemas)[typeof type]>;
-      return { type, eventId, createResponse: event.response_create ?? event.create_response ?? null };
+      const silence = event.is_speech === false ? { declaredSilence: true as const } : {};
+      return { type, eventId, createResponse: event.response_create ?? event.create_response ?? null, ...silence };
     }
     case "input_audio_buffer.clear":
     case "session.heartbeat":

@@ -406,6 +406,22 @@ describe("input_audio_buffer.commit", () => {
     expect(w.after.response).toBeNull();
   });
 
+  it("takes a commit with is_speech false as a declaration of silence: the audio dropped unheard, a listen", () => {
+    const silence = { ...commit("evt_s"), declaredSilence: true as const };
+    const w = given(opened(), serverVad(), command(append(320, 0))).when(command(silence));
+    w.then([
+      { type: "InputCleared", data: { clockMs: 320 } },
+      { type: "ModelListened", data: { reason: "client_declared_silence", responseId: null } },
+    ]);
+    expect(w.after.history).toEqual([]);
+    expect(w.after.response).toBeNull();
+    expect(w.after.input).toMatchObject({ bufferedMs: 0, bufferedBytes: 0, clockMs: 320 });
+    // Nothing buffered: still a listen, never input_audio_buffer_empty.
+    given(opened())
+      .when(command(silence))
+      .then([{ type: "ModelListened", data: { reason: "client_declared_silence" } }]);
+  });
+
   it("commits and starts a response in the turn lane with server VAD", () => {
     const w = given(opened(), serverVad(), command(append(320, 0))).when(command(commit()));
     expect(types(w.events)).toEqual(["InputCommitted", "ResponseStarted"]);
