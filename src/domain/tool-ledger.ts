@@ -11,8 +11,11 @@ import type { ItemId } from "./ids.ts";
  * - A call opens when the model makes it (`FunctionCallDelivered`) or the client creates a `function_call` item (a
  *   client replaying its chat context opens the calls it then answers), at the session's epoch of that moment.
  * - `completed`: a `function_call_output` answered it. `cancelled`: its `function_call` item was deleted
- *   (`conversation.item.delete`). `stale`: still open when the epoch advanced (a barge-in, a cancelled response), so
- *   the model's intent it answers was retired; never stored, derived from the row's epoch.
+ *   (`conversation.item.delete`); the client may place the call again. `stale`: still open when the epoch advanced
+ *   (a barge-in, signalled or detected, a cancelled response, an `input.cancel`), so the model's intent it answers
+ *   was retired; never stored, derived from the row's epoch.
+ * - A call id stays taken for the session once opened (the reference's rule): a model that numbers its calls anew
+ *   per response is refused its repeats as `duplicate_function_call`.
  * - Codes: `duplicate_function_call` (a call id opened again), `invalid_function_call` (a model's call with an empty
  *   id or name), `unknown_function_call`, `duplicate_function_call_output`, `late_function_call_output`,
  *   `stale_function_call_output`. A refused output enters no history and reaches no model.
@@ -74,11 +77,16 @@ export const withCallWithdrawn = (rows: readonly ToolCallRow[], itemId: ItemId):
  */
 export const itemLedgerRefusal = (state: LedgerView, item: ItemCreate["item"]): Rejection | null => {
   if (item.type === "function_call") {
-    return toolCallOf(state, item.callId) === undefined
+    if (item.callId.trim() === "" || item.name.trim() === "") {
+      return reject("bad_event", "a function_call item needs a call_id and a name that are not blank", "item.call_id");
+    }
+    // A call whose item the client deleted may be placed again (a client re-syncing its chat context).
+    const placed = toolCallOf(state, item.callId);
+    return placed === undefined || placed.status === "cancelled"
       ? null
       : reject(
           "duplicate_function_call",
-          `call_id ${item.callId} is already a function call of the session`,
+          `call_id ${idOf(item.callId)} is already a function call of the session`,
           "item.call_id",
         );
   }
@@ -87,7 +95,7 @@ export const itemLedgerRefusal = (state: LedgerView, item: ItemCreate["item"]): 
   if (row === undefined) {
     return reject(
       "unknown_function_call",
-      `call_id ${item.callId} names no function call of the session (create its function_call item first)`,
+      `call_id ${idOf(item.callId)} names no function call of the session (create its function_call item first)`,
       "item.call_id",
     );
   }
@@ -97,23 +105,26 @@ export const itemLedgerRefusal = (state: LedgerView, item: ItemCreate["item"]): 
     case "completed":
       return reject(
         "duplicate_function_call_output",
-        `function call ${row.callId} is already answered`,
+        `function call ${idOf(row.callId)} is already answered`,
         "item.call_id",
       );
     case "cancelled":
       return reject(
         "late_function_call_output",
-        `function call ${row.callId} was cancelled (its item was deleted) before this output`,
+        `function call ${idOf(row.callId)} was cancelled (its item was deleted) before this output`,
         "item.call_id",
       );
     case "stale":
       return reject(
         "stale_function_call_output",
-        `function call ${row.callId} was made in epoch ${row.epoch}; the session is in epoch ${state.epoch} since a barge-in or cancel`,
+        `function call ${idOf(row.callId)} was made in epoch ${row.epoch}; the session is in epoch ${state.epoch} since a barge-in or cancel`,
         "item.call_id",
       );
   }
 };
+
+/** A call id as an error message names it: at most 64 characters of it. */
+const idOf = (callId: string): string => (callId.length <= 64 ? callId : `${callId.slice(0, 64)}...`);
 
 /** Why the ledger refuses a call the model made, or null: an empty id or name, or an id already a call. */
 export const modelCallRefusal = (state: LedgerView, callId: string, name: string): Rejection | null => {
@@ -122,5 +133,5 @@ export const modelCallRefusal = (state: LedgerView, callId: string, name: string
   }
   return toolCallOf(state, callId) === undefined
     ? null
-    : reject("duplicate_function_call", `the model made function call ${callId} again`, "call_id");
+    : reject("duplicate_function_call", `the model made function call ${idOf(callId)} again`, "call_id");
 };

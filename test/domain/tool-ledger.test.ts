@@ -107,6 +107,30 @@ describe("the session tool ledger", () => {
     expect(statusOf(spec.state, "call_gone")).toBe("cancelled");
   });
 
+  it("lets the client place a call again once it deleted its item, and refuses a blank call id or name", () => {
+    const spec = given(opened(TOOLS), command(callItem("call_1", null, "item_call")), command(deleteItem("item_call")));
+    const placed = spec.when(command(callItem("call_1", null, "item_call_2")));
+    expect(placed.events.map((e) => e.type)).toEqual(["ItemCreated"]);
+    expect(statusOf(placed.after, "call_1")).toBe("open");
+    for (const callId of ["", " ", "\t\n"]) {
+      given(opened(TOOLS))
+        .when(command(callItem(callId, "evt_blank")))
+        .thenRejects("bad_event", "evt_blank");
+    }
+  });
+
+  it("retires open calls on an input.cancel too: the epoch advanced", () => {
+    const spec = given(opened(TOOLS), command(callItem("call_1")), command({ type: "input.cancel", eventId: null }));
+    expect(statusOf(spec.state, "call_1")).toBe("stale");
+  });
+
+  it("names a long call id in its refusal by its first 64 characters", () => {
+    const long = `call_${"x".repeat(10_000)}`;
+    const w = given(opened(TOOLS)).when(command(output(long)));
+    expect((w.events[0]?.data as { message: string }).message).toContain(`${long.slice(0, 64)}...`);
+    expect((w.events[0]?.data as { message: string }).message.length).toBeLessThan(200);
+  });
+
   it("refuses a client's function_call item whose call id is already a call: duplicate_function_call", () => {
     given(opened(TOOLS), command(callItem("call_1")))
       .when(command(callItem("call_1", "evt_dup")))
