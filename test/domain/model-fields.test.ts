@@ -282,6 +282,26 @@ describe("capability gates of a model profile", () => {
     expect(history(later.after, I1)?.text).toBe("hello");
   });
 
+  it("keeps all of a completed answer under commit_all_on_done whatever was acked, and only the heard part of a cut one", () => {
+    const policy = (p: "ack_only" | "commit_all_on_done") => [
+      opened(),
+      command(update({ playbackCommitPolicy: p })),
+      command(create()),
+      stage(audio(1000, "hello world")),
+    ];
+    const done = stage({ kind: "end_of_turn", epoch: 0 });
+    const acked = command(ack({ responseId: R1, playedMs: 400 }));
+    // Completed, 400 of 1000 ms acknowledged: all of it under commit_all_on_done, the acknowledged part under ack_only.
+    expect(history(given(...policy("commit_all_on_done"), done, acked).state, I1)?.text).toBe("hello world");
+    expect(history(given(...policy("ack_only"), done, acked).state, I1)?.text).toBe("hell");
+    // Cut by the client after 400 ms were heard: the heard part under both policies.
+    for (const p of ["commit_all_on_done", "ack_only"] as const) {
+      const cut = given(...policy(p), acked, command(cancel()));
+      expect(history(cut.state, I1)?.text).toBe("hell");
+      expect(history(cut.state, I1)?.status).toBe("incomplete");
+    }
+  });
+
   it("ignores a tool call from a model that does not call tools", () => {
     given(opened(PERSONAPLEX), command(create()))
       .when(stage({ kind: "tool_call", epoch: 0, callId: "call_1", name: "get_weather", arguments: "{}" }))
