@@ -127,8 +127,9 @@ describe("the session tool ledger", () => {
   it("names a long call id in its refusal by its first 64 characters", () => {
     const long = `call_${"x".repeat(10_000)}`;
     const w = given(opened(TOOLS)).when(command(output(long)));
-    expect((w.events[0]?.data as { message: string }).message).toContain(`${long.slice(0, 64)}...`);
-    expect((w.events[0]?.data as { message: string }).message.length).toBeLessThan(200);
+    const message = String((w.events[0]?.data as { message?: string } | undefined)?.message);
+    expect(message).toContain(`${long.slice(0, 64)}...`);
+    expect(message.length).toBeLessThan(200);
   });
 
   it("refuses a client's function_call item whose call id is already a call: duplicate_function_call", () => {
