@@ -38,6 +38,21 @@ export interface SessionUpdate extends Base<"session.update"> {
   readonly patch: SessionPatch;
 }
 
+/**
+ * The decisions of a client's own VAD for one append (the duplex extension's `vad` object: reference, "the annotated
+ * append"). Each field is null where the client did not send it. `speechStarted` / `speechStopped` are edges at this
+ * chunk's start / end; `speechActive` and `isSpeech` say whether the chunk is speech; `speechProbability` is 0..1.
+ */
+export interface ClientVad {
+  /** The client's VAD, as it names it (`silero`, `webrtc`, ...; up to 64 characters), or null. */
+  readonly backend: string | null;
+  readonly isSpeech: boolean | null;
+  readonly speechActive: boolean | null;
+  readonly speechStarted: boolean | null;
+  readonly speechStopped: boolean | null;
+  readonly speechProbability: number | null;
+}
+
 /** `input_audio_buffer.append`. `vad` holds the Silero probability of each 32 ms frame this append completed. */
 export interface AudioAppend extends Base<"input_audio_buffer.append"> {
   /** PCM16 little-endian mono at the runner's input rate (bytes). */
@@ -53,6 +68,13 @@ export interface AudioAppend extends Base<"input_audio_buffer.append"> {
    * (`capabilities.supports_video`); elsewhere they are ignored, as the reference says, and absent here.
    */
   readonly videoFrames?: readonly Uint8Array[];
+  /**
+   * The client's own VAD decisions (`vad`), which take the place of the server's for this chunk; absent when it sent
+   * none (and in every log recorded before they were read), so the server's VAD decides.
+   */
+  readonly clientVad?: ClientVad;
+  /** `force_listen: true`: the model listens through this chunk; no barge-in or model turn starts on it. Absent: false. */
+  readonly forceListen?: true;
 }
 
 export interface AudioCommit extends Base<"input_audio_buffer.commit"> {

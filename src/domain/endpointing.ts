@@ -97,3 +97,35 @@ export const stepEndpointer = (
   });
   return { state: s, events };
 };
+
+/**
+ * Runs the endpointer on a client's own VAD decisions for one chunk `[startMs, endMs)` of the input clock (the duplex
+ * extension's `vad` object): `started` begins speech at the chunk's start (no minimum speech duration: the client
+ * decided it), `audioStartMs` reaching back `prefixPaddingMs` but not before the floor; `stopped` ends it at the
+ * chunk's end (no silence window: the client's VAD had its own), moving the floor there as `stepEndpointer` does.
+ * An edge that does not change the phase is ignored. Returns the new state and the events, in order.
+ */
+export const stepClientDecisions = (
+  state: EndpointerState,
+  params: EndpointerParams,
+  edges: { readonly started: boolean; readonly stopped: boolean },
+  startMs: number,
+  endMs: number,
+  floorOnStop = true,
+): { state: EndpointerState; events: EndpointerEvent[] } => {
+  const events: EndpointerEvent[] = [];
+  let s = state;
+  if (edges.started && s.phase === "silence") {
+    events.push({
+      type: "speech_started",
+      speechStartMs: startMs,
+      audioStartMs: Math.max(s.floorMs, startMs - params.prefixPaddingMs),
+    });
+    s = { ...s, phase: "speech", runStartMs: null, silenceStartMs: null };
+  }
+  if (edges.stopped && s.phase === "speech") {
+    events.push({ type: "speech_stopped", audioEndMs: endMs });
+    s = { ...s, phase: "silence", runStartMs: null, silenceStartMs: null, floorMs: floorOnStop ? endMs : s.floorMs };
+  }
+  return { state: s, events };
+};

@@ -284,6 +284,8 @@ export type DomainEvent =
          * response, so a client is not sent one event per silent append (absent in older logs: told).
          */
         readonly reported?: boolean;
+        /** The chunk was `force_listen` (the wire's `force_listen: true`); absent: it was not. */
+        readonly forceListen?: true;
       }
     >
   | Message<"RuntimeControlReported", { readonly signal: string; readonly supported: boolean; readonly detail: string }>

@@ -1,7 +1,7 @@
 import type { DecisionBuilder } from "./builder.ts";
-import type { AudioAppend } from "./commands.ts";
+import type { AudioAppend, ClientVad } from "./commands.ts";
 import { SERVER_VAD_DEFAULTS } from "./config.ts";
-import { stepEndpointer } from "./endpointing.ts";
+import { type EndpointerParams, stepClientDecisions, stepEndpointer } from "./endpointing.ts";
 import { settleEstimatedItems } from "./history.ts";
 import { type ItemId, userItemIdFor } from "./ids.ts";
 import { laneOf } from "./lane.ts";
@@ -100,6 +100,47 @@ export const speechInProgress = (state: SessionState): { audioStartMs: number; a
     : null;
 
 /**
+ * The endpointer's step over one append of `durationMs`. On the client's own VAD decisions where it sent them (`vad`
+ * with `speech_started`, `speech_stopped` or `speech_active`; an `speech_active` that differs from the phase is the
+ * edge, an explicit edge wins): `stepClientDecisions`. Else on frame probabilities: the client's `speech_probability`
+ * (or its `vad.is_speech` as 1 or 0) for every frame the chunk completed, else the server's VAD's.
+ */
+const endpointerStep = (
+  s: SessionState,
+  params: EndpointerParams,
+  command: AudioAppend,
+  durationMs: number,
+  floorOnStop: boolean,
+): ReturnType<typeof stepEndpointer> => {
+  const v = command.clientVad;
+  if (v !== undefined && (v.speechStarted !== null || v.speechStopped !== null || v.speechActive !== null)) {
+    const speaking = s.input.endpointer.phase === "speech";
+    const edges = {
+      started: v.speechStarted ?? (v.speechActive === true && !speaking),
+      stopped: v.speechStopped ?? (v.speechActive === false && speaking),
+    };
+    const from = s.input.clockMs;
+    return stepClientDecisions(s.input.endpointer, params, edges, from, from + durationMs, floorOnStop);
+  }
+  const p = v?.speechProbability ?? (v?.isSpeech === undefined || v.isSpeech === null ? null : Number(v.isSpeech));
+  const frames = p === null ? command.vad : command.vad.map(() => p);
+  return stepEndpointer(
+    s.input.endpointer,
+    params,
+    frames,
+    s.input.vadFrames * VAD_FRAME_MS,
+    VAD_FRAME_MS,
+    floorOnStop,
+  );
+};
+
+/** Whether the client's own VAD calls a chunk speech (`is_speech`, else `speech_active`, else probability >= 0.5). */
+const clientSpeech = (v: ClientVad | undefined): boolean | null =>
+  v === undefined
+    ? null
+    : (v.isSpeech ?? v.speechActive ?? (v.speechProbability === null ? null : v.speechProbability >= 0.5));
+
+/**
  * `input_audio_buffer.append`: buffers the audio, runs server-VAD endpointing on the recorded frame
  * probabilities, and acts on what it hears: a barge-in when the policy says so, a commit when speech stops in the
  * turn lane with server VAD.
@@ -109,15 +150,9 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
   const rate = s.capabilities.inputSampleRateHz;
   const durationMs = (command.audio.byteLength / 2 / rate) * 1000;
   const params = s.config.turnDetection ?? SERVER_VAD_DEFAULTS;
-  const stepped = stepEndpointer(
-    s.input.endpointer,
-    params,
-    command.vad,
-    s.input.vadFrames * VAD_FRAME_MS,
-    VAD_FRAME_MS,
-    // Sessions recorded before 83a7701 moved the floor only at a server-VAD stop (EarlierRules).
-    s.rules?.speechNeverHeldBack !== true || s.config.turnDetection !== null,
-  );
+  // Sessions recorded before 83a7701 moved the floor only at a server-VAD stop (EarlierRules).
+  const floorOnStop = s.rules?.speechNeverHeldBack !== true || s.config.turnDetection !== null;
+  const stepped = endpointerStep(s, params, command, durationMs, floorOnStop);
   b.push({
     type: "AudioBuffered",
     data: {
@@ -154,7 +189,9 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       const announced = earlier ? b.state.input.speechAnnounced : detecting;
       b.push({ type: "SpeechStopped", data: { itemId, audioEndMs: event.audioEndMs, announced } });
       if (detecting && b.state.input.bufferedBytes > 0) {
-        commitInput(b, at, null, "turn_detection", event.audioEndMs, itemId, speechFromMs);
+        // On a force_listen chunk the model listens on: the utterance is committed, and no response starts.
+        const respond = command.forceListen === true ? false : null;
+        commitInput(b, at, respond, "turn_detection", event.audioEndMs, itemId, speechFromMs);
       }
     }
   }
@@ -165,10 +202,11 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
 
 /**
  * Decides what user audio that overlaps the active response means (BEHAVIOUR.md, "Turn-taking": overlap), and
- * reports it as `overlap.decision`. Speech is judged by the append's `is_speech`, else its VAD probabilities
- * (>= 0.5), else its RMS (>= `overlap_silence_rms`). Not speech: `drop`. Speech up to `overlap_short_ack_ms` in all:
- * a short remark, `listen`. Longer than `overlap_barge_in_ms` under `barge_in_on_speech` on a model that supports
- * barge-in: `barge_in`, which cancels the response (reason `turn_detected` with server VAD, else `barge_in`).
+ * reports it as `overlap.decision`. Speech is judged by the append's `is_speech`, else the client's own VAD (`vad`),
+ * else the server's VAD probabilities (>= 0.5), else its RMS (>= `overlap_silence_rms`). Not speech: `drop`. Speech
+ * up to `overlap_short_ack_ms` in all: a short remark, `listen`. Longer than `overlap_barge_in_ms` under
+ * `barge_in_on_speech` on a model that supports barge-in: `barge_in`, which cancels the response (reason
+ * `turn_detected` with server VAD, else `barge_in`), unless the chunk is `force_listen` (`listen`, `force_listen`).
  * Otherwise `listen` (`long_overlap_speech`).
  */
 const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, durationMs: number): void => {
@@ -177,6 +215,7 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
   const config = b.state.config;
   const speech =
     command.isSpeech ??
+    clientSpeech(command.clientVad) ??
     (command.vad.length > 0 ? Math.max(...command.vad) >= 0.5 : command.rms >= config.overlapSilenceRms);
   const overlapMs = response.overlapMs + (speech ? durationMs : 0);
   const policy = config.overlapPolicy;
@@ -185,12 +224,15 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
     ? (["drop", "overlap_not_speech"] as const)
     : overlapMs <= config.overlapShortAckMs
       ? (["listen", "short_ack"] as const)
-      : mayBargeIn && overlapMs > config.overlapBargeInMs
-        ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
-        : (["listen", "long_overlap_speech"] as const);
+      : mayBargeIn && overlapMs > config.overlapBargeInMs && command.forceListen === true
+        ? (["listen", "force_listen"] as const)
+        : mayBargeIn && overlapMs > config.overlapBargeInMs
+          ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
+          : (["listen", "long_overlap_speech"] as const);
   // Sessions recorded before 25f1415 reported every decision (EarlierRules).
   const reported = b.state.rules?.everyOverlapReported === true || response.lastOverlap !== `${action}:${reason}`;
-  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported } });
+  const forced = command.forceListen === true ? { forceListen: true as const } : {};
+  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported, ...forced } });
   if (action === "barge_in") {
     announceSpeech(b);
     const cancel = config.turnDetection !== null ? "turn_detected" : "barge_in";

@@ -207,6 +207,8 @@ export type RunnerUnit =
       };
       /** Camera frames (JPEG or PNG bytes) riding the append; only on a model that consumes video. */
       readonly videoFrames?: readonly Uint8Array[];
+      /** `force_listen` of the append: the model must listen through it, never starting to speak on it. */
+      readonly forceListen?: true;
     }
   | {
       readonly kind: "commit";

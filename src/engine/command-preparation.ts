@@ -109,6 +109,8 @@ export class CommandPreparation {
       vad,
       rms: Math.round(rms * 1e6) / 1e6,
       ...(frames.length === 0 ? {} : { videoFrames: frames }),
+      ...(frame.clientVad === null ? {} : { clientVad: frame.clientVad }),
+      ...(frame.forceListen ? { forceListen: true as const } : {}),
     };
   }
 }

@@ -110,6 +110,7 @@ const appendEffect = (event: EventOf<"AudioBuffered">, c: EffectContext): Effect
       ...(command.videoFrames === undefined || command.videoFrames.length === 0
         ? {}
         : { videoFrames: command.videoFrames }),
+      ...(command.forceListen === true ? { forceListen: true as const } : {}),
     },
   };
 };

@@ -165,6 +165,19 @@ export const clientEventSchemas = {
     audio_end_ms: z.number().nonnegative().optional(),
     video_frames: z.array(z.string()).max(64).optional(),
     max_slice_nums: z.number().int().positive().optional(),
+    /** The client's own VAD decisions for this chunk (the reference's annotated append); see ClientVad. */
+    vad: z
+      .object({
+        backend: z.string().max(64).optional(),
+        is_speech: z.boolean().optional(),
+        speech_active: z.boolean().optional(),
+        speech_started: z.boolean().optional(),
+        speech_stopped: z.boolean().optional(),
+        speech_probability: z.number().min(0).max(1).optional(),
+      })
+      .strict()
+      .optional(),
+    force_listen: z.boolean().optional(),
   }),
   "input_audio_buffer.commit": z.object({
     event_id: eventId,

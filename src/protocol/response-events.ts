@@ -268,6 +268,7 @@ export const RESPONSE_RENDERERS = {
             reason: event.data.reason,
             overlap_ms: Math.round(event.data.overlapMs),
             buffer_audio: true,
+            ...(event.data.forceListen === true ? { force_listen: true } : {}),
             // The newest reference revision carries the details under metadata as well (issue 35, part 1).
             metadata: {
               policy: event.data.policy,

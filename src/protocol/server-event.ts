@@ -174,6 +174,8 @@ export type ServerEvent =
       readonly reason: string;
       readonly overlap_ms: number;
       readonly buffer_audio: boolean;
+      /** Present (true) when the chunk was `force_listen`. */
+      readonly force_listen?: true;
       /** The same details again (the newest reference revision's place for them). */
       readonly metadata: JsonObject;
     };

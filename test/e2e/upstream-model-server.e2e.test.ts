@@ -661,4 +661,26 @@ describe("the upstream runner against a model server that behaves as real ones d
     await client.close();
     expect(await replays(a, client)).toBe(true);
   });
+  it.each([
+    ["duplex", true],
+    ["openai", false],
+  ] as const)("a force_listen append is forwarded to a %s model server: %s", async (dialect, told) => {
+    const model = await stub({ dialect });
+    const { a, client } = await front(
+      model.url,
+      dialect,
+      {},
+      { input_audio_format: "pcm16", input_sample_rate_hz: 16000, extra_body: { auto_response: false } },
+    );
+    await expect.poll(async () => (await upstreamSessions(a, client)).length).toBe(1);
+    client.send({ type: "input_audio_buffer.append", audio: chunk(0) });
+    client.send({ type: "input_audio_buffer.append", audio: chunk(1), force_listen: true });
+    await ask(client, { type: "input_audio_buffer.commit" }, "input_audio_buffer.committed");
+    const appends = () => (model.sessions[0]?.frames ?? []).filter((f) => f.type === "input_audio_buffer.append");
+    await expect.poll(() => appends().length).toBe(2);
+    // A duplex server is told on the chunk the client marked, and only there; an OpenAI one has no such field.
+    expect(appends().map((f) => f.force_listen)).toEqual(told ? [undefined, true] : [undefined, undefined]);
+    await client.close();
+    expect(await replays(a, client)).toBe(true);
+  });
 });

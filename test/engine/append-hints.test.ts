@@ -83,3 +83,78 @@ describe("append timing hints", () => {
     expect(replayEntries(await session.log()).ok).toBe(true);
   });
 });
+
+/**
+ * The client's own VAD on an append (`vad`, `force_listen`; reference, "the annotated append"): with server VAD on,
+ * real Silero hears the silence sent, and the client's decisions are what the session acts on, logged on the append
+ * so that a replay acts on them too.
+ */
+describe("client VAD hints", () => {
+  const vadSession = async () => {
+    const s = await openEngineSession({ vad: "silero" });
+    await s.send({
+      type: "session.update",
+      session: {
+        turn_detection: { type: "server_vad", create_response: false },
+        input_audio_format: "pcm16",
+        input_sample_rate_hz: 16000,
+      },
+    });
+    await s.waitFor("session.updated");
+    return s;
+  };
+
+  it("speaks and ends an utterance where the client's VAD says, over audio the server's VAD calls silence", async () => {
+    session = await vadSession();
+    const since = session.sent.length;
+    await append(session, "evt_1", 200, { vad: { backend: "webrtc", speech_started: true, speech_probability: 0.9 } });
+    await append(session, "evt_2", 200, { vad: { speech_active: true } });
+    await append(session, "evt_3", 100, { vad: { speech_stopped: true, speech_active: false } });
+    const committed = await session.waitFor("input_audio_buffer.committed", { since });
+    const types = session.sent.slice(since).map((e) => e.type);
+    expect(types.filter((t) => String(t).startsWith("input_audio_buffer."))).toEqual([
+      "input_audio_buffer.speech_started",
+      "input_audio_buffer.speech_stopped",
+      "input_audio_buffer.committed",
+    ]);
+    const started = session.sent.slice(since).find((e) => e.type === "input_audio_buffer.speech_started");
+    const stopped = session.sent.slice(since).find((e) => e.type === "input_audio_buffer.speech_stopped");
+    expect([started?.audio_start_ms, stopped?.audio_end_ms]).toEqual([0, 500]);
+    expect(committed.item_id).toBe(stopped?.item_id);
+    expect(errorsSince(session, since)).toEqual([]);
+    const log = await session.log();
+    const hints = log
+      .filter((e) => e.type === "CommandReceived")
+      .map((e) => (e.data as { command: { type: string; clientVad?: unknown } }).command)
+      .filter((c) => c.type === "input_audio_buffer.append")
+      .map((c) => c.clientVad);
+    expect(hints[0]).toEqual({
+      backend: "webrtc",
+      isSpeech: null,
+      speechActive: null,
+      speechStarted: true,
+      speechStopped: null,
+      speechProbability: 0.9,
+    });
+    expect(replayEntries(log).ok).toBe(true);
+  });
+
+  it("refuses a vad object with an unknown field or a probability outside 0..1, naming it, and buffers nothing", async () => {
+    session = await vadSession();
+    const since = session.sent.length;
+    await append(session, "evt_odd", 200, { vad: { speech_started: true, loud: true } });
+    await append(session, "evt_p", 200, { vad: { speech_probability: 1.5 } });
+    await append(session, "evt_fl", 200, { force_listen: "yes" });
+    await session.send({ type: "session.heartbeat" });
+    await session.waitFor("session.heartbeat_ack", { since });
+    const errors = errorsSince(session, since);
+    expect(errors.map((e) => [e.event_id, e.code, e.param])).toEqual([
+      ["evt_odd", "bad_event", "vad"],
+      ["evt_p", "bad_event", "vad.speech_probability"],
+      ["evt_fl", "bad_event", "force_listen"],
+    ]);
+    expect(String(errors[0]?.message)).toContain("loud");
+    const log = await session.log();
+    expect(log.filter((e) => e.type === "AudioBuffered")).toEqual([]);
+  });
+});

@@ -77,7 +77,8 @@ export const createEchoTurns = (maxUtteranceMs: number): EchoTurns => {
       // yet at most what an answer echoes.
       if (speechFromMs === null && turnFromMs === null) heard.forget(endMs - 1000);
       else heard.forget(endMs - maxUtteranceMs - 1000);
-      return spoken;
+      // A force_listen chunk is heard, and the model listens on through it.
+      return unit.forceListen === true ? null : spoken;
     },
     commit(unit, native) {
       if (speechFromMs !== null || turnFromMs !== null) {

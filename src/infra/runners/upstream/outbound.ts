@@ -95,15 +95,20 @@ export const respondEvent = (unit: Extract<RunnerUnit, { kind: "respond" }>, eve
   },
 });
 
-/** An `input_audio_buffer.append` of a unit's audio (already at the rate the upstream takes). */
+/**
+ * An `input_audio_buffer.append` of a unit's audio (already at the rate the upstream takes). A duplex server is told
+ * `force_listen` where the client asked it (an OpenAI one has no such field).
+ */
 export const appendEvent = (
   dialect: "duplex" | "openai",
   audio: Uint8Array,
   videoFrames: readonly Uint8Array[] | undefined,
+  forceListen = false,
 ): Json => ({
   type: "input_audio_buffer.append",
   audio: base64(audio),
   ...(dialect === "duplex" ? { sample_rate_hz: INPUT_RATE } : {}),
+  ...(dialect === "duplex" && forceListen ? { force_listen: true } : {}),
   ...(videoFrames === undefined ? {} : { video_frames: videoFrames.map(base64) }),
 });
 

@@ -53,7 +53,7 @@ export const createUnitSender = (
     switch (unit.kind) {
       case "append": {
         const audio = toOpenAi === null ? unit.audio : pcm16ToBytes(toOpenAi.push(pcm16FromBytes(unit.audio)));
-        send(appendEvent(dialect, audio, unit.videoFrames));
+        send(appendEvent(dialect, audio, unit.videoFrames, unit.forceListen === true));
         return;
       }
       case "commit":
