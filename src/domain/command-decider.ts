@@ -45,9 +45,33 @@ const decideSessionUpdate = (
       ),
     );
   }
+  const initialText = command.patch.initialUserText;
+  if (initialText !== undefined && (started || state.history.length > 0 || state.input.bufferedBytes > 0)) {
+    return refuse(
+      reject(
+        "bad_event",
+        "extra_body.duplex_initial_user_text is taken only before any input; send conversation.item.create instead",
+        "session.extra_body.duplex_initial_user_text",
+      ),
+    );
+  }
   const config = applySessionPatch(state.config, command.patch, state.capabilities);
   if ("code" in config) return refuse(config);
-  return decisionOf(state, [{ type: "SessionConfigured", data: { config, view: sessionSnapshotOf(state) } }]);
+  const b = decisionBuilder(state);
+  b.push({ type: "SessionConfigured", data: { config, view: sessionSnapshotOf(state) } });
+  // The initial user text is a user item of its own, after the configuration it came with (reference, "extra_body").
+  if (initialText !== undefined) {
+    const content = [{ type: "input_text" as const, text: initialText }];
+    const item = { type: "message" as const, role: "user" as const, content };
+    createItem(b, {
+      type: "conversation.item.create",
+      eventId: command.eventId,
+      previousItemId: null,
+      itemId: null,
+      item,
+    });
+  }
+  return b.decision();
 };
 
 /**

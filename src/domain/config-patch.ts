@@ -219,6 +219,9 @@ export const applySessionPatch = (
     responseTimeoutMs: patch.responseTimeoutMs ?? config.responseTimeoutMs,
     ...voiceFields,
     tracing: patch.tracing === undefined ? config.tracing : patch.tracing,
+    ...(patch.forceListenCount === undefined && config.forceListenCount === undefined
+      ? {}
+      : { forceListenCount: patch.forceListenCount ?? config.forceListenCount }),
   };
 };
 

@@ -68,6 +68,12 @@ export interface SessionConfig {
   readonly speed: number;
   /** `tracing`: the client's labels for the session (`"auto"` or workflow name, group id, metadata), kept as given. */
   readonly tracing: TracingConfig | null;
+  /**
+   * `extra_body.force_listen_count` (reference, "extra_body"; MiniCPM-o's duplex preset): the model listens through the
+   * session's first `forceListenCount` chunks of `chunk_period_ms` on the input clock, as if each append in them were
+   * `force_listen`. Absent (and in every log recorded before it was read): 0.
+   */
+  readonly forceListenCount?: number;
 }
 
 /** OpenAI's `tracing` session field: `"auto"`, or the labels a client gives its session. */
@@ -184,6 +190,12 @@ export interface SessionPatch {
   readonly overlapSilenceRms?: number;
   readonly speed?: number;
   readonly tracing?: TracingConfig | null;
+  readonly forceListenCount?: number;
+  /**
+   * `extra_body.duplex_initial_user_text` (reference, "extra_body"): a user text item placed in the conversation as
+   * the session is configured, before any input; refused once the session has any. Not part of the configuration.
+   */
+  readonly initialUserText?: string;
 }
 
 /**

@@ -100,6 +100,15 @@ export const speechInProgress = (state: SessionState): { audioStartMs: number; a
     : null;
 
 /**
+ * Whether the model listens through this append: the client marked it `force_listen`, or it starts within the
+ * session's first `force_listen_count` chunks of `chunk_period_ms` on the input clock (`state` is the session before
+ * it). The runner's unit is marked from the same answer (src/engine/effects.ts).
+ */
+export const forcedListen = (state: SessionState, command: AudioAppend): boolean =>
+  command.forceListen === true ||
+  state.input.clockMs < (state.config.forceListenCount ?? 0) * state.capabilities.chunkPeriodMs;
+
+/**
  * The endpointer's step over one append of `durationMs`. On the client's own VAD decisions where it sent them (`vad`
  * with `speech_started`, `speech_stopped` or `speech_active`; an `speech_active` that differs from the phase is the
  * edge, an explicit edge wins): `stepClientDecisions`. Else on frame probabilities: the client's `speech_probability`
@@ -164,6 +173,7 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
     },
   });
   const overlapping = b.state.response !== null;
+  const forced = forcedListen(s, command);
   // The endpointer always runs (its marks annotate the runner's units), but only turn detection tells the client:
   // with turn_detection null no speech event is sent (BEHAVIOUR.md, "Turn-taking"; OpenAI's manual mode).
   const detecting = b.state.config.turnDetection !== null;
@@ -190,14 +200,14 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
       b.push({ type: "SpeechStopped", data: { itemId, audioEndMs: event.audioEndMs, announced } });
       if (detecting && b.state.input.bufferedBytes > 0) {
         // On a force_listen chunk the model listens on: the utterance is committed, and no response starts.
-        const respond = command.forceListen === true ? false : null;
+        const respond = forced ? false : null;
         commitInput(b, at, respond, "turn_detection", event.audioEndMs, itemId, speechFromMs);
       }
     }
   }
   // Sessions recorded before 42f53f0 decided nothing of overlapping audio (EarlierRules).
   if (overlapping && b.state.response !== null && b.state.rules?.noOverlapDecisions !== true)
-    decideOverlap(b, at, command, durationMs);
+    decideOverlap(b, at, command, durationMs, forced);
 };
 
 /**
@@ -209,7 +219,13 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
  * `turn_detected` with server VAD, else `barge_in`), unless the chunk is `force_listen` (`listen`, `force_listen`).
  * Otherwise `listen` (`long_overlap_speech`).
  */
-const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, durationMs: number): void => {
+const decideOverlap = (
+  b: DecisionBuilder,
+  at: number,
+  command: AudioAppend,
+  durationMs: number,
+  forced: boolean,
+): void => {
   const response = b.state.response;
   if (response === null) return;
   const config = b.state.config;
@@ -224,15 +240,15 @@ const decideOverlap = (b: DecisionBuilder, at: number, command: AudioAppend, dur
     ? (["drop", "overlap_not_speech"] as const)
     : overlapMs <= config.overlapShortAckMs
       ? (["listen", "short_ack"] as const)
-      : mayBargeIn && overlapMs > config.overlapBargeInMs && command.forceListen === true
+      : mayBargeIn && overlapMs > config.overlapBargeInMs && forced
         ? (["listen", "force_listen"] as const)
         : mayBargeIn && overlapMs > config.overlapBargeInMs
           ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
           : (["listen", "long_overlap_speech"] as const);
   // Sessions recorded before 25f1415 reported every decision (EarlierRules).
   const reported = b.state.rules?.everyOverlapReported === true || response.lastOverlap !== `${action}:${reason}`;
-  const forced = command.forceListen === true ? { forceListen: true as const } : {};
-  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported, ...forced } });
+  const marked = forced ? { forceListen: true as const } : {};
+  b.push({ type: "OverlapDecided", data: { action, reason, policy, overlapMs, reported, ...marked } });
   if (action === "barge_in") {
     announceSpeech(b);
     const cancel = config.turnDetection !== null ? "turn_detected" : "barge_in";

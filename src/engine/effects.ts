@@ -1,6 +1,7 @@
 import {
   type DomainEvent,
   type EventOf,
+  forcedListen,
   type HistoryItem,
   historyItemOf,
   type Input,
@@ -110,7 +111,7 @@ const appendEffect = (event: EventOf<"AudioBuffered">, c: EffectContext): Effect
       ...(command.videoFrames === undefined || command.videoFrames.length === 0
         ? {}
         : { videoFrames: command.videoFrames }),
-      ...(command.forceListen === true ? { forceListen: true as const } : {}),
+      ...(forcedListen(c.before, command) ? { forceListen: true as const } : {}),
     },
   };
 };

@@ -148,6 +148,10 @@ export const sessionSchema = z.object({
       ref_audio: z.string().nullable().optional(),
       /** ms a response may go without model output before it ends failed (`response_timeout`). */
       response_timeout_ms: z.number().int().min(100).max(600_000).optional(),
+      /** Chunks (of chunk_period_ms) at the session's start the model listens through (reference, "extra_body"). */
+      force_listen_count: z.number().int().min(0).max(3600).optional(),
+      /** A user text placed in the conversation before any input (reference, "extra_body"); 32 KiB at most. */
+      duplex_initial_user_text: z.string().min(1).max(32_768).optional(),
     })
     .optional(),
 });

@@ -148,6 +148,8 @@ export const sessionObject = (ctx: SessionObjectContext): Record<string, unknown
       auto_response: config.autoResponse,
       native_duplex: config.nativeDuplex,
       response_timeout_ms: config.responseTimeoutMs,
+      // Shown once set: sessions recorded before it was read render as they did.
+      ...(config.forceListenCount === undefined ? {} : { force_listen_count: config.forceListenCount }),
     },
     capabilities: capabilitiesJson(ctx.capabilities, config),
   };

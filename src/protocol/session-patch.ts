@@ -183,6 +183,10 @@ export const sessionPatchOf = (
   // `native_duplex` (deprecated alias minicpmo45_native_duplex): what it means is the domain's (applySessionPatch).
   const native = session.extra_body?.native_duplex ?? session.extra_body?.minicpmo45_native_duplex;
   if (native !== undefined) patch.nativeDuplex = native;
+  if (session.extra_body?.force_listen_count !== undefined)
+    patch.forceListenCount = session.extra_body.force_listen_count;
+  const initialText = session.extra_body?.duplex_initial_user_text;
+  if (initialText !== undefined) patch.initialUserText = initialText;
   return patch;
 };
 

@@ -121,3 +121,50 @@ describe("an append with force_listen", () => {
     expect(w.after.response).toBeNull();
   });
 });
+
+describe("extra_body.force_listen_count", () => {
+  // ECHO_CAPABILITIES: chunk_period_ms 200, so 3 chunks are the first 600 ms of the input clock.
+  const counted = (): Input => command(update({ turnDetection: { type: "server_vad" }, forceListenCount: 3 }));
+
+  it("keeps the model listening through the session's first chunks: a stop in them commits with no response", () => {
+    const g = given(opened(), counted(), hinted(5, 0, { speechStarted: true }));
+    const w = g.when(hinted(5, 0, { speechStopped: true }));
+    expect(types(w.events)).toEqual(["AudioBuffered", "SpeechStopped", "InputCommitted"]);
+    // Past them (an append starting at 640 ms) a stop is answered as usual.
+    const later = given(
+      opened(),
+      counted(),
+      command(appendFrames(frames(20, 0))),
+      hinted(5, 0, { speechStarted: true }),
+    );
+    expect(types(later.when(hinted(5, 0, { speechStopped: true })).events)).toContain("ResponseStarted");
+  });
+
+  it("is kept in the configuration, and absent from it until a client sets it", () => {
+    expect(given(opened(), counted()).state.config.forceListenCount).toBe(3);
+    expect(given(opened(), serverVad()).state.config.forceListenCount).toBeUndefined();
+    expect(given(opened(), counted(), serverVad()).state.config.forceListenCount).toBe(3);
+  });
+});
+
+describe("extra_body.duplex_initial_user_text", () => {
+  const initial = (eventId = "evt_u"): Input =>
+    command(update({ instructions: "Be brief.", initialUserText: "Hello there." }, eventId));
+
+  it("places a user text item after the configuration it came with", () => {
+    const w = given(opened()).when(initial());
+    expect(types(w.events)).toEqual(["SessionConfigured", "ItemCreated"]);
+    expect(w.after.config.instructions).toBe("Be brief.");
+    expect(w.after.history).toEqual([
+      expect.objectContaining({ id: U1, type: "message", role: "user", text: "Hello there." }),
+    ]);
+  });
+
+  it("is refused once the session has input, naming the field, and the update's other fields are not applied", () => {
+    const w = given(opened(), command(appendFrames(frames(5, 0)))).when(initial("evt_late"));
+    w.thenRejects("bad_event", "evt_late");
+    expect(w.events[0]).toMatchObject({ data: { param: "session.extra_body.duplex_initial_user_text" } });
+    expect(w.after.config.instructions).toBe("");
+    expect(w.after.history).toEqual([]);
+  });
+});

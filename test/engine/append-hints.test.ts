@@ -158,3 +158,27 @@ describe("client VAD hints", () => {
     expect(log.filter((e) => e.type === "AudioBuffered")).toEqual([]);
   });
 });
+
+describe("extra_body hints of the first session.update", () => {
+  it("shows force_listen_count in the session and places duplex_initial_user_text as the first user item", async () => {
+    session = await openEngineSession();
+    const since = session.sent.length;
+    await session.send({
+      type: "session.update",
+      event_id: "evt_open",
+      session: { extra_body: { force_listen_count: 2, duplex_initial_user_text: "Hello there." } },
+    });
+    const added = await session.waitFor("conversation.item.added", { since });
+    const updated = session.sent.slice(since).find((e) => e.type === "session.updated");
+    expect(updated?.session).toMatchObject({ extra_body: { force_listen_count: 2 } });
+    const types = session.sent.slice(since).map((e) => e.type);
+    expect(types.indexOf("session.updated")).toBeLessThan(types.indexOf("conversation.item.added"));
+    expect(added.item).toMatchObject({
+      type: "message",
+      role: "user",
+      content: [{ type: "input_text", text: "Hello there." }],
+    });
+    expect(errorsSince(session, since)).toEqual([]);
+    expect(replayEntries(await session.log()).ok).toBe(true);
+  });
+});
