@@ -216,8 +216,9 @@ export const appendAudio = (b: DecisionBuilder, at: number, command: AudioAppend
  * else the server's VAD probabilities (>= 0.5), else its RMS (>= `overlap_silence_rms`). Not speech: `drop`. Speech
  * up to `overlap_short_ack_ms` in all: a short remark, `listen`. Longer than `overlap_barge_in_ms` under
  * `barge_in_on_speech` on a model that supports barge-in: `barge_in`, which cancels the response (reason
- * `turn_detected` with server VAD, else `barge_in`), unless the chunk is `force_listen` (`listen`, `force_listen`).
- * Otherwise `listen` (`long_overlap_speech`).
+ * `turn_detected` with server VAD, else `barge_in`). Otherwise `listen` (`long_overlap_speech`). Speech on a chunk the
+ * model listens through (`forced`: `force_listen`, or within `force_listen_count`) is `listen` (`force_listen`) and
+ * does not count towards the overlap.
  */
 const decideOverlap = (
   b: DecisionBuilder,
@@ -233,15 +234,16 @@ const decideOverlap = (
     command.isSpeech ??
     clientSpeech(command.clientVad) ??
     (command.vad.length > 0 ? Math.max(...command.vad) >= 0.5 : command.rms >= config.overlapSilenceRms);
-  const overlapMs = response.overlapMs + (speech ? durationMs : 0);
+  // Speech the model was told to listen through does not count towards a barge-in.
+  const overlapMs = response.overlapMs + (speech && !forced ? durationMs : 0);
   const policy = config.overlapPolicy;
   const mayBargeIn = policy === "barge_in_on_speech" && b.state.capabilities.supportsBargeIn;
   const [action, reason] = !speech
     ? (["drop", "overlap_not_speech"] as const)
-    : overlapMs <= config.overlapShortAckMs
-      ? (["listen", "short_ack"] as const)
-      : mayBargeIn && overlapMs > config.overlapBargeInMs && forced
-        ? (["listen", "force_listen"] as const)
+    : forced
+      ? (["listen", "force_listen"] as const)
+      : overlapMs <= config.overlapShortAckMs
+        ? (["listen", "short_ack"] as const)
         : mayBargeIn && overlapMs > config.overlapBargeInMs
           ? (["barge_in", config.turnDetection !== null ? "server_vad_utterance_active" : "overlap_speech"] as const)
           : (["listen", "long_overlap_speech"] as const);

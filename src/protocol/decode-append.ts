@@ -88,6 +88,15 @@ export const decodeAppend = (
   if (!(samples instanceof Int16Array)) return invalid(samples.code, samples.message, eventId, type, "audio");
   const wrongDuration = durationMismatch(event.duration_ms, samples.length, bytes.length, format.encoding, rate);
   if (wrongDuration !== null) return invalid("bad_event", wrongDuration, eventId, type, "duration_ms");
+  // A speech edge is at the chunk's start or end: a chunk with no audio would make an utterance of 0 ms.
+  const vad = event.vad;
+  const edges =
+    vad !== undefined &&
+    (vad.speech_started === true || vad.speech_stopped === true || vad.speech_active !== undefined);
+  if (edges && samples.length === 0) {
+    const message = "vad speech_started, speech_stopped and speech_active need audio: this append has none";
+    return invalid("bad_event", message, eventId, type, "vad");
+  }
   const videoFrames: Uint8Array[] = [];
   let videoFramesError: DecodedAppend["videoFramesError"] = null;
   for (const [i, frame] of (event.video_frames ?? []).entries()) {

@@ -97,12 +97,13 @@ describe("an append with force_listen", () => {
   it("is heard but never barges in: listen, reason force_listen, and the response goes on", () => {
     const w = given(opened(), serverVad(), command(create())).when(hinted(40, 0.9, {}, forced));
     const decided = ofType(w.events, "OverlapDecided");
+    // Its speech does not count towards the overlap: a barge-in later needs speech of its own.
     expect(decided.map((e) => e.data)).toEqual([
       {
         action: "listen",
         reason: "force_listen",
         policy: "barge_in_on_speech",
-        overlapMs: 1280,
+        overlapMs: 0,
         reported: true,
         forceListen: true,
       },
@@ -112,6 +113,17 @@ describe("an append with force_listen", () => {
     // The same speech without force_listen barges in.
     const free = given(opened(), serverVad(), command(create())).when(hinted(40, 0.9, {}));
     expect(ofType(free.events, "OverlapDecided")[0]?.data.action).toBe("barge_in");
+  });
+
+  it("leaves the overlap where it was: a short remark after it is a short remark, not a barge-in", () => {
+    const g = given(opened(), serverVad(), command(create()), hinted(40, 0.9, {}, forced));
+    const w = g.when(hinted(4, 0.9, {}));
+    expect(ofType(w.events, "OverlapDecided")[0]?.data).toMatchObject({
+      action: "listen",
+      reason: "short_ack",
+      overlapMs: 128,
+    });
+    expect(w.after.epoch).toBe(0);
   });
 
   it("commits an utterance that ends on it without starting a response", () => {

@@ -145,6 +145,7 @@ describe("client VAD hints", () => {
     await append(session, "evt_odd", 200, { vad: { speech_started: true, loud: true } });
     await append(session, "evt_p", 200, { vad: { speech_probability: 1.5 } });
     await append(session, "evt_fl", 200, { force_listen: "yes" });
+    await append(session, "evt_empty", 0, { vad: { speech_started: true, speech_stopped: true } });
     await session.send({ type: "session.heartbeat" });
     await session.waitFor("session.heartbeat_ack", { since });
     const errors = errorsSince(session, since);
@@ -152,6 +153,7 @@ describe("client VAD hints", () => {
       ["evt_odd", "bad_event", "vad"],
       ["evt_p", "bad_event", "vad.speech_probability"],
       ["evt_fl", "bad_event", "force_listen"],
+      ["evt_empty", "bad_event", "vad"],
     ]);
     expect(String(errors[0]?.message)).toContain("loud");
     const log = await session.log();
