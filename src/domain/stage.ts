@@ -94,6 +94,11 @@ export type StageOutput =
       readonly epoch: number;
       readonly sessionId: string;
       readonly resumeTokenSha256: string | null;
+      /**
+       * The duplex dialect's revision the model server speaks (src/infra/runners/upstream/link.ts, DuplexRevision):
+       * `incarnation` or `server_ids`; absent for an OpenAI server and in logs recorded before it was told.
+       */
+      readonly revision?: "incarnation" | "server_ids";
     }
   | {
       /**
@@ -179,6 +184,9 @@ export const stageOutputProblem = (value: unknown): string | null => {
     case "upstream_session":
       if (o.resumeTokenSha256 !== null && typeof o.resumeTokenSha256 !== "string") {
         return "upstream_session: resumeTokenSha256 must be a string or null";
+      }
+      if (o.revision !== undefined && o.revision !== "incarnation" && o.revision !== "server_ids") {
+        return "upstream_session: revision must be incarnation or server_ids";
       }
       return text("sessionId");
     case "stage_lost":

@@ -47,6 +47,16 @@ export interface StubOptions {
    * then the socket closes 1013).
    */
   readonly maxSessions?: number;
+  /**
+   * Which revision of the duplex dialect the stub speaks (absent: neither's markers, as the stub always did):
+   * - `incarnation` (reference/realtime-duplex-api.md as copied here): `session.created` and `session.resumed` carry
+   *   `incarnation: 0`; a `session.resume` without that incarnation is refused `session_resume_expired`; the session
+   *   takes the `session_id` the client's opening `session.update` names; `session.close` ends it `session_close`.
+   * - `server_ids` (vLLM-Omni's newest, 09c32f18): the server allocates every id (`duplex-<32 hex>`, whatever the
+   *   client names), no incarnation anywhere, a resume of an id it does not hold is `unknown_session`, a cancel is
+   *   followed by `turn.event`, and `session.close` ends it `client_close`.
+   */
+  readonly revision?: "incarnation" | "server_ids";
 }
 
 export type StubFrame = { readonly type: string } & Record<string, unknown>;
@@ -99,6 +109,12 @@ export interface ModelServerStub {
   userTexts(session: StubSession): number;
   /** Cuts every socket (no close frame); duplex sessions stay resumable for the grace. */
   drop(): void;
+  /**
+   * Sends every live session `session.closed{reason}` (with the newest revision's `event`), then closes its socket:
+   * `disconnect` and `transport_error` leave the session resumable for the grace (the server lost the attachment),
+   * any other reason ends it.
+   */
+  end(reason: string): void;
   /** `connection`: connections are refused; `http503`: upgrades are answered 503; null: served again. */
   refuse(mode: "connection" | "http503" | null): Promise<void>;
   close(): Promise<void>;
@@ -254,10 +270,17 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
         }
         send(s, { type: "response.done", response: { id: s.active, status: "cancelled" } });
         s.active = null;
+        if (options.revision === "server_ids") {
+          send(s, { type: "turn.event", session_id: s.id, event: "barge_in", turn_state: "idle", epoch: s.epoch });
+        }
         return;
       case "session.close":
         s.closed = true;
-        send(s, { type: "session.closed", session_id: s.id, reason: "session_close" });
+        send(s, {
+          type: "session.closed",
+          session_id: s.id,
+          reason: options.revision === "server_ids" ? "client_close" : "session_close",
+        });
         s.socket?.close(1000);
         return;
       default:
@@ -265,9 +288,18 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
     }
   };
 
-  const open = (socket: WebSocket): StubSession => {
+  const incarnation = options.revision === "incarnation" ? { incarnation: 0 } : {};
+  /** The id of a new session: the client's under the `incarnation` revision, the server's own under `server_ids`. */
+  const idFor = (opening: StubFrame | null): string => {
+    if (options.revision === "server_ids") return `duplex-${randomBytes(16).toString("hex")}`;
+    const named = (opening?.session as { session_id?: unknown } | undefined)?.session_id;
+    if (options.revision === "incarnation" && typeof named === "string") return named;
+    return `sess_stub_${sessions.length + 1}`;
+  };
+
+  const open = (socket: WebSocket, opening: StubFrame | null = null): StubSession => {
     const s: StubSession = {
-      id: `sess_stub_${sessions.length + 1}`,
+      id: idFor(opening),
       token: randomBytes(8).toString("hex"),
       frames: [],
       items: [],
@@ -287,7 +319,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       JSON.stringify({
         type: "session.created",
         session: { id: s.id },
-        ...(options.dialect === "duplex" ? { resume_token: s.token, attachment_generation: 1 } : {}),
+        ...(options.dialect === "duplex" ? { resume_token: s.token, attachment_generation: 1, ...incarnation } : {}),
       }),
     );
     return s;
@@ -300,14 +332,16 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
       socket.close(1008);
       return null;
     };
-    if (s === undefined) return fail("session_resume_expired");
+    if (s === undefined) return fail(options.revision === "server_ids" ? "unknown_session" : "session_resume_expired");
+    if (options.revision === "incarnation" && frame.incarnation !== 0) return fail("session_resume_expired");
     if (frame.resume_token !== s.token) return fail("invalid_resume_token");
+    s.frames.push(frame);
     if (s.expiry !== null) clearTimeout(s.expiry);
     s.expiry = null;
     s.socket?.terminate();
     s.socket = socket;
     s.token = randomBytes(8).toString("hex");
-    socket.send(JSON.stringify({ type: "session.resumed", session_id: s.id, resume_token: s.token }));
+    socket.send(JSON.stringify({ type: "session.resumed", session_id: s.id, resume_token: s.token, ...incarnation }));
     const last = Number(frame.last_received_server_event_seq ?? 0);
     for (const entry of s.journal) if (entry.seq > last) socket.send(entry.text);
     return s;
@@ -330,7 +364,7 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
             socket.close(1013);
             return;
           }
-          session = open(socket);
+          session = open(socket, frame);
           session.frames.push(frame);
         }
         return;
@@ -392,6 +426,15 @@ export const startModelServerStub = async (options: StubOptions): Promise<ModelS
     userTexts,
     drop() {
       for (const socket of sockets) socket.terminate();
+    },
+    end(reason) {
+      const attachmentLost = reason === "disconnect" || reason === "transport_error";
+      for (const x of sessions.filter((y) => !y.closed && y.socket !== null)) {
+        const event = { type: "session.closed", session_id: x.id, epoch: x.epoch, reason };
+        send(x, { ...event, event });
+        if (!attachmentLost) x.closed = true;
+        x.socket?.close(1000);
+      }
     },
     async refuse(next) {
       const listening = mode !== "connection";

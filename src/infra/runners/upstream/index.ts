@@ -157,6 +157,7 @@ const openUpstreamSession = (
           epoch: turns.epoch(),
           sessionId: upstream.id,
           resumeTokenSha256: upstream.tokenSha256,
+          ...(upstream.revision === null ? {} : { revision: upstream.revision }),
         });
         if (how === "created" && seed.itemIds.length > 0) {
           emit({ kind: "history_seeded", epoch: turns.epoch(), itemIds: seed.itemIds });

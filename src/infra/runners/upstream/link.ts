@@ -2,43 +2,17 @@ import { createHash } from "node:crypto";
 import { WebSocket } from "ws";
 import type { StageLossCode } from "../../../domain/index.ts";
 import { createDelivery, type Delivery } from "./delivery.ts";
+import {
+  ATTACHMENT_LOST,
+  type DuplexRevision,
+  type LinkHandlers,
+  type LinkOptions,
+  type UpstreamLink,
+} from "./link-contract.ts";
 import { AT_CAPACITY, GONE, type ResumePolicy, resumeDelayMs } from "./resume-policy.ts";
 import { type Json, obj, str } from "./wire-json.ts";
 
-/** What the link needs to reach the upstream. Times in ms. */
-export interface LinkOptions {
-  readonly url: URL;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly ca?: string | Buffer;
-  readonly connectTimeoutMs: number;
-  readonly dialect: "duplex" | "openai";
-  /** How often a duplex session is sent `session.heartbeat` when nothing else is outstanding. */
-  readonly heartbeatMs: number;
-  readonly resume: ResumePolicy;
-}
-
-/** What the link tells the runner. */
-export interface LinkHandlers {
-  /** An upstream event after the handshake, in order, each `server_event_seq` once. */
-  event(event: Json): void;
-  /**
-   * The upstream session is ready: `created` (a new one: nothing was sent to it yet but `opening`), or `resumed`
-   * after a drop, once everything it had not confirmed was sent again.
-   */
-  ready(how: "created" | "resumed", session: { readonly id: string; readonly tokenSha256: string | null }): void;
-  /** The upstream is gone for this session; nothing is sent or received after it. */
-  lost(code: StageLossCode, message: string): void;
-  /** A resume try failed and another is due in `delayMs` (for the server's log). */
-  retrying?(attempt: number, delayMs: number, why: string): void;
-}
-
-/** One upstream session over one WebSocket at a time. */
-export interface UpstreamLink {
-  /** Sends `event` now when the upstream session is ready, else once it is (in order). */
-  send(event: Json): void;
-  /** Ends the upstream session (`session.close`, then close 1000); nothing is reported after it. */
-  close(): void;
-}
+export type { DuplexRevision, LinkHandlers, LinkOptions, UpstreamLink } from "./link-contract.ts";
 
 /**
  * The upstream link of one session. It connects (the first frame opens a duplex session, which answers with
@@ -81,7 +55,7 @@ type Phase = "connecting" | "open" | "resuming" | "done";
 class LinkConnection implements UpstreamLink {
   private socket: WebSocket | null = null;
   private phase: Phase = "connecting";
-  private session: { id: string; token: string | null } | null = null;
+  private session: { id: string; token: string | null; incarnation: number | null } | null = null;
   private lastSeq = 0;
   /**
    * The resume in progress: when the link dropped, the tries made, the timer of the next one, and whether this try's
@@ -177,22 +151,34 @@ class LinkConnection implements UpstreamLink {
     this.phase = "open";
     this.clearReadyTimer();
     this.delivery.resend();
-    this.handlers.ready("resumed", { id: this.session?.id ?? "", tokenSha256: this.tokenSha256() });
+    this.handlers.ready("resumed", {
+      id: this.session?.id ?? "",
+      tokenSha256: this.tokenSha256(),
+      revision: this.revision(),
+    });
+  }
+
+  /** The duplex dialect's revision the upstream's `session.created` showed (null: an OpenAI server). */
+  private revision(): DuplexRevision | null {
+    if (this.options.dialect !== "duplex") return null;
+    return this.session?.incarnation === null ? "server_ids" : "incarnation";
   }
 
   /** `session.created` or `session.resumed`: the upstream session, new or taken back, and its token. */
   private onSession(type: string, event: Json): void {
     const described = obj(event.session);
     const id = str(described?.id) ?? str(event.session_id) ?? this.session?.id ?? "";
+    const incarnation = typeof event.incarnation === "number" ? event.incarnation : null;
     this.session = {
       id,
       token: str(event.resume_token) ?? (type === "session.created" ? null : (this.session?.token ?? null)),
+      incarnation: incarnation ?? (type === "session.created" ? null : (this.session?.incarnation ?? null)),
     };
     if (type === "session.created" && this.phase === "connecting") {
       this.phase = "open";
       this.clearReadyTimer();
       this.delivery.flush();
-      this.handlers.ready("created", { id, tokenSha256: this.tokenSha256() });
+      this.handlers.ready("created", { id, tokenSha256: this.tokenSha256(), revision: this.revision() });
       return;
     }
     if (type === "session.resumed" && this.resume !== null) {
@@ -250,7 +236,13 @@ class LinkConnection implements UpstreamLink {
       this.delivery.acked();
     }
     if ((type === "session.expired" || type === "session.closed") && this.phase === "open") {
-      this.lose("upstream_unavailable", `the upstream session ended (${str(event.reason) ?? type})`);
+      const reason = str(event.reason) ?? str(obj(event.event)?.reason);
+      // The newest revision says so when it lost our socket, not the session: resumed as after a drop.
+      if (type === "session.closed" && reason !== null && ATTACHMENT_LOST.has(reason)) {
+        this.dropped(`the upstream closed our attachment (${reason})`);
+        return;
+      }
+      this.lose("upstream_unavailable", `the upstream session ended (${reason ?? type})`);
       return;
     }
     if (type === "response.created") this.delivery.responseCreated();
@@ -385,6 +377,8 @@ class LinkConnection implements UpstreamLink {
       JSON.stringify({
         type: "session.resume",
         session_id: session.id,
+        // The revision with an incarnation names the session by both (the newest one has none).
+        ...(session.incarnation === null ? {} : { incarnation: session.incarnation }),
         resume_token: session.token,
         last_received_server_event_seq: this.lastSeq,
       }),
