@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import type { RecordedEntry } from "../engine/index.ts";
+import type { ModelRunner, RecordedEntry } from "../engine/index.ts";
 import type { DivergenceExplanation, RedriveResult, ReplayResult, VadRecomputation } from "../replay/index.ts";
 import { readSession, type SessionChoice, withSessionOptions } from "./session-source.ts";
 
@@ -31,7 +31,10 @@ export const registerReplayCommand = (program: Command): void => {
         "replay a recorded session offline and check it byte for byte (a session FILE, or --session ID or --last in --data's or --config's store); with --runner, re-drive its client inputs against a live runner and compare behaviour",
       ),
   )
-    .option("--runner <config>", "a deployment YAML whose runner (and profile) the client inputs are re-driven against")
+    .option(
+      "--runner <config>",
+      "a deployment YAML whose runner (and profile) the client inputs are re-driven against; `recorded`: the session's own model, played back in step",
+    )
     .option("--speed <n>", "with --runner: how much faster than recorded the inputs are sent (inf: back to back)", "1")
     .option("--json", "print the summary as JSON (with the divergence explained, when there is one)", false)
     .option("--diff", "on a divergence: the input that produced it, the inputs before it, and a structural diff", false)
@@ -151,12 +154,19 @@ const redriveCommand = async (
   const { createSqliteEventStore } = await import("../infra/event-store/index.ts");
   const { resolveProfile, withModelProfile } = await import("../infra/runners/profile.ts");
   const { createConfiguredRunner } = await import("../server/index.ts");
+  const { createRecordedRunner } = await import("../infra/runners/recorded.ts");
   const speed = speedText === "inf" ? Number.POSITIVE_INFINITY : Number(speedText);
   if (!(speed > 0)) throw new InvalidArgumentError(`--speed: expected a positive number or inf, got ${speedText}`);
-  const config = await loadConfig(configPath);
-  const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
-  const base = await createConfiguredRunner(config.runner, profile);
-  const runner = profile === null ? base : withModelProfile(base, profile);
+  // `recorded`: the session's own model played back, paced by the inputs, so it must behave exactly as recorded.
+  const playback = configPath === "recorded" ? createRecordedRunner(entries, { paced: true }) : null;
+  let runner: ModelRunner;
+  if (playback !== null) runner = playback;
+  else {
+    const config = await loadConfig(configPath);
+    const profile = config.runner.profile === undefined ? null : resolveProfile(config.runner.profile);
+    const base = await createConfiguredRunner(config.runner, profile);
+    runner = profile === null ? base : withModelProfile(base, profile);
+  }
   const dir = await mkdtemp(join(tmpdir(), "duplex-redrive-"));
   const store = createSqliteEventStore({ path: join(dir, "duplex.sqlite") });
   try {
@@ -166,6 +176,7 @@ const redriveCommand = async (
       createResampler,
       createOutputResampler: createSpeexStreamResampler,
       speed,
+      ...(playback === null ? {} : { playback }),
     });
     const opened = stepsOf(entries).find((s) => s.input.type === "SessionOpened")?.input;
     const id = opened?.type === "SessionOpened" ? opened.data.sessionId : "(unknown)";

@@ -63,6 +63,7 @@ export const ERROR_CODES = {
   response_timeout: server("The model produced nothing for the response within response_timeout_ms."),
   upstream_unavailable: server("The upstream model server cannot be reached, or went away.", 1011),
   upstream_protocol_error: server("The upstream model server broke the protocol.", 1011),
+  recording_diverged: server("The session's input is not the recording's that the recorded runner plays back.", 1011),
   upstream_commit_refused: server("The upstream model server refused a commit; the item has no transcript."),
   transcription_failed: server("The model could not transcribe the item."),
   server_vad_unavailable: server("Server VAD is not available."),

@@ -14,7 +14,24 @@ export type ItemId = Brand<string, "ItemId">;
 export const isSessionId = (value: string): value is SessionId => /^sess_[0-9a-f]{32}$/.test(value);
 
 /** A short tag of the session id (its first 8 hex digits) that keeps derived ids readable and distinct. */
-const tagOf = (sessionId: SessionId): string => sessionId.slice(5, 13);
+export const tagOf = (sessionId: string): string => sessionId.slice(5, 13);
+
+/**
+ * `value` with every string's derived-id tag of session `from` (`_<tag>_`) made the tag of session `to`, so that what
+ * one session recorded names the same items and responses in another (a recorded session re-driven live); bytes
+ * and everything else are left alone.
+ */
+export const retagged = <T>(value: T, from: string, to: string): T => {
+  const [a, b] = [tagOf(from), tagOf(to)];
+  if (a === b) return value;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "string") return v.split(`_${a}_`).join(`_${b}_`);
+    if (v instanceof Uint8Array || typeof v !== "object" || v === null) return v;
+    if (Array.isArray(v)) return v.map(walk);
+    return Object.fromEntries(Object.entries(v).map(([k, inner]) => [k, walk(inner)]));
+  };
+  return walk(value) as T;
+};
 
 /** The n-th response of a session (n from 1): `resp_<tag>_<n>`. Never reused, even after a cancel. */
 export const responseIdFor = (sessionId: SessionId, n: number): ResponseId =>

@@ -115,7 +115,12 @@ export type StageOutput =
  * Why a model stage was lost (the error code its session ends with): `duplex_session_busy` when the model server
  * refused the session at its own capacity (reference, "Errors": its `max_sessions`), a retryable refusal.
  */
-export const STAGE_LOSS_CODES = ["upstream_unavailable", "upstream_protocol_error", "duplex_session_busy"] as const;
+export const STAGE_LOSS_CODES = [
+  "upstream_unavailable",
+  "upstream_protocol_error",
+  "duplex_session_busy",
+  "recording_diverged",
+] as const;
 export type StageLossCode = (typeof STAGE_LOSS_CODES)[number];
 
 /** OpenAI's reasons of an `incomplete` response. */

@@ -1,4 +1,4 @@
-import type { Capabilities, DetachReason, DomainEvent } from "../domain/index.ts";
+import type { Capabilities, DetachReason, DomainEvent, EarlierRules } from "../domain/index.ts";
 import type { TurnSpanName } from "../projections/index.ts";
 import type { DecodedResume } from "../protocol/index.ts";
 import type { EngineLog } from "./lifecycle-log.ts";
@@ -120,6 +120,11 @@ export interface EngineDeps {
 export interface OpenOptions {
   readonly model?: string;
   readonly nativeDuplex?: boolean;
+  /**
+   * The rules of an earlier release to decide by (a recorded session re-driven live, src/replay/redrive.ts, decides
+   * as its recording did); absent: today's.
+   */
+  readonly rules?: EarlierRules;
 }
 
 /** Why `open` refused a session. */

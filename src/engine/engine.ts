@@ -246,6 +246,7 @@ class SessionEngine implements Engine, HostEvents {
         maxPendingTurns: limits.maxPendingTurns,
         ...(limits.maxLifetimeS === null ? {} : { maxLifetimeS: limits.maxLifetimeS }),
         ...(nodeId === null ? {} : { node: nodeId }),
+        ...(options.rules === undefined ? {} : { rules: options.rules }),
       },
     });
     this.touch(host);

@@ -33,7 +33,8 @@ export const profileSchema = z.union([
 export type ProfileConfig = z.infer<typeof profileSchema>;
 
 /**
- * The runner: `echo` (default), `upstream` (a realtime model server over WebSocket) or `scripted` (a script file).
+ * The runner: `echo` (default), `upstream` (a realtime model server over WebSocket), `scripted` (a script file) or
+ * `recorded` (a recorded session's model, played back).
  * Times in ms.
  */
 export const runnerSchema = z
@@ -81,6 +82,17 @@ export const runnerSchema = z
             initial_delay_ms: DEFAULT_RESUME_POLICY.initialDelayMs,
             max_delay_ms: DEFAULT_RESUME_POLICY.maxDelayMs,
           }),
+        profile: profileSchema.optional(),
+      })
+      .strict(),
+    z
+      .object({
+        kind: z.literal("recorded"),
+        /**
+         * A session file (`duplex export`) whose model is played back to sessions whose input matches it
+         * (src/infra/runners/recorded.ts); its recorded capabilities are the runner's.
+         */
+        log: z.string().min(1),
         profile: profileSchema.optional(),
       })
       .strict(),

@@ -1,4 +1,4 @@
-import type { DomainEvent, Input } from "../domain/index.ts";
+import { type DomainEvent, type Input, retagged } from "../domain/index.ts";
 import { createEngine } from "../engine/engine.ts";
 import { stepsOf } from "../engine/log.ts";
 import type { EventStore, ModelRunner, RecordedEntry, ResamplerFactory } from "../engine/ports/index.ts";
@@ -69,21 +69,6 @@ const behaviourOf = (event: DomainEvent): string | null => {
   }
 };
 
-/** The tag derived ids carry (ids.ts): the session id's first 8 hex digits. */
-const tagOf = (sessionId: string): string => sessionId.slice(5, 13);
-
-/** `value` with every string's `_<from>_` (a derived id's tag) turned into `_<to>_`; bytes are left alone. */
-const retag = <T>(value: T, from: string | null, to: string): T => {
-  if (from === null || from === to) return value;
-  const walk = (v: unknown): unknown => {
-    if (typeof v === "string") return v.split(`_${from}_`).join(`_${to}_`);
-    if (v instanceof Uint8Array || typeof v !== "object" || v === null) return v;
-    if (Array.isArray(v)) return v.map(walk);
-    return Object.fromEntries(Object.entries(v).map(([k, inner]) => [k, walk(inner)]));
-  };
-  return walk(value) as T;
-};
-
 /** The behaviour lines of a session's decisions, given the client input (1-based) each answers. */
 const linesOf = (decisions: readonly { input: number; event: DomainEvent }[]): BehaviourLine[] => {
   const lines: BehaviourLine[] = [];
@@ -98,12 +83,36 @@ const linesOf = (decisions: readonly { input: number; event: DomainEvent }[]): B
 const contextOf = (lines: readonly BehaviourLine[], index: number, context: number): string[] =>
   lines.slice(Math.max(0, index - context), index + context + 1).map((l) => `#${l.input} ${l.text}`);
 
+/** The first behaviour line where the live session differs from the recording, with `context` lines around it. */
+const firstDivergence = (
+  recordedLines: readonly BehaviourLine[],
+  liveLines: readonly BehaviourLine[],
+  context: number,
+): BehaviourDivergence | null => {
+  const n = Math.max(recordedLines.length, liveLines.length);
+  for (let i = 0; i < n; i += 1) {
+    const r = recordedLines[i];
+    const l = liveLines[i];
+    if (r?.text !== l?.text) {
+      return {
+        index: i,
+        recorded: r === undefined ? "(nothing)" : `#${r.input} ${r.text}`,
+        live: l === undefined ? "(nothing)" : `#${l.input} ${l.text}`,
+        recordedContext: contextOf(recordedLines, i, context),
+        liveContext: contextOf(liveLines, i, context),
+      };
+    }
+  }
+  return null;
+};
+
 /**
  * Re-drives a recorded session's client inputs against a live runner (`duplex replay FILE --runner CONFIG`) and
  * compares what the session decided with what the recording decided, line by line (see `behaviourOf`).
  * Client commands are fed in their recorded order, `speed` times faster than recorded (`Infinity`: without pauses),
  * and each waits (up to `settleMs`, default 5000) while the live model is behind the recording (it has not started a
- * response the recording had, or still answers where the recording had finished); the model's outputs come from
+ * response the recording had, or still answers where the recording had finished; `playback`: it has taken fewer stage
+ * outputs than the recording had by then); the model's outputs come from
  * `runner`, not from the recording. After the last command the
  * session is given `settleMs` to finish its response.
  * @throws Error when the entries are not a session stream.
@@ -118,6 +127,12 @@ export const redrive = async (
     readonly speed?: number;
     readonly settleMs?: number;
     readonly context?: number;
+    /**
+     * The runner plays this very recording back (src/infra/runners/recorded.ts, paced): it is told each client input
+     * the live session took (`follow`), and before each command the session also waits until it has taken as many
+     * stage outputs as the recording had by then, so that outputs and inputs interleave as recorded.
+     */
+    readonly playback?: { follow(clientInput: number): void };
   },
 ): Promise<RedriveResult> => {
   const steps = stepsOf(entries);
@@ -134,13 +149,20 @@ export const redrive = async (
     ...(opened?.type === "SessionOpened" && opened.data.nativeDuplex !== null
       ? { nativeDuplex: opened.data.nativeDuplex }
       : {}),
+    // A session recorded by an earlier release decides live by that release's rules, as its replay does.
+    ...(opened?.type === "SessionOpened" && opened.data.rules !== undefined ? { rules: opened.data.rules } : {}),
   });
   if ("code" in host) throw new Error(`re-drive: ${host.message}`);
-  const recordedTag = opened?.type === "SessionOpened" ? tagOf(opened.data.sessionId) : null;
-  const liveTag = tagOf((host as SessionHost).sessionId);
+  const recordedId = opened?.type === "SessionOpened" ? opened.data.sessionId : null;
+  const liveId = (host as SessionHost).sessionId;
   const live: { input: number; event: DomainEvent }[] = [];
   let current = 0;
   (host as SessionHost).events$.subscribe((e) => live.push({ input: current, event: e.event }));
+  let liveOutputs = 0;
+  let recordedOutputs = 0;
+  (host as SessionHost).committed$.subscribe((step) => {
+    if (step.input.type === "StageOutputReceived") liveOutputs += 1;
+  });
   const recorded: { input: number; event: DomainEvent }[] = [];
   const speed = deps.speed ?? 1;
   const settleMs = deps.settleMs ?? 5000;
@@ -149,6 +171,7 @@ export const redrive = async (
   let lastAt: number | null = null;
   let count = 0;
   for (const step of steps) {
+    if (step.input.type === "StageOutputReceived") recordedOutputs += 1;
     if (step.input.type !== "CommandReceived") {
       // Decisions of other inputs (stage outputs, timers) belong to the client input before them.
       for (const d of step.decisions) recorded.push({ input: count, event: d.envelope.event });
@@ -166,6 +189,7 @@ export const redrive = async (
     const behind = (): boolean => {
       const live = host.current;
       const was = recording.state;
+      if (deps.playback !== undefined && liveOutputs < recordedOutputs) return true;
       if (live.responseCount < was.responseCount) return true;
       return live.responseCount === was.responseCount && live.response !== null && was.response === null;
     };
@@ -177,9 +201,11 @@ export const redrive = async (
     current = count;
     // Ids in commands (a response or an item to cancel, ack, truncate) are derived from the session's id: the live
     // session has its own, so the recorded ones are translated.
-    const command = retag(step.input.data.command, recordedTag, liveTag);
+    const command =
+      recordedId === null ? step.input.data.command : retagged(step.input.data.command, recordedId, liveId);
     const input: Input = { type: "CommandReceived", at: Date.now(), data: { command } };
     await host.enqueue(input);
+    deps.playback?.follow(count);
   }
   if (!host.isClosed) {
     const deadline = Date.now() + settleMs;
@@ -191,22 +217,6 @@ export const redrive = async (
   await engine.close();
   const recordedLines = linesOf(recorded);
   const liveLines = linesOf(live);
-  const n = Math.max(recordedLines.length, liveLines.length);
-  let divergence: BehaviourDivergence | null = null;
-  for (let i = 0; i < n; i += 1) {
-    const r = recordedLines[i];
-    const l = liveLines[i];
-    if (r?.text !== l?.text) {
-      const context = deps.context ?? 3;
-      divergence = {
-        index: i,
-        recorded: r === undefined ? "(nothing)" : `#${r.input} ${r.text}`,
-        live: l === undefined ? "(nothing)" : `#${l.input} ${l.text}`,
-        recordedContext: contextOf(recordedLines, i, context),
-        liveContext: contextOf(liveLines, i, context),
-      };
-      break;
-    }
-  }
+  const divergence = firstDivergence(recordedLines, liveLines, deps.context ?? 3);
   return { ok: divergence === null, clientInputs: count, recorded: recordedLines, live: liveLines, divergence };
 };

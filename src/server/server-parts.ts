@@ -7,8 +7,10 @@ import type { EngineDeps, EventStore, ModelRunner, NodeLeases } from "../engine/
 import { createResampler, createSpeexStreamResampler } from "../infra/audio/index.ts";
 import { ConfigError, type DeployConfig } from "../infra/config.ts";
 import { writeSessionFile } from "../infra/event-store/index.ts";
+import { readSessionFile } from "../infra/event-store/session-file.ts";
 import { createEchoRunner } from "../infra/runners/echo.ts";
 import { resolveProfile, withModelProfile } from "../infra/runners/profile.ts";
+import { createRecordedRunner } from "../infra/runners/recorded.ts";
 import { loadScript } from "../infra/runners/script.ts";
 import { createScriptedRunner } from "../infra/runners/scripted.ts";
 import { createUpstreamRunner } from "../infra/runners/upstream/index.ts";
@@ -221,6 +223,15 @@ export const createConfiguredRunner = async (
       });
     case "scripted":
       return createScriptedRunner(await loadScript(runner.script));
+    case "recorded": {
+      let entries: Awaited<ReturnType<typeof readSessionFile>>["entries"];
+      try {
+        entries = (await readSessionFile(runner.log)).entries;
+      } catch (error) {
+        throw new ConfigError(`runner.log: cannot read ${runner.log}: ${(error as Error).message}`, { cause: error });
+      }
+      return createRecordedRunner(entries);
+    }
     case "upstream": {
       const apiKey = runner.api_key_env === undefined ? undefined : process.env[runner.api_key_env];
       if (runner.api_key_env !== undefined && (apiKey === undefined || apiKey === "")) {

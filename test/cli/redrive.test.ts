@@ -76,6 +76,19 @@ describe("duplex replay FILE --runner CONFIG", () => {
     expect(stdout).toMatch(/against echo: same behaviour \(84 client inputs, 18 behaviour lines\)/);
   }, 60_000);
 
+  it("re-drives the upstream chain's recorded session through its own model played back (--runner recorded)", async () => {
+    const { stdout } = await run(process.execPath, [
+      "bin/duplex.js",
+      "replay",
+      "replays/upstream-chain-tool-call.jsonl",
+      "--runner",
+      "recorded",
+      "--speed",
+      "inf",
+    ]);
+    expect(stdout).toMatch(/against recorded: same behaviour \(\d+ client inputs, [1-9]\d* behaviour lines\)/);
+  }, 60_000);
+
   it("reports where another model differs, with the lines around it, and exits 1", async () => {
     const config = await configFor("tools.yaml");
     const failed = await run(process.execPath, [
