@@ -2,11 +2,10 @@ import { readdirSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { retagged, type StageOutput } from "../../src/domain/index.ts";
 import type { RecordedEntry } from "../../src/engine/index.ts";
-import { createResampler, createSpeexStreamResampler } from "../../src/infra/audio/index.ts";
-import { createSqliteEventStore, readSessionFile } from "../../src/infra/event-store/index.ts";
+import { readSessionFile } from "../../src/infra/event-store/index.ts";
 import { createRecordedRunner } from "../../src/infra/runners/recorded.ts";
-import { redrive } from "../../src/replay/index.ts";
 import { type EngineSession, openEngineSession } from "../support/engine-session.ts";
+import { redriveThroughOwnRecording } from "../support/recorded-redrive.ts";
 
 /**
  * The `recorded` runner (issue 35, part 2): a recorded session's model played back to a live session whose input
@@ -31,27 +30,13 @@ describe("the recorded runner", () => {
     "plays %s back: the session re-driven through it behaves as recorded, served its outputs",
     async (file) => {
       const { entries } = await readSessionFile(`replays/${file}`);
-      const store = createSqliteEventStore({ path: ":memory:" });
-      const runner = createRecordedRunner(entries, { paced: true });
-      try {
-        const result = await redrive(entries, {
-          store,
-          runner,
-          createResampler,
-          createOutputResampler: createSpeexStreamResampler,
-          speed: Number.POSITIVE_INFINITY,
-          settleMs: 3000,
-          playback: runner,
-        });
-        expect(result.divergence).toBeNull();
-        expect(result.live.length).toBeGreaterThan(0);
-        const [live] = await store.listStreams("session-");
-        const liveEntries = await store.read(String(live?.stream));
-        // Each output the recording's model gave, in order (ids aside: none of the model's own carries a session tag).
-        expect(JSON.stringify(outputsOf(liveEntries))).toBe(JSON.stringify(outputsOf(entries)));
-      } finally {
-        await store.close();
-      }
+      const { result, live } = await redriveThroughOwnRecording(entries);
+      expect(result.divergence).toBeNull();
+      expect(result.live.length).toBeGreaterThan(0);
+      // Each output the recording's model gave, in order, naming the live session's items where it named the recorded's.
+      const ids = [entries, live].map((e) => String((e[0]?.data as { sessionId?: string } | undefined)?.sessionId));
+      const recorded = retagged(outputsOf(entries), String(ids[0]), String(ids[1]));
+      expect(JSON.stringify(outputsOf(live))).toBe(JSON.stringify(recorded));
     },
     60_000,
   );

@@ -2,11 +2,10 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RealtimeClient, type ServerEvent } from "../../src/client/index.ts";
 import { foldLog, streamOf } from "../../src/engine/index.ts";
-import { createResampler, createSpeexStreamResampler, readWavFile } from "../../src/infra/audio/index.ts";
-import { createSqliteEventStore } from "../../src/infra/event-store/index.ts";
-import { createRecordedRunner } from "../../src/infra/runners/recorded.ts";
-import { redrive, replayEntries } from "../../src/replay/index.ts";
+import { readWavFile } from "../../src/infra/audio/index.ts";
+import { replayEntries } from "../../src/replay/index.ts";
 import { type ModelServerStub, startModelServerStub } from "../support/model-server-stub.ts";
+import { redriveThroughOwnRecording } from "../support/recorded-redrive.ts";
 import { sharedAudio, startTestServer } from "../support/server.ts";
 
 /**
@@ -254,25 +253,6 @@ const brokenInvariant = (run: Run): string | null => {
   return null;
 };
 
-/** `entries` re-driven live, without pauses, through the recorded runner that plays them back. */
-const redriveRecorded = async (entries: Parameters<typeof redrive>[0]) => {
-  const store = createSqliteEventStore({ path: ":memory:" });
-  const runner = createRecordedRunner(entries, { paced: true });
-  try {
-    return await redrive(entries, {
-      store,
-      runner,
-      createResampler,
-      createOutputResampler: createSpeexStreamResampler,
-      speed: Number.POSITIVE_INFINITY,
-      settleMs: 3000,
-      playback: runner,
-    });
-  } finally {
-    await store.close();
-  }
-};
-
 describe.each([
   ["echo", {}],
   ["scripted", { runner: { kind: "scripted", script: "deploy/scripts/greeting.yaml" } }],
@@ -314,7 +294,7 @@ describe.each([
         const replay = replayEntries(entries);
         expect(replay.divergence, "the recorded session replays offline byte for byte").toBeNull();
         // Re-driven live through the recorded runner of itself (its model's outputs played back), it behaves the same.
-        const redriven = await redriveRecorded(entries);
+        const redriven = (await redriveThroughOwnRecording(entries)).result;
         expect(redriven.divergence, "the session re-driven through its own recording").toBeNull();
         expect(brokenInvariant(run)).toBeNull();
         // History holds at most what was heard: each assistant item's text is a prefix of its transcript.
